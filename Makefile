@@ -1,0 +1,49 @@
+# Two commands do all set-up on a fresh machine: `make demo` (local end-to-end run) and `make test`.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+ENV ?= dev
+CDK := node_modules/.bin/cdk
+export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
+
+.PHONY: setup synth test test-fast lint demo bench clean
+
+# Set-up is stamped on the requirement files: it re-runs only when a pin changes.
+$(VENV)/.stamp: requirements.txt requirements-dev.txt training_code/requirements.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip==25.3
+	$(PY) -m pip install -q -r requirements-dev.txt
+	touch $@
+
+node_modules/.stamp: package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+setup: $(VENV)/.stamp node_modules/.stamp
+
+# Synthesizes every stack of one environment into cdk.out/ with no AWS credentials (cdk-nag runs in synth).
+synth: setup
+	env -u AWS_PROFILE -u AWS_ACCESS_KEY_ID -u AWS_SECRET_ACCESS_KEY -u AWS_SESSION_TOKEN \
+	  PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(CDK) synth --no-notices --quiet -c env=$(ENV) --all
+
+lint: setup
+	$(VENV)/bin/ruff check .
+
+# The whole suite, slow tests included (CI runs this).
+test: setup lint
+	$(VENV)/bin/pytest -q
+
+# The fast subset for the edit-test loop.
+test-fast: setup
+	$(VENV)/bin/pytest -q -m "not slow"
+
+demo: setup
+	$(PY) -m local_mode demo
+
+bench: setup
+	for b in benchmarks/bench_*.py; do $(PY) $$b || exit 1; done
+
+clean:
+	rm -rf cdk.out build .local-runs .pytest_cache

@@ -1,0 +1,24 @@
+"""Shared test set-up: import paths for the Lambda asset and the training code, and no AWS credentials."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+# `lambda` is a keyword: Lambda modules are imported top-level, as the Lambda runtime does.
+for sub in ("lambda", "training_code"):
+    path = str(REPO / sub)
+    if path not in sys.path:
+        sys.path.insert(0, path)
+
+# Nothing in the tests may reach AWS: drop real credentials, set fake ones for moto.
+for var in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN"):
+    os.environ.pop(var, None)
+os.environ["AWS_ACCESS_KEY_ID"] = "testing"
+os.environ["AWS_SECRET_ACCESS_KEY"] = "testing"
+os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["HF_DATASETS_OFFLINE"] = "1"
+os.environ["TRANSFORMERS_OFFLINE"] = "1"
