@@ -1,0 +1,478 @@
+"""Hyperparameters: three dataclass groups parsed from `--key value` arguments (the toolkit's form).
+
+`ModelArguments` and `DataArguments` are ours; `SageMakerTrainingArguments` is the Trainer's
+`Seq2SeqTrainingArguments` with SageMaker-friendly defaults (checkpoints in the checkpoint dir, precision
+and optimizer picked from the hardware, dataloader workers sized to the machine) and a few extra fields.
+`hyperparameter_schema()` turns the parser into `hyperparameters.json` (name -> type, help, choices).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import smenv
+
+TASKS = ("question-answering", "text-classification", "summarization")
+DATA_FORMATS = ("auto", "jsonl", "json", "csv", "parquet")
+PRECISIONS = ("auto", "bf16", "fp16", "fp32")
+ATTENTION = ("sdpa", "eager", "flash_attention_2", "flash_attention_3")
+
+SCHEMA_FILE = Path(__file__).resolve().parents[1] / "hyperparameters.json"
+
+
+class ArgumentError(ValueError):
+    """A hyperparameter is missing, unknown or has a bad value; the message names it."""
+
+
+@dataclass
+class ModelArguments:
+    """Which model and tokenizer to fine-tune."""
+
+    model_name_or_path: str | None = field(
+        default=None,
+        metadata={
+            "help": "Hugging Face Hub id or local directory of the pretrained model. Leave unset when a `model` "
+            "channel is sent (a saved model directory or model.tar.gz, for VPCs without internet)."
+        },
+    )
+    tokenizer_name_or_path: str | None = field(
+        default=None,
+        metadata={
+            "help": "Tokenizer to use (Hub id or directory). Default: the `tokenizer` channel when present "
+            "(the tokenizer stage's output), else the model's own tokenizer."
+        },
+    )
+    attn_implementation: str = field(
+        default="sdpa",
+        metadata={
+            "help": "Attention kernel: sdpa (PyTorch scaled-dot-product attention, default), eager, or "
+            "flash_attention_2/3 (needs the package). Falls back to eager when the model has no SDPA path.",
+            "choices": list(ATTENTION),
+        },
+    )
+    trust_remote_code: bool = field(
+        default=False, metadata={"help": "Allow model code from the Hub repository (off by default)."}
+    )
+    model_revision: str | None = field(
+        default=None, metadata={"help": "Hub revision (branch, tag or commit) of the model."}
+    )
+    cache_dir: str | None = field(
+        default=None,
+        metadata={"help": "Cache for downloaded models and tokenized datasets. Default: the datasets cache."},
+    )
+
+    def __post_init__(self) -> None:
+        if self.attn_implementation not in ATTENTION:
+            raise ArgumentError(f"attn_implementation must be one of {ATTENTION}, got {self.attn_implementation!r}")
+
+
+@dataclass
+class DataArguments:
+    """What to train on and how to turn it into model inputs."""
+
+    task: str | None = field(
+        default=None,
+        metadata={"help": "The task to fine-tune for (required).", "choices": list(TASKS)},
+    )
+    # --- where the data comes from ---
+    train_path: str | None = field(
+        default=None,
+        metadata={
+            "help": "File or directory with the training data (e.g. an FSx for Lustre mount path). "
+            "Default: the `train` channel."
+        },
+    )
+    validation_path: str | None = field(
+        default=None,
+        metadata={"help": "File or directory with the validation data. Default: the `validation` channel."},
+    )
+    dataset_name: str | None = field(
+        default=None,
+        metadata={"help": "Hub dataset name, used only when no train channel/path is given (needs internet)."},
+    )
+    dataset_config_name: str | None = field(default=None, metadata={"help": "Hub dataset configuration name."})
+    train_split: str = field(default="train", metadata={"help": "Split of the Hub dataset used for training."})
+    validation_split: str = field(
+        default="validation", metadata={"help": "Split of the Hub dataset used for evaluation ('' for none)."}
+    )
+    data_format: str = field(
+        default="auto",
+        metadata={
+            "help": "Format of channel files; auto detects it from the file extensions "
+            "(.jsonl/.json/.csv/.parquet, optionally .gz).",
+            "choices": list(DATA_FORMATS),
+        },
+    )
+    # --- column names ---
+    text_column: str | None = field(
+        default=None,
+        metadata={
+            "help": "Input text column. Default: classification text/sentence/sentence1/premise; "
+            "summarization document/article/text/dialogue."
+        },
+    )
+    text_pair_column: str | None = field(
+        default=None,
+        metadata={
+            "help": "Second text of a pair (classification, MNLI-style). Default: text_pair/sentence2/hypothesis "
+            "when present; 'none' forces single texts."
+        },
+    )
+    label_column: str = field(default="label", metadata={"help": "Label column (classification)."})
+    summary_column: str | None = field(
+        default=None, metadata={"help": "Target summary column. Default: summary/highlights/target."}
+    )
+    question_column: str = field(default="question", metadata={"help": "Question column (question answering)."})
+    context_column: str = field(default="context", metadata={"help": "Context column (question answering)."})
+    answers_column: str = field(
+        default="answers",
+        metadata={
+            "help": "SQuAD answers column: {'text': [...], 'answer_start': [...]} (a JSON string in CSV files)."
+        },
+    )
+    id_column: str = field(default="id", metadata={"help": "Example id column (question answering; optional)."})
+    # --- sequence lengths ---
+    max_seq_length: int | None = field(
+        default=None,
+        metadata={
+            "help": "Maximum input length in tokens. Default: question answering 384, classification 128, "
+            "summarization 1024 (never above the tokenizer's model_max_length)."
+        },
+    )
+    doc_stride: int = field(
+        default=128, metadata={"help": "Question answering: overlap in tokens between chunks of a long context."}
+    )
+    max_target_length: int = field(default=128, metadata={"help": "Summarization: maximum summary length."})
+    val_max_target_length: int | None = field(
+        default=None,
+        metadata={"help": "Summarization: maximum generated length at evaluation. Default: max_target_length."},
+    )
+    source_prefix: str | None = field(
+        default=None,
+        metadata={"help": "Summarization: prefix added to every input. Default: 'summarize: ' for T5 models."},
+    )
+    pad_to_max_length: bool = field(
+        default=False,
+        metadata={
+            "help": "Pad every example to max_seq_length (slow; for comparisons). Default: dynamic padding per "
+            "batch."
+        },
+    )
+    # --- question answering post-processing ---
+    version_2_with_negative: bool = field(
+        default=False, metadata={"help": "Question answering: SQuAD v2 data (some questions have no answer)."}
+    )
+    null_score_diff_threshold: float = field(
+        default=0.0,
+        metadata={"help": "SQuAD v2: predict no answer when null score - best span score exceeds this."},
+    )
+    n_best_size: int = field(default=20, metadata={"help": "Question answering: start/end candidates per feature."})
+    max_answer_length: int = field(default=30, metadata={"help": "Question answering: longest answer in tokens."})
+    # --- sizes and preprocessing ---
+    max_train_samples: int | None = field(
+        default=None, metadata={"help": "Use only this many training examples (per host on sharded input)."}
+    )
+    max_eval_samples: int | None = field(default=None, metadata={"help": "Use only this many validation examples."})
+    preprocessing_num_workers: int | None = field(
+        default=None, metadata={"help": "Processes for tokenization (datasets.map num_proc)."}
+    )
+    overwrite_cache: bool = field(default=False, metadata={"help": "Re-tokenize instead of using the cache."})
+
+    def __post_init__(self) -> None:
+        if self.task is None:
+            raise ArgumentError(f"task is required: one of {', '.join(TASKS)}")
+        if self.task not in TASKS:
+            raise ArgumentError(f"task must be one of {', '.join(TASKS)}, got {self.task!r}")
+        if self.data_format not in DATA_FORMATS:
+            raise ArgumentError(f"data_format must be one of {DATA_FORMATS}, got {self.data_format!r}")
+        if self.max_seq_length is not None and self.max_seq_length < 8:
+            raise ArgumentError(f"max_seq_length must be >= 8, got {self.max_seq_length}")
+        if self.task == "question-answering" and self.max_seq_length is not None:
+            if self.doc_stride >= self.max_seq_length:
+                raise ArgumentError(
+                    f"doc_stride ({self.doc_stride}) must be smaller than max_seq_length ({self.max_seq_length})"
+                )
+        for name in ("doc_stride", "max_target_length", "n_best_size", "max_answer_length"):
+            if getattr(self, name) < 1:
+                raise ArgumentError(f"{name} must be >= 1, got {getattr(self, name)}")
+        for name in ("max_train_samples", "max_eval_samples"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ArgumentError(f"{name} must be >= 1, got {value}")
+        if self.val_max_target_length is None:
+            self.val_max_target_length = self.max_target_length
+
+
+def _transformers_training_args():
+    from transformers import Seq2SeqTrainingArguments
+
+    return Seq2SeqTrainingArguments
+
+
+def _kv_to_dict(value: str) -> dict[str, Any]:
+    """`a=1,b=x` (how the toolkit renders a dict hyperparameter) -> {'a': 1, 'b': 'x'}."""
+    out: dict[str, Any] = {}
+    for part in value.split(","):
+        key, _, raw = part.partition("=")
+        try:
+            out[key.strip()] = json.loads(raw)
+        except ValueError:
+            out[key.strip()] = raw
+    return out
+
+
+def _cuda_info() -> tuple[bool, bool]:
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            return True, bool(torch.cuda.is_bf16_supported())
+    except Exception:  # pragma: no cover - no torch / broken driver
+        pass
+    return False, False
+
+
+def _make_training_args_class():
+    base = _transformers_training_args()
+
+    @dataclass
+    class SageMakerTrainingArguments(base):
+        """The Trainer's arguments with defaults for SageMaker jobs, plus checkpoint and precision settings."""
+
+        output_dir: str | None = field(
+            default=None,
+            metadata={"help": "Managed: the Trainer works in checkpoint_dir. Leave unset."},
+        )
+        checkpoint_dir: str = field(
+            default_factory=smenv.default_checkpoint_dir,
+            metadata={
+                "help": "Checkpoint directory (CheckpointConfig.LocalPath). Default /opt/ml/checkpoints, under "
+                "SAGEMAKER_BASE_DIR when set."
+            },
+        )
+        resume: bool = field(
+            default=True,
+            metadata={"help": "Resume from the newest complete checkpoint in checkpoint_dir when one exists."},
+        )
+        precision: str = field(
+            default="auto",
+            metadata={
+                "help": "Mixed precision: auto picks bf16 on GPUs that support it, else fp16 on GPUs, else fp32. "
+                "Explicit bf16/fp16 flags win.",
+                "choices": list(PRECISIONS),
+            },
+        )
+        ddp_backend: str | None = field(
+            default=None,
+            metadata={
+                "help": "Distributed backend: nccl (GPU default), gloo (CPU default), or smddp (SageMaker "
+                "distributed data parallel, on the instance types that support it).",
+                "choices": ["nccl", "gloo", "mpi", "xccl", "hccl", "cncl", "mccl", "smddp"],
+            },
+        )
+        save_steps: float = field(
+            default=500, metadata={"help": "Save a checkpoint every N optimizer steps (the spec's interval)."}
+        )
+        logging_steps: float = field(default=50, metadata={"help": "Log loss and learning rate every N steps."})
+        dataloader_num_workers: int = field(
+            default=-1,
+            metadata={
+                "help": "Dataloader worker processes per rank; -1 = auto (min(4, CPUs per local process) on GPU "
+                "machines, 0 on CPU-only machines)."
+            },
+        )
+        dataloader_pin_memory: bool = field(
+            default=True, metadata={"help": "Pin host memory for faster copies to the GPU (GPU only)."}
+        )
+        ddp_find_unused_parameters: bool | None = field(
+            default=False,
+            metadata={"help": "DDP find_unused_parameters; false is faster (set true for models with unused weights)."},
+        )
+        disable_tqdm: bool | None = field(
+            default=True, metadata={"help": "Progress bars off: PROGRESS lines report progress instead."}
+        )
+        predict_with_generate: bool = field(
+            default=True, metadata={"help": "Summarization: generate summaries at evaluation to compute ROUGE."}
+        )
+        eval_at_end: bool = field(
+            default=True, metadata={"help": "Evaluate on the validation data after training (when present)."}
+        )
+        sigterm_checkpoint: bool = field(
+            default=True,
+            metadata={"help": "On SIGTERM (spot interruption, stop), save a checkpoint at the next step and exit 0."},
+        )
+
+        def __post_init__(self) -> None:
+            if self.output_dir not in (None, "", self.checkpoint_dir):
+                raise ArgumentError(
+                    "output_dir is managed by the training code (it is the checkpoint dir); set checkpoint_dir "
+                    f"instead of output_dir={self.output_dir!r}"
+                )
+            self.output_dir = self.checkpoint_dir
+            if self.precision not in PRECISIONS:
+                raise ArgumentError(f"precision must be one of {PRECISIONS}, got {self.precision!r}")
+            has_cuda, has_bf16 = _cuda_info()
+            if not (self.bf16 or self.fp16):
+                if self.precision == "bf16" or (self.precision == "auto" and has_bf16):
+                    self.bf16 = True
+                elif self.precision == "fp16" or (self.precision == "auto" and has_cuda):
+                    self.fp16 = True
+            if not has_cuda:
+                self.dataloader_pin_memory = False
+                if self.optim == "adamw_torch_fused" and not _cpu_fused_adamw():
+                    self.optim = "adamw_torch"
+            if self.dataloader_num_workers < 0:
+                self.dataloader_num_workers = _auto_workers(has_cuda)
+            for name in ("fsdp_config", "lr_scheduler_kwargs", "gradient_checkpointing_kwargs", "accelerator_config"):
+                value = getattr(self, name, None)
+                if isinstance(value, str) and "=" in value and not value.lstrip().startswith("{"):
+                    setattr(self, name, _kv_to_dict(value))
+            if self.ddp_backend == "smddp":
+                try:
+                    import smdistributed.dataparallel.torch.torch_smddp  # noqa: F401
+                except ImportError as err:
+                    raise ArgumentError(
+                        "ddp_backend smddp needs the SageMaker distributed data parallel library "
+                        "(smdistributed.dataparallel), which the SageMaker GPU images ship on ml.p4d/p4de/p5 "
+                        "instances; use nccl elsewhere"
+                    ) from err
+            if self.save_steps is not None and self.save_steps <= 0:
+                raise ArgumentError(f"save_steps must be > 0, got {self.save_steps}")
+            super().__post_init__()
+
+    return SageMakerTrainingArguments
+
+
+def _cpu_fused_adamw() -> bool:
+    """torch's fused AdamW has a CPU kernel in recent releases; check instead of assuming."""
+    try:
+        import torch
+
+        param = torch.nn.Parameter(torch.zeros(2))
+        param.grad = torch.ones(2)
+        torch.optim.AdamW([param], lr=0.1, fused=True).step()
+        return True
+    except Exception:
+        return False
+
+
+def _auto_workers(has_cuda: bool) -> int:
+    if not has_cuda:
+        return 0  # on CPU the workers compete with the compute for the same cores
+    local = int(os.environ.get("LOCAL_WORLD_SIZE", "1") or 1)
+    cpus = os.cpu_count() or 1
+    return max(0, min(4, cpus // max(local, 1) - 1))
+
+
+_TRAINING_ARGS_CLASS = None
+
+
+def training_args_class():
+    global _TRAINING_ARGS_CLASS
+    if _TRAINING_ARGS_CLASS is None:
+        _TRAINING_ARGS_CLASS = _make_training_args_class()
+    return _TRAINING_ARGS_CLASS
+
+
+def make_parser():
+    from transformers import HfArgumentParser
+
+    return HfArgumentParser((ModelArguments, DataArguments, training_args_class()))
+
+
+def parse_args(argv: list[str] | None = None):
+    """Parse `--key value` arguments into (ModelArguments, DataArguments, SageMakerTrainingArguments).
+
+    Unknown names and bad values raise ArgumentError with the name in the message.
+    """
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = make_parser()
+
+    def _error(message: str):
+        raise ArgumentError(f"bad hyperparameter: {message}")
+
+    parser.error = _error  # argparse would print the whole usage and exit
+    known = {action.dest for action in parser._actions}
+    unknown = []
+    for item in argv:
+        if item.startswith("--"):
+            name = item[2:].split("=", 1)[0].replace("-", "_")
+            if name not in known:
+                unknown.append(name)
+    if unknown:
+        raise ArgumentError(
+            f"unknown hyperparameter(s): {', '.join(sorted(set(unknown)))} (accepted names are listed in "
+            "training_code/hyperparameters.json)"
+        )
+    model_args, data_args, training_args = parser.parse_args_into_dataclasses(args=argv)
+    return model_args, data_args, training_args
+
+
+def _schema_type(action) -> tuple[str, list[str] | None]:
+    from transformers.hf_argparser import string_to_bool
+
+    choices = [str(c) for c in action.choices] if action.choices else None
+    if action.nargs == "+":
+        return "array", choices
+    if action.type is string_to_bool:
+        return "boolean", None
+    if action.type is int:
+        return "integer", choices
+    if action.type is float:
+        return "number", choices
+    return "string", choices
+
+
+_OBJECT_FIELDS = {
+    "fsdp_config",
+    "lr_scheduler_kwargs",
+    "gradient_checkpointing_kwargs",
+    "accelerator_config",
+    "deepspeed",
+    "liger_kernel_config",
+}
+
+
+def hyperparameter_schema() -> dict[str, dict[str, Any]]:
+    """name -> {"type", "help", "choices"?} for every accepted hyperparameter, sorted by name."""
+    parser = make_parser()
+    schema: dict[str, dict[str, Any]] = {}
+    for action in parser._actions:
+        if action.dest == "help" or not action.option_strings:
+            continue
+        if any(opt.startswith(("--no_", "--no-")) for opt in action.option_strings):
+            continue  # the `--no_x` twin of a boolean
+        kind, choices = _schema_type(action)
+        if action.dest in _OBJECT_FIELDS:
+            kind = "object"
+        help_text = " ".join(str(action.help or "").split())
+        entry: dict[str, Any] = {"type": kind, "help": help_text}
+        if choices:
+            entry["choices"] = choices
+        schema[action.dest] = entry
+    return dict(sorted(schema.items()))
+
+
+def render_schema() -> str:
+    return json.dumps(hyperparameter_schema(), indent=2, sort_keys=True) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m hftrain.args --write` regenerates training_code/hyperparameters.json."""
+    argv = sys.argv[1:] if argv is None else argv
+    text = render_schema()
+    if "--write" in argv:
+        SCHEMA_FILE.write_text(text)
+        print(f"wrote {SCHEMA_FILE} ({len(json.loads(text))} hyperparameters)")
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

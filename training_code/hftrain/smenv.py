@@ -1,0 +1,114 @@
+"""What the SageMaker training container tells the script: paths, hosts, channels and their distribution.
+
+Everything here reads environment variables and JSON files only (no torch), so it is cheap to test.
+Outside a container `SAGEMAKER_BASE_DIR` relocates `/opt/ml`, as the sagemaker-training toolkit does.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+SHARDED = "ShardedByS3Key"
+REPLICATED = "FullyReplicated"
+
+
+def base_dir() -> Path:
+    return Path(os.environ.get("SAGEMAKER_BASE_DIR", "/opt/ml"))
+
+
+def default_checkpoint_dir() -> str:
+    """CheckpointConfig.LocalPath default: /opt/ml/checkpoints, or under SAGEMAKER_BASE_DIR when set."""
+    return str(base_dir() / "checkpoints")
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+@dataclass
+class SageMakerEnv:
+    """The parts of the container contract the training code uses."""
+
+    hosts: list[str] = field(default_factory=lambda: ["algo-1"])
+    current_host: str = "algo-1"
+    model_dir: str = ""
+    output_data_dir: str = ""
+    channels: dict[str, str] = field(default_factory=dict)  # name -> local dir
+    distribution: dict[str, str] = field(default_factory=dict)  # name -> S3DistributionType
+
+    @property
+    def host_index(self) -> int:
+        return self.hosts.index(self.current_host) if self.current_host in self.hosts else 0
+
+    @property
+    def num_hosts(self) -> int:
+        return len(self.hosts)
+
+    def is_sharded(self, channel: str) -> bool:
+        return self.distribution.get(channel, REPLICATED) == SHARDED and self.num_hosts > 1
+
+    @classmethod
+    def from_environ(cls, environ: dict[str, str] | None = None) -> SageMakerEnv:
+        env = os.environ if environ is None else environ
+        base = Path(env.get("SAGEMAKER_BASE_DIR", "/opt/ml"))
+        config_dir = base / "input" / "config"
+
+        resource = _read_json(config_dir / "resourceconfig.json")
+        if env.get("SM_RESOURCE_CONFIG"):
+            try:
+                resource = json.loads(env["SM_RESOURCE_CONFIG"]) or resource
+            except ValueError:
+                pass
+        hosts = resource.get("hosts")
+        if env.get("SM_HOSTS"):
+            try:
+                hosts = json.loads(env["SM_HOSTS"])
+            except ValueError:
+                pass
+        hosts = sorted(hosts) if hosts else ["algo-1"]
+        current = env.get("SM_CURRENT_HOST") or resource.get("current_host") or hosts[0]
+
+        input_config = _read_json(config_dir / "inputdataconfig.json")
+        if env.get("SM_INPUT_DATA_CONFIG"):
+            try:
+                input_config = json.loads(env["SM_INPUT_DATA_CONFIG"]) or input_config
+            except ValueError:
+                pass
+        distribution = {
+            name: str(cfg.get("S3DistributionType", REPLICATED))
+            for name, cfg in (input_config or {}).items()
+            if isinstance(cfg, dict)
+        }
+
+        channels: dict[str, str] = {}
+        data_dir = base / "input" / "data"
+        names = set(distribution)
+        if env.get("SM_CHANNELS"):
+            try:
+                names |= set(json.loads(env["SM_CHANNELS"]))
+            except ValueError:
+                pass
+        for key, value in env.items():
+            if key.startswith("SM_CHANNEL_"):
+                channels[key[len("SM_CHANNEL_"):].lower()] = value
+        for name in names:
+            channels.setdefault(name, str(data_dir / name))
+        if data_dir.is_dir():  # channels present on disk without a config (plain local runs)
+            for child in data_dir.iterdir():
+                if child.is_dir():
+                    channels.setdefault(child.name, str(child))
+
+        return cls(
+            hosts=list(hosts),
+            current_host=current,
+            model_dir=env.get("SM_MODEL_DIR") or str(base / "model"),
+            output_data_dir=env.get("SM_OUTPUT_DATA_DIR") or str(base / "output" / "data"),
+            channels=channels,
+            distribution=distribution,
+        )
