@@ -25,8 +25,9 @@ setup: $(VENV)/.stamp node_modules/.stamp
 
 # Synthesizes every stack of one environment into cdk.out/ with no AWS credentials (cdk-nag runs in synth).
 synth: setup
+	rm -rf cdk.out
 	env -u AWS_PROFILE -u AWS_ACCESS_KEY_ID -u AWS_SECRET_ACCESS_KEY -u AWS_SESSION_TOKEN \
-	  PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(CDK) synth --no-notices --quiet -c env=$(ENV) --all
+	  PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(CDK) synth --no-notices --quiet -c env=$(ENV)
 
 lint: setup
 	$(VENV)/bin/ruff check .

@@ -1,0 +1,120 @@
+"""Network: an EFA-ready VPC for training jobs, VPC endpoints, flow logs and an FSx for Lustre file system."""
+
+from __future__ import annotations
+
+from aws_cdk import Stack
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_fsx as fsx
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_s3 as s3
+from constructs import Construct
+
+from stacks.common import removal_policy, retention
+from stacks.config import FSX_DRA_TYPES, EnvironmentConfig
+
+# Interface endpoints a training job in a private subnet needs (SAGEMAKER_NOTES.md, "Network").
+INTERFACE_ENDPOINTS = {
+    "SageMakerApi": ec2.InterfaceVpcEndpointAwsService.SAGEMAKER_API,
+    "SageMakerRuntime": ec2.InterfaceVpcEndpointAwsService.SAGEMAKER_RUNTIME,
+    "Sts": ec2.InterfaceVpcEndpointAwsService.STS,
+    "Logs": ec2.InterfaceVpcEndpointAwsService.CLOUDWATCH_LOGS,
+    "Monitoring": ec2.InterfaceVpcEndpointAwsService.CLOUDWATCH_MONITORING,
+    "EcrApi": ec2.InterfaceVpcEndpointAwsService.ECR,
+    "EcrDkr": ec2.InterfaceVpcEndpointAwsService.ECR_DOCKER,
+}
+LUSTRE_PORTS = (ec2.Port.tcp(988), ec2.Port.tcp_range(1018, 1023))
+
+
+class NetworkStack(Stack):
+    """Exposes `vpc`, `training_subnets`, `training_security_group` and, when FSx is on, `file_system`,
+    `fsx_subnet` and `fsx_mount_name` for the pipeline stack."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, config: EnvironmentConfig, key: kms.IKey,
+                 data_bucket: s3.IBucket, **kwargs) -> None:
+        super().__init__(scope, construct_id, **kwargs)
+        private_type = (ec2.SubnetType.PRIVATE_WITH_EGRESS if config.nat_gateway
+                        else ec2.SubnetType.PRIVATE_ISOLATED)
+        subnets = [ec2.SubnetConfiguration(name="training", subnet_type=private_type, cidr_mask=20)]
+        if config.nat_gateway:
+            subnets.insert(0, ec2.SubnetConfiguration(name="public", subnet_type=ec2.SubnetType.PUBLIC,
+                                                      cidr_mask=24))
+        self.vpc = ec2.Vpc(
+            self, "Vpc", ip_addresses=ec2.IpAddresses.cidr(config.vpc_cidr),
+            availability_zones=list(config.availability_zones), subnet_configuration=subnets,
+            nat_gateways=1 if config.nat_gateway else 0,
+            # Nothing uses the default security group; restricting it would add a custom-resource Lambda.
+            restrict_default_security_group=False,
+        )
+        self.vpc.add_flow_log(
+            "FlowLogs",
+            destination=ec2.FlowLogDestination.to_cloud_watch_logs(logs.LogGroup(
+                self, "FlowLogGroup", encryption_key=key,
+                retention=retention(config.log_retention_days), removal_policy=removal_policy(config))),
+            traffic_type=ec2.FlowLogTrafficType.ALL,
+        )
+        self.training_subnets = self.vpc.select_subnets(subnet_type=private_type).subnets
+
+        # EFA needs all traffic between the instances of a job, both ways, inside one security group.
+        self.training_security_group = ec2.SecurityGroup(
+            self, "TrainingSecurityGroup", vpc=self.vpc, allow_all_outbound=False,
+            description="SageMaker training and processing jobs: all traffic within the group (EFA), HTTPS out")
+        sg = self.training_security_group
+        sg.add_ingress_rule(sg, ec2.Port.all_traffic(), "EFA and NCCL between the instances of a job")
+        sg.add_egress_rule(sg, ec2.Port.all_traffic(), "EFA and NCCL between the instances of a job")
+
+        endpoint_sg = ec2.SecurityGroup(self, "EndpointSecurityGroup", vpc=self.vpc, allow_all_outbound=False,
+                                        description="Interface endpoints: HTTPS from training jobs")
+        endpoint_sg.add_ingress_rule(sg, ec2.Port.tcp(443), "HTTPS from training jobs")
+        sg.add_egress_rule(endpoint_sg, ec2.Port.tcp(443), "HTTPS to the interface endpoints")
+        # S3 (gateway endpoint) and, with a NAT gateway, the Hugging Face Hub are reached over HTTPS.
+        sg.add_egress_rule(ec2.Peer.any_ipv4(), ec2.Port.tcp(443), "HTTPS to S3 (gateway endpoint) and the Hub")
+        self.vpc.add_gateway_endpoint("S3", service=ec2.GatewayVpcEndpointAwsService.S3)
+        for name, service in INTERFACE_ENDPOINTS.items():
+            self.vpc.add_interface_endpoint(name, service=service, private_dns_enabled=True,
+                                            security_groups=[endpoint_sg], open=False)
+
+        self.file_system: fsx.LustreFileSystem | None = None
+        self.fsx_subnet: ec2.ISubnet | None = None
+        if config.fsx.enabled:
+            self._add_fsx(config, key, data_bucket)
+
+    def _add_fsx(self, config: EnvironmentConfig, key: kms.IKey, data_bucket: s3.IBucket) -> None:
+        fc = config.fsx
+        # Jobs that read FSx must run in the file system's subnet (single AZ).
+        self.fsx_subnet = self.training_subnets[0]
+        fsx_sg = ec2.SecurityGroup(self, "FsxSecurityGroup", vpc=self.vpc, allow_all_outbound=False,
+                                   description="FSx for Lustre: Lustre traffic from training jobs")
+        for port in LUSTRE_PORTS:
+            fsx_sg.add_ingress_rule(self.training_security_group, port, "Lustre from training jobs")
+            fsx_sg.add_ingress_rule(fsx_sg, port, "Lustre between the file servers")
+            fsx_sg.add_egress_rule(fsx_sg, port, "Lustre between the file servers")
+            self.training_security_group.add_egress_rule(fsx_sg, port, "Lustre to the file system")
+        import_url = f"s3://{data_bucket.bucket_name}/{fc.import_prefix}"
+        dra = fc.deployment_type in FSX_DRA_TYPES
+        lustre = fsx.LustreConfiguration(
+            deployment_type=fsx.LustreDeploymentType(fc.deployment_type),
+            per_unit_storage_throughput=fc.per_unit_storage_throughput,
+            # Older types link to S3 through an import path; PERSISTENT_2 through a data repository association.
+            import_path=None if dra else import_url,
+            auto_import_policy=None if dra else fsx.LustreAutoImportPolicy.NEW_CHANGED_DELETED,
+        )
+        self.file_system = fsx.LustreFileSystem(
+            self, "FileSystem", vpc=self.vpc, vpc_subnet=self.fsx_subnet, storage_capacity_gib=fc.storage_capacity_gib,
+            lustre_configuration=lustre, security_group=fsx_sg, kms_key=key if fc.deployment_type.startswith(
+                "PERSISTENT") else None,
+            removal_policy=removal_policy(config),
+        )
+        if dra:
+            fsx.CfnDataRepositoryAssociation(
+                self, "DataRepositoryAssociation", file_system_id=self.file_system.file_system_id,
+                file_system_path=fc.file_system_path, data_repository_path=import_url,
+                batch_import_meta_data_on_create=True,
+                s3=fsx.CfnDataRepositoryAssociation.S3Property(
+                    auto_import_policy=fsx.CfnDataRepositoryAssociation.AutoImportPolicyProperty(
+                        events=["NEW", "CHANGED", "DELETED"])),
+            )
+
+    @property
+    def fsx_mount_name(self) -> str | None:
+        return self.file_system.mount_name if self.file_system else None

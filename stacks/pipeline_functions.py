@@ -1,0 +1,50 @@
+"""The pipeline's Lambda functions: one code asset (lambda/), one least-privilege role and log group each."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from aws_cdk import Duration
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from constructs import Construct
+
+from stacks.common import removal_policy, retention
+from stacks.config import EnvironmentConfig
+
+LAMBDA_DIR = Path(__file__).resolve().parents[1] / "lambda"
+RUNTIME = lambda_.Runtime.PYTHON_3_14
+
+
+class PipelineFunction(Construct):
+    """A Lambda running `handlers.<handler>` with its own role: only the statements it is given, plus its logs."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, config: EnvironmentConfig, handler: str,
+                 code: lambda_.Code, key: kms.IKey, environment: dict[str, str],
+                 statements: list[iam.PolicyStatement], timeout_s: int = 60,
+                 memory_mb: int = 256, description: str = "") -> None:
+        super().__init__(scope, construct_id)
+        name = f"{config.prefix}-{handler.replace('_', '-')}"
+        self.log_group = logs.LogGroup(self, "Logs", log_group_name=f"/aws/lambda/{name}", encryption_key=key,
+                                       retention=retention(config.log_retention_days),
+                                       removal_policy=removal_policy(config))
+        self.role = iam.Role(self, "Role", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+                             description=f"{name}: only the calls handlers.{handler} makes")
+        self.role.add_to_policy(iam.PolicyStatement(
+            sid="WriteOwnLogs", actions=["logs:CreateLogStream", "logs:PutLogEvents"],
+            resources=[self.log_group.log_group_arn]))  # the log group's ARN covers its streams (`:*`)
+        for statement in statements:
+            self.role.add_to_policy(statement)
+        self.function = lambda_.Function(
+            self, "Function", function_name=name, runtime=RUNTIME, code=code, handler=f"handlers.{handler}",
+            role=self.role, timeout=Duration.seconds(timeout_s), memory_size=memory_mb, environment=environment,
+            log_group=self.log_group, tracing=lambda_.Tracing.ACTIVE, description=description,
+            architecture=lambda_.Architecture.ARM_64,
+        )
+
+
+def lambda_code() -> lambda_.Code:
+    """The lambda/ folder as it is: standard library + boto3 (in the runtime), nothing to bundle."""
+    return lambda_.Code.from_asset(str(LAMBDA_DIR), exclude=["__pycache__", "*.pyc", "*.md"])

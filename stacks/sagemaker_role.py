@@ -1,0 +1,73 @@
+"""The execution role that SageMaker training and processing jobs assume: least privilege, no wildcard actions."""
+
+from __future__ import annotations
+
+from aws_cdk import Stack
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from constructs import Construct
+
+from stacks.image_uris import ImageUris
+from stacks.storage_stack import CHECKPOINTS_PREFIX, CODE_PREFIX, MODELS_PREFIX, OUTPUTS_PREFIX
+
+S3_READ = ["s3:GetObject", "s3:GetObjectVersion"]
+S3_WRITE = ["s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload"]
+# Actions SageMaker needs to attach a job's ENIs in the VPC (SAGEMAKER_NOTES.md, "Events, Step Functions and IAM").
+ENI_DESCRIBE = ["ec2:DescribeNetworkInterfaces", "ec2:DescribeVpcs", "ec2:DescribeDhcpOptions",
+                "ec2:DescribeSubnets", "ec2:DescribeSecurityGroups"]
+ENI_MANAGE = ["ec2:CreateNetworkInterface", "ec2:CreateNetworkInterfacePermission",
+              "ec2:DeleteNetworkInterface", "ec2:DeleteNetworkInterfacePermission"]
+
+
+class SageMakerExecutionRole(Construct):
+    def __init__(self, scope: Construct, construct_id: str, *, role_name: str, data_bucket_arn: str,
+                 artifacts_bucket_arn: str, key: kms.IKey, images: ImageUris, vpc: ec2.IVpc,
+                 subnets: list[ec2.ISubnet], security_groups: list[ec2.ISecurityGroup],
+                 file_system_arn: str | None) -> None:
+        super().__init__(scope, construct_id)
+        stack = Stack.of(self)
+        self.role = iam.Role(self, "Role", role_name=role_name,
+                             assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"),
+                             description="Execution role of the project's SageMaker training and processing jobs")
+        add = self.role.add_to_policy
+
+        add(iam.PolicyStatement(sid="ReadData", actions=S3_READ, resources=[f"{data_bucket_arn}/*"]))
+        add(iam.PolicyStatement(sid="ListBuckets", actions=["s3:ListBucket"],
+                                resources=[data_bucket_arn, artifacts_bucket_arn]))
+        read_prefixes = [CODE_PREFIX, CHECKPOINTS_PREFIX, MODELS_PREFIX, OUTPUTS_PREFIX]
+        add(iam.PolicyStatement(sid="ReadArtifacts", actions=S3_READ,
+                                resources=[f"{artifacts_bucket_arn}/{p}*" for p in read_prefixes]))
+        # Jobs write checkpoints, models and outputs; they never write code.
+        add(iam.PolicyStatement(sid="WriteArtifacts", actions=S3_WRITE, resources=[
+            f"{artifacts_bucket_arn}/{p}*" for p in (CHECKPOINTS_PREFIX, MODELS_PREFIX, OUTPUTS_PREFIX)]))
+        add(iam.PolicyStatement(sid="UseProjectKey", resources=[key.key_arn], actions=[
+            "kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey", "kms:DescribeKey", "kms:CreateGrant"]))
+
+        repos = images.repositories()
+        add(iam.PolicyStatement(sid="PullDlcImages", resources=[
+            f"arn:{stack.partition}:ecr:{region}:{account}:repository/{repo}" for account, region, repo in repos],
+            actions=["ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer", "ecr:BatchCheckLayerAvailability"]))
+        # GetAuthorizationToken has no resource-level permissions: AWS requires "*".
+        add(iam.PolicyStatement(sid="EcrLogin", actions=["ecr:GetAuthorizationToken"], resources=["*"]))
+
+        log_groups = f"arn:{stack.partition}:logs:{stack.region}:{stack.account}:log-group:/aws/sagemaker/"
+        add(iam.PolicyStatement(sid="WriteJobLogs", resources=[
+            f"{log_groups}TrainingJobs:*", f"{log_groups}ProcessingJobs:*"],
+            actions=["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"]))
+        # PutMetricData has no resource-level permissions; the condition pins the SageMaker namespaces.
+        add(iam.PolicyStatement(sid="PutJobMetrics", actions=["cloudwatch:PutMetricData"], resources=["*"],
+                                conditions={"StringLike": {"cloudwatch:namespace": "/aws/sagemaker/*"}}))
+
+        # ENIs for VPC jobs: describe calls take no resource; create/delete are pinned to the VPC.
+        add(iam.PolicyStatement(sid="DescribeNetwork", actions=ENI_DESCRIBE, resources=["*"]))
+        eni = f"arn:{stack.partition}:ec2:{stack.region}:{stack.account}:network-interface/*"
+        add(iam.PolicyStatement(sid="ManageJobEnis", actions=ENI_MANAGE, resources=[eni], conditions={
+            "ArnEquals": {"ec2:Vpc": f"arn:{stack.partition}:ec2:{stack.region}:{stack.account}:vpc/{vpc.vpc_id}"}}))
+        add(iam.PolicyStatement(sid="AttachEnisToSubnetsAndGroups", actions=["ec2:CreateNetworkInterface"],
+                                resources=[
+            *(f"arn:{stack.partition}:ec2:{stack.region}:{stack.account}:subnet/{s.subnet_id}" for s in subnets),
+            *(f"arn:{stack.partition}:ec2:{stack.region}:{stack.account}:security-group/{g.security_group_id}"
+              for g in security_groups)]))
+        if file_system_arn:
+            add(iam.PolicyStatement(sid="ReadFsx", actions=["fsx:DescribeFileSystems"], resources=[file_system_arn]))

@@ -1,0 +1,160 @@
+"""The Step Functions definitions: the tokenizer pipeline and the fine-tune pipeline (Standard workflows).
+
+The execution state is one JSON object (CONTRACTS.md, "State machine state"):
+  run                 the planned run from Prepare (spec with defaults, run_id, names, URIs)
+  poll_seconds        seconds between two looks at a running job
+  tokenizer_enabled   whether the fine-tune pipeline runs the tokenizer stage first
+  attempt             index of the training attempt (0, then one per fallback)
+  job / status        the job last started, and what the last look at it found
+  error               {"Error", "Cause"} once something failed
+Jobs are watched with a Wait -> Describe -> Choice loop (see README, "Waiting on jobs", for cost and latency).
+"""
+
+from __future__ import annotations
+
+from aws_cdk import Duration
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_stepfunctions as sfn
+from aws_cdk import aws_stepfunctions_tasks as tasks
+from constructs import Construct
+
+from stacks.common import removal_policy, retention
+from stacks.config import EnvironmentConfig
+
+LAMBDA_SERVICE_ERRORS = ["Lambda.ServiceException", "Lambda.AWSLambdaException", "Lambda.SdkClientException",
+                         "Lambda.TooManyRequestsException"]
+# Raised by the handlers (named after the SageMaker error codes) when SageMaker throttles or a quota is full.
+THROTTLING_ERRORS = ["ThrottlingException", "ResourceLimitExceeded"]
+TASK_TIMEOUT = Duration.minutes(5)
+FINE_TUNE_TIMEOUT = Duration.days(60)  # covers 28-day jobs, spot waits and fallback attempts
+TOKENIZER_TIMEOUT = Duration.days(7)
+
+
+class _Builder:
+    """Adds the states of one state machine under one scope, with the same retry and catch policy on each task."""
+
+    def __init__(self, scope: Construct, functions: dict[str, lambda_.IFunction]) -> None:
+        self.scope = scope
+        self.functions = functions
+        self.fail = sfn.Fail(scope, "RunFailed", comment="The run failed: the error and cause say why",
+                             error_path="$.error.Error", cause_path="$.error.Cause")
+        notify = self.invoke("NotifyFailure", "notify_failure", sfn.TaskInput.from_json_path_at("$"),
+                             "$.notification", catch=False)
+        notify.add_catch(self.fail, result_path="$.notification_error")
+        self.on_error = notify.next(self.fail)
+
+    def invoke(self, state_id: str, handler: str, payload: sfn.TaskInput, result_path: str,
+               catch: bool = True) -> tasks.LambdaInvoke:
+        task = tasks.LambdaInvoke(
+            self.scope, state_id, lambda_function=self.functions[handler], payload=payload,
+            payload_response_only=True, result_path=result_path, retry_on_service_exceptions=False,
+            task_timeout=sfn.Timeout.duration(TASK_TIMEOUT))
+        task.add_retry(errors=LAMBDA_SERVICE_ERRORS, interval=Duration.seconds(2), max_attempts=6,
+                       backoff_rate=2, jitter_strategy=sfn.JitterType.FULL)
+        task.add_retry(errors=THROTTLING_ERRORS, interval=Duration.seconds(10), max_attempts=5, backoff_rate=2,
+                       jitter_strategy=sfn.JitterType.FULL)
+        if catch:
+            task.add_catch(self.on_error, result_path="$.error")
+        return task
+
+    def job_failed(self, state_id: str, error: str) -> sfn.Pass:
+        return sfn.Pass(self.scope, state_id, result_path="$.error", parameters={
+            "Error": error, "Cause.$": "States.JsonToString($.status)"}).next(self.on_error)
+
+    def watch(self, prefix: str) -> tuple[sfn.Wait, sfn.Choice]:
+        """Wait -> CheckJob -> Choice on $.status.state; returns (wait, choice) to wire the outcomes."""
+        wait = sfn.Wait(self.scope, f"Wait{prefix}", time=sfn.WaitTime.seconds_path("$.poll_seconds"))
+        check = self.invoke(f"Check{prefix}", "check_job", sfn.TaskInput.from_object({
+            "job": sfn.JsonPath.object_at("$.job")}), "$.status")
+        choice = sfn.Choice(self.scope, f"{prefix}Status")
+        choice.when(sfn.Condition.string_equals("$.status.state", "running"), wait)
+        wait.next(check).next(choice)
+        return wait, choice
+
+    def processing_stage(self, prefix: str, stage: str) -> tuple[sfn.IChainable, sfn.Choice]:
+        start = self.invoke(f"Start{prefix}", "start_processing", sfn.TaskInput.from_object({
+            "run": sfn.JsonPath.object_at("$.run"), "stage": stage}), "$.job")
+        wait, choice = self.watch(prefix)
+        start.next(wait)
+        choice.otherwise(self.job_failed(f"{prefix}Failed", f"{prefix}JobFailed"))
+        return start, choice
+
+
+def tokenizer_definition(scope: Construct, functions: dict[str, lambda_.IFunction]) -> sfn.IChainable:
+    """[Prepare, unless started with a planned run] -> map processing job (N hosts) -> reduce job (1 host)."""
+    b = _Builder(scope, functions)
+    prepare = b.invoke("Prepare", "prepare", sfn.TaskInput.from_json_path_at("$"), "$")
+    map_start, map_done = b.processing_stage("TokenizerMap", "map")
+    reduce_start, reduce_done = b.processing_stage("TokenizerReduce", "reduce")
+    done = sfn.Succeed(scope, "TokenizerReady", comment="tokenizer.json and friends are in the run's outputs")
+    map_done.when(sfn.Condition.string_equals("$.status.state", "completed"), reduce_start)
+    reduce_done.when(sfn.Condition.string_equals("$.status.state", "completed"), done)
+    planned = sfn.Choice(scope, "IsPlanned", comment="The fine-tune pipeline starts this with a planned run")
+    planned.when(sfn.Condition.is_present("$.run"), map_start)
+    planned.otherwise(prepare)
+    prepare.next(map_start)
+    return planned
+
+
+def fine_tune_definition(scope: Construct, functions: dict[str, lambda_.IFunction],
+                         tokenizer_machine: sfn.IStateMachine) -> sfn.IChainable:
+    """Prepare -> [tokenizer pipeline] -> training job (with fallback attempts) -> Finish."""
+    b = _Builder(scope, functions)
+    prepare = b.invoke("Prepare", "prepare", sfn.TaskInput.from_json_path_at("$"), "$")
+    tokenizer = tasks.StepFunctionsStartExecution(
+        scope, "TrainTokenizer", state_machine=tokenizer_machine,
+        integration_pattern=sfn.IntegrationPattern.RUN_JOB, associate_with_parent=True,
+        input=sfn.TaskInput.from_object({
+            "run": sfn.JsonPath.object_at("$.run"), "poll_seconds": sfn.JsonPath.number_at("$.poll_seconds")}),
+        result_selector={"status.$": "$.Status"}, result_path="$.tokenizer")
+    tokenizer.add_catch(b.on_error, result_path="$.error")
+
+    start = b.invoke("StartTraining", "start_training", sfn.TaskInput.from_object({
+        "run": sfn.JsonPath.object_at("$.run"), "attempt": sfn.JsonPath.number_at("$.attempt")}), "$.job")
+    wait, outcome = b.watch("Training")
+    start.next(wait)
+    fallback = b.invoke("PlanFallback", "plan_fallback", sfn.TaskInput.from_object({
+        "run": sfn.JsonPath.object_at("$.run"), "attempt": sfn.JsonPath.number_at("$.attempt"),
+        "status": sfn.JsonPath.object_at("$.status")}), "$.attempt")
+    fallback.next(start)
+    finish = b.invoke("Finish", "finish", sfn.TaskInput.from_object({
+        "run": sfn.JsonPath.object_at("$.run"), "job": sfn.JsonPath.object_at("$.job")}), "$.result")
+    finish.next(sfn.Succeed(scope, "RunSucceeded"))
+    outcome.when(sfn.Condition.string_equals("$.status.state", "completed"), finish)
+    outcome.when(sfn.Condition.string_equals("$.status.state", "retryable"), fallback)
+    outcome.otherwise(b.job_failed("TrainingFailed", "TrainingJobFailed"))
+
+    use_tokenizer = sfn.Choice(scope, "TokenizerStage?")
+    use_tokenizer.when(sfn.Condition.boolean_equals("$.tokenizer_enabled", True), tokenizer.next(start))
+    use_tokenizer.otherwise(start)
+    return prepare.next(use_tokenizer)
+
+
+class PipelineStateMachines(Construct):
+    """Both state machines, with logging level ALL to a KMS-encrypted log group and X-Ray tracing."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, config: EnvironmentConfig, key: kms.IKey,
+                 functions: dict[str, lambda_.IFunction]) -> None:
+        super().__init__(scope, construct_id)
+        self.log_group = logs.LogGroup(
+            self, "Logs", log_group_name=f"/aws/vendedlogs/states/{config.prefix}-pipelines", encryption_key=key,
+            retention=retention(config.log_retention_days), removal_policy=removal_policy(config))
+        log_options = sfn.LogOptions(destination=self.log_group, level=sfn.LogLevel.ALL, include_execution_data=True)
+
+        tok_scope = Construct(self, "TokenizerStates")
+        self.tokenizer = sfn.StateMachine(
+            self, "Tokenizer", state_machine_name=f"{config.prefix}-tokenizer",
+            state_machine_type=sfn.StateMachineType.STANDARD,
+            definition_body=sfn.DefinitionBody.from_chainable(tokenizer_definition(tok_scope, functions)),
+            timeout=TOKENIZER_TIMEOUT, tracing_enabled=True, logs=log_options,
+            comment="Tokenizer training: map over N ShardedByS3Key hosts, reduce on one")
+        ft_scope = Construct(self, "FineTuneStates")
+        self.fine_tune = sfn.StateMachine(
+            self, "FineTune", state_machine_name=f"{config.prefix}-fine-tune",
+            state_machine_type=sfn.StateMachineType.STANDARD,
+            definition_body=sfn.DefinitionBody.from_chainable(
+                fine_tune_definition(ft_scope, functions, self.tokenizer)),
+            timeout=FINE_TUNE_TIMEOUT, tracing_enabled=True, logs=log_options,
+            comment="Fine-tuning run: prepare, optional tokenizer stage, training with fallback, finish")
