@@ -1,0 +1,57 @@
+"""Exceptions raised by the handlers.
+
+The Lambda runtime reports an exception's class name as `errorType`, which Step Functions uses as the
+error name in Retry/Catch: keep these class names stable, they are part of the state machine contract.
+"""
+
+from __future__ import annotations
+
+
+class PipelineError(Exception):
+    """Base class; never raised itself."""
+
+
+class ProblemsError(PipelineError):
+    """An error that carries a list of problems, each starting with the field it is about."""
+
+    headline = "problems"
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = list(problems)
+        count = len(self.problems)
+        lines = "\n".join(f"- {p}" for p in self.problems)
+        super().__init__(f"{self.headline} ({count} problem{'s' if count != 1 else ''}):\n{lines}")
+
+
+class SpecError(ProblemsError):
+    """The run spec is not valid JSON, has unknown fields or bad values."""
+
+    headline = "invalid run spec"
+
+
+class PreflightError(ProblemsError):
+    """The spec is well formed but cannot run in this environment or on this data; no job was started."""
+
+    headline = "pre-flight checks failed, no job was started"
+
+
+class SettingsError(ProblemsError):
+    """The PIPELINE_SETTINGS environment variable is missing or invalid (a deployment problem)."""
+
+    headline = "invalid PIPELINE_SETTINGS"
+
+
+class FallbackExhaustedError(PipelineError):
+    """Every attempt allowed by the spec's fallback list ended in a capacity error or a spot timeout."""
+
+
+class JobFailedError(PipelineError):
+    """A SageMaker job failed for a reason that a fallback attempt would not fix."""
+
+
+class ThrottlingException(PipelineError):
+    """An AWS API throttled the call (retry with backoff)."""
+
+
+class ResourceLimitExceeded(PipelineError):
+    """A SageMaker account quota was hit, e.g. too many concurrent jobs (retry with backoff)."""

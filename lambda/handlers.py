@@ -1,0 +1,337 @@
+"""Lambda handlers: thin wrappers that read the state, call pure functions and AWS, return a dict.
+
+State keys are snake_case. Each handler takes the whole state object (or the part named below) and returns
+one value the state machine stores with ResultPath. Contracts, API actions and env vars: docs/run_spec.md.
+
+| handler           | reads                         | returns (ResultPath)       | raises                                  |
+| trigger           | EventBridge S3 event          | {started, execution_arn}   | -                                       |
+| prepare           | spec or source, [execution]   | run            ($.run)     | SpecError, PreflightError               |
+| start_processing  | run, stage (map or reduce)    | job            ($.job)     | ThrottlingException, ResourceLimitExceeded |
+| start_training    | run                           | job            ($.job)     | ThrottlingException, ResourceLimitExceeded |
+| check_job         | job                           | job_status     ($.job_status) | ThrottlingException                  |
+| plan_fallback     | run, job_status               | run            ($.run)     | FallbackExhaustedError, JobFailedError  |
+| finish            | run, job                      | summary        ($.summary) | JobFailedError                          |
+| notify_failure    | error {Error, Cause}, [run, source, job, job_status] | {notified, ...} ($.notified) | - |
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from datetime import UTC, datetime
+from hashlib import sha256
+from typing import Any
+from urllib.parse import unquote_plus
+
+import job_requests
+import messages
+import naming
+import outcomes
+import planning
+from aws import aws_errors, client, error_code, is_already_exists, is_not_found
+from botocore.exceptions import ClientError
+from errors import JobFailedError, PreflightError, SpecError
+from run_spec import parse_spec_text
+from runs import prepare_run
+from settings import Settings, load_settings
+
+logger = logging.getLogger("hfsm")
+logger.setLevel(os.environ.get("LOG_LEVEL", "INFO"))
+MAX_SPEC_BYTES = 1 << 20
+
+
+def _log(message: str, **fields: Any) -> None:
+    logger.info(json.dumps({"message": message, **fields}, default=str))
+
+
+# --- trigger ---------------------------------------------------------------------------------------------
+def trigger(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
+    """EventBridge "Object Created" for runs/*.json -> StartExecution named after (bucket, key, version).
+
+    Env: STATE_MACHINE_ARN. A repeated event for the same object version gets the same execution name, so
+    Step Functions refuses (or idempotently repeats) the start: one object version, one run.
+    """
+    detail = event.get("detail") or {}
+    bucket = (detail.get("bucket") or {}).get("name", "")
+    obj = detail.get("object") or {}
+    key, version = obj.get("key", ""), obj.get("version-id")
+    if not (key.startswith("runs/") and key.endswith(".json")):
+        _log("ignored: not a runs/*.json object", bucket=bucket, key=key)
+        return {"started": False, "reason": "not a runs/*.json object"}
+    identity = version or obj.get("sequencer") or obj.get("etag") or event.get("id", "")
+    name = naming.execution_name_for_object(bucket, key, identity)
+    state_machine = os.environ["STATE_MACHINE_ARN"]
+    payload = json.dumps({"source": {"bucket": bucket, "key": key, "version_id": version}}, sort_keys=True)
+    try:
+        with aws_errors():
+            arn = client("stepfunctions").start_execution(stateMachineArn=state_machine, name=name,
+                                                          input=payload)["executionArn"]
+    except ClientError as err:
+        if error_code(err) != "ExecutionAlreadyExists":
+            raise
+        arn = naming.execution_arn(state_machine, name)
+        _log("already started", execution_arn=arn, bucket=bucket, key=key, version_id=version)
+        return {"started": False, "already_started": True, "execution_arn": arn, "execution_name": name}
+    _log("started", execution_arn=arn, bucket=bucket, key=key, version_id=version)
+    return {"started": True, "already_started": False, "execution_arn": arn, "execution_name": name}
+
+
+# --- prepare ---------------------------------------------------------------------------------------------
+def _read_source(s3: Any, source: Any, settings: Settings) -> Any:
+    if not isinstance(source, dict) or not isinstance(source.get("bucket"), str) or not isinstance(
+            source.get("key"), str):
+        raise SpecError(["source: expected {bucket, key, version_id}"])
+    bucket, key, version = source["bucket"], source["key"], source.get("version_id")
+    problems = []
+    if bucket != settings.data_bucket:
+        problems.append(f"source.bucket: runs start only from the data bucket {settings.data_bucket}, not {bucket}")
+    if not (key.startswith("runs/") and key.endswith(".json")):
+        problems.append(f"source.key: {key!r} is not under runs/ with suffix .json")
+    if problems:
+        raise PreflightError(problems)
+    args = {"Bucket": bucket, "Key": key, **({"VersionId": version} if version else {})}
+    with aws_errors():
+        try:
+            response = s3.get_object(**args)
+        except ClientError as err:
+            if error_code(err) not in ("NoSuchKey", "NoSuchVersion", "404") or unquote_plus(key) == key:
+                raise PreflightError([f"source.key: cannot read s3://{bucket}/{key}: {error_code(err)}"]) from err
+            # EventBridge may deliver the key URL-encoded.
+            try:
+                response = s3.get_object(**{**args, "Key": unquote_plus(key)})
+            except ClientError as err2:
+                raise PreflightError([f"source.key: cannot read s3://{bucket}/{key}: {error_code(err2)}"]) from err2
+    if int(response.get("ContentLength") or 0) > MAX_SPEC_BYTES:
+        raise SpecError([f"(root): the spec is {response['ContentLength']} bytes; at most {MAX_SPEC_BYTES}"])
+    return parse_spec_text(response["Body"].read())
+
+
+def prepare(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
+    """Input {spec} or {source: {bucket, key, version_id}}, optionally {execution: $$.Execution}.
+
+    Returns the run plan (store at $.run). Raises SpecError / PreflightError; never starts a job.
+    """
+    settings = load_settings()
+    execution = event.get("execution") if isinstance(event.get("execution"), dict) else None
+    payload = event
+    if "spec" not in event and "source" not in event and execution and isinstance(execution.get("Input"), dict):
+        payload = execution["Input"]  # the lead may pass only $$.Execution
+    has_spec, source = "spec" in payload, payload.get("source")
+    if has_spec == (source is not None):
+        raise SpecError(["(input): give exactly one of spec (the run spec) or source ({bucket, key, version_id})"])
+    s3 = client("s3")
+    raw = payload["spec"] if has_spec else _read_source(s3, source, settings)
+    if isinstance(raw, str):
+        raw = parse_spec_text(raw)
+    exec_small = {k: v for k, v in (execution or {}).items() if k.lower() in ("id", "name", "starttime", "start_time")}
+    run = prepare_run(raw, settings, execution=exec_small, source=source, s3=s3)
+    _log("prepared", run_id=run["run_id"], tokenizer_stage=run["tokenizer_stage"], max_attempts=run["max_attempts"])
+    return run
+
+
+# --- start jobs ------------------------------------------------------------------------------------------
+def _start_once(describe: Any, create: Any, arn_key: str) -> tuple[str, bool]:
+    """Describe first, create if absent; a retried Lambda never starts a second job for one attempt."""
+    with aws_errors():
+        try:
+            return describe()[arn_key], False
+        except ClientError as err:
+            if not is_not_found(err):
+                raise
+        try:
+            return create()[arn_key], True
+        except ClientError as err:
+            if not is_already_exists(err):
+                raise
+            return describe()[arn_key], False
+
+
+def start_processing(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
+    """Input {run, stage: map|reduce}; starts the tokenizer processing job; returns the job ($.job)."""
+    settings = load_settings()
+    run, stage = event["run"], event["stage"]
+    request = job_requests.processing_request(run, settings, stage)
+    name = request["ProcessingJobName"]
+    sm = client("sagemaker")
+    arn, created = _start_once(lambda: sm.describe_processing_job(ProcessingJobName=name),
+                               lambda: sm.create_processing_job(**request), "ProcessingJobArn")
+    _log("processing job started" if created else "processing job already started", job_name=name, stage=stage)
+    return {"job_type": "processing", "stage": job_requests.PROCESSING_STAGES[stage], "job_name": name,
+            "job_arn": arn, "attempt": 0, "created": created,
+            "instance_type": request["ProcessingResources"]["ClusterConfig"]["InstanceType"],
+            "instance_count": request["ProcessingResources"]["ClusterConfig"]["InstanceCount"], "spot": False,
+            "links": messages.run_links(settings, None, name, "processing")}
+
+
+def start_training(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
+    """Input {run}; starts the training job of run.attempt (its fallback option applied); returns $.job."""
+    settings = load_settings()
+    run = event["run"]
+    attempt = run["attempt"]
+    request = job_requests.training_request(run, settings, attempt)
+    name = request["TrainingJobName"]
+    sm = client("sagemaker")
+    arn, created = _start_once(lambda: sm.describe_training_job(TrainingJobName=name),
+                               lambda: sm.create_training_job(**request), "TrainingJobArn")
+    config = planning.attempt_config(run["spec"], attempt)
+    _log("training job started" if created else "training job already started", job_name=name, attempt=attempt,
+         **config)
+    return {"job_type": "training", "stage": "train", "job_name": name, "job_arn": arn, "attempt": attempt,
+            "created": created, **config, "links": messages.run_links(settings, None, name, "training")}
+
+
+# --- poll ------------------------------------------------------------------------------------------------
+def _describe(sm: Any, job_type: str, name: str) -> dict[str, Any]:
+    with aws_errors():
+        if job_type == "training":
+            return sm.describe_training_job(TrainingJobName=name)
+        return sm.describe_processing_job(ProcessingJobName=name)
+
+
+def check_job(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
+    """Input {job}; returns {status, secondary_status, failure_reason, classification, ...} ($.job_status).
+
+    classification: running | completed | retryable (spot MaxWaitTimeExceeded, capacity) | failed.
+    """
+    job = event["job"]
+    desc = _describe(client("sagemaker"), job["job_type"], job["job_name"])
+    status = outcomes.classify(job["job_type"], desc)
+    status["stage"] = job.get("stage")
+    status["checked_at"] = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    _log("job checked", **{k: status[k] for k in ("job_name", "status", "secondary_status", "classification")})
+    return status
+
+
+def plan_fallback(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
+    """Input {run, job_status}; returns the run with the next attempt ($.run) or raises
+    FallbackExhaustedError (attempts used up) / JobFailedError (a failure a new attempt would not fix)."""
+    run = outcomes.next_attempt(event["run"], event["job_status"])
+    _log("fallback planned", run_id=run["run_id"], attempt=run["attempt"],
+         **planning.attempt_config(run["spec"], run["attempt"]))
+    return run
+
+
+# --- finish ----------------------------------------------------------------------------------------------
+def _put_json(settings: Settings, uri: str, body: Any) -> None:
+    bucket, _, key = uri.removeprefix("s3://").partition("/")
+    with aws_errors():
+        client("s3").put_object(Bucket=bucket, Key=key, Body=json.dumps(body, indent=1, default=str).encode(),
+                                ContentType="application/json", ServerSideEncryption="aws:kms",
+                                SSEKMSKeyId=settings.kms_key_arn)
+
+
+def _usages(sm: Any, run: dict[str, Any], final: dict[str, Any]) -> list[dict[str, Any]]:
+    """Instance usage of every job of the run: tokenizer jobs, earlier attempts, the final job."""
+    jobs = []
+    if run.get("tokenizer_stage"):
+        jobs += [("processing", run["job_names"]["tokenizer_map"]), ("processing", run["job_names"]["tokenizer_reduce"])]
+    jobs += [("training", a["job_name"]) for a in run.get("attempts", [])]
+    usages = []
+    for job_type, name in jobs:
+        try:
+            usages.append(outcomes.job_usage(job_type, _describe(sm, job_type, name)))
+        except ClientError as err:
+            if not is_not_found(err):
+                raise
+    return [*usages, outcomes.job_usage("training", final)]
+
+
+def _metadata_value(value: Any) -> str:
+    text = f"{value:.6g}" if isinstance(value, float) else str(value)
+    return text[:256] or "-"
+
+
+def finish(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
+    """Input {run, job}: metrics, cost, summary.json + metrics.json, model package, SNS success ($.summary)."""
+    settings = load_settings()
+    run, job = event["run"], event["job"]
+    spec = run["spec"]
+    sm = client("sagemaker")
+    desc = _describe(sm, "training", job["job_name"])
+    if desc["TrainingJobStatus"] != "Completed":
+        raise JobFailedError(f"finish called for {job['job_name']} in status {desc['TrainingJobStatus']}")
+    metrics = outcomes.final_metrics(desc)
+    cost = outcomes.cost_summary(_usages(sm, run, desc), settings.instance_prices)
+    model_uri = desc["ModelArtifacts"]["S3ModelArtifacts"]
+    _put_json(settings, run["uris"]["metrics"], metrics)
+    metadata = {"run_id": run["run_id"], "training_job": job["job_name"], "task": spec["task"],
+                "base_model": spec["model"], "attempts": str(run["attempt"] + 1)}
+    for name, value in list(metrics.items())[: 50 - len(metadata)]:
+        metadata[name] = _metadata_value(value)
+    description = f"{spec['task']} fine-tune of {spec['model']}, run {run['run_id']}"
+    if spec.get("description"):
+        description += f": {spec['description']}"
+    with aws_errors():
+        package_arn = sm.create_model_package(
+            ModelPackageGroupName=settings.model_package_group,
+            ModelPackageDescription=description[:1024],
+            ModelApprovalStatus="PendingManualApproval",
+            InferenceSpecification={
+                "Containers": [{"Image": settings.inference_image_uri, "ModelDataUrl": model_uri,
+                                "Environment": {"HF_TASK": spec["task"]}}],
+                "SupportedContentTypes": ["application/json"],
+                "SupportedResponseMIMETypes": ["application/json"],
+            },
+            ModelMetrics={"ModelQuality": {"Statistics": {"ContentType": "application/json",
+                                                          "S3Uri": run["uris"]["metrics"]}}},
+            CustomerMetadataProperties=metadata,
+            ClientToken=sha256(job["job_name"].encode()).hexdigest()[:32],  # one package per job, even on retry
+            Tags=job_requests.tags(settings, run),
+        )["ModelPackageArn"]
+    attempts = [*run.get("attempts", []), {"attempt": run["attempt"], "job_name": job["job_name"],
+                                           **planning.attempt_config(spec, run["attempt"]),
+                                           "outcome": "completed", "reason": "completed"}]
+    summary = {
+        "run_id": run["run_id"], "status": "Succeeded", "task": spec["task"], "base_model": spec["model"],
+        "job_name": job["job_name"], "model_uri": model_uri, "metrics": metrics, "cost": cost,
+        "model_package_arn": package_arn, "model_package_group": settings.model_package_group,
+        "summary_uri": run["uris"]["summary"], "metrics_uri": run["uris"]["metrics"], "attempts": attempts,
+        "source": run.get("source"), "links": messages.run_links(settings, run, job["job_name"]),
+        "finished_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
+    _put_json(settings, run["uris"]["summary"], summary)
+    subject, message = messages.success_notification(settings, summary)
+    _publish(settings, subject, message, "Succeeded", run["run_id"])
+    _log("finished", run_id=run["run_id"], model_package_arn=package_arn, cost=cost["billable_instance_seconds"])
+    return summary
+
+
+def _publish(settings: Settings, subject: str, message: str, status: str, run_id: str | None) -> str:
+    attributes = {"status": {"DataType": "String", "StringValue": status}}
+    if run_id:
+        attributes["run_id"] = {"DataType": "String", "StringValue": run_id}
+    with aws_errors():
+        return client("sns").publish(TopicArn=settings.topic_arn, Subject=subject, Message=message,
+                                     MessageAttributes=attributes)["MessageId"]
+
+
+# --- failure ---------------------------------------------------------------------------------------------
+def notify_failure(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
+    """Input: the state with error = the Catch output {Error, Cause}; publishes the failure to SNS.
+
+    Uses run, source, job and job_status when present; writes summary.json when the run is known.
+    """
+    settings = load_settings()
+    name, reason = messages.parse_error(event.get("error"))
+    run = event.get("run") if isinstance(event.get("run"), dict) else None
+    job = event.get("job") if isinstance(event.get("job"), dict) else {}
+    source = event.get("source") or (run or {}).get("source")
+    job_status = event.get("job_status") if isinstance(event.get("job_status"), dict) else {}
+    job_name = job.get("job_name") or job_status.get("job_name")
+    summary = {
+        "run_id": (run or {}).get("run_id"), "status": "Failed", "error": name, "reason": reason,
+        "source": source, "job_name": job_name, "job_status": job_status or None,
+        "attempts": (run or {}).get("attempts", []),
+        "links": messages.run_links(settings, run, job_name, job.get("job_type", "training")),
+        "finished_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
+    if run and "uris" in run:
+        try:
+            _put_json(settings, run["uris"]["summary"], summary)
+        except Exception as err:  # the notification matters more than the summary file
+            logger.warning("could not write summary.json: %s", err)
+    subject, message = messages.failure_notification(settings, summary)
+    message_id = _publish(settings, subject, message, "Failed", summary["run_id"])
+    _log("failure notified", error=name, run_id=summary["run_id"], message_id=message_id)
+    return {"notified": True, "message_id": message_id, "error": name, "reason": reason[:2000]}

@@ -1,0 +1,108 @@
+"""Names and addresses: run ids, job names, execution names, console links. Pure."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import secrets
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import quote
+
+JOB_NAME_RE = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
+JOB_NAME_MAX = 63
+EXECUTION_NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,80}$")
+RUN_ID_RE = re.compile(r"^(?P<name>[a-z][a-z0-9-]{0,31})-(?P<ts>\d{14})-(?P<hex>[0-9a-f]{4})$")
+# Stage -> short code used in job names.
+STAGE_CODES = {"tokenizer_map": "tokmap", "tokenizer_reduce": "tokred", "train": "train"}
+
+
+def is_job_name(name: str) -> bool:
+    return len(name) <= JOB_NAME_MAX and bool(JOB_NAME_RE.match(name))
+
+
+def make_run_id(name: str, when: datetime, entropy: str) -> str:
+    """`<spec name>-<UTC yyyymmddHHMMSS>-<4 hex>` (CONTRACTS.md)."""
+    stamp = when.astimezone(UTC).strftime("%Y%m%d%H%M%S")
+    return f"{name}-{stamp}-{entropy[:4]}"
+
+
+def run_id_for(name: str, execution: dict[str, Any] | None = None, now: datetime | None = None) -> str:
+    """The run id, deterministic in the Step Functions execution when its context is given.
+
+    `execution` is the context object's `$$.Execution` ({Id, Name, StartTime}; lower/snake case accepted).
+    An execution named like a run id of this spec (runctl does that) gives its name as the run id; otherwise
+    the start time and a hash of the execution id, so a retried Prepare plans the same run.
+    """
+    execution = {k.lower().replace("_", ""): v for k, v in (execution or {}).items()}
+    exec_name, exec_id, start = execution.get("name"), execution.get("id"), execution.get("starttime")
+    if isinstance(exec_name, str):
+        match = RUN_ID_RE.match(exec_name)
+        if match and match["name"] == name:
+            return exec_name
+    if isinstance(exec_id, str) and isinstance(start, str):
+        try:
+            when = datetime.fromisoformat(start.replace("Z", "+00:00"))
+        except ValueError:
+            when = None
+        if when is not None:
+            when = when if when.tzinfo else when.replace(tzinfo=UTC)
+            return make_run_id(name, when, hashlib.sha256(exec_id.encode()).hexdigest())
+    return make_run_id(name, now or datetime.now(UTC), secrets.token_hex(2))
+
+
+def job_name(project: str, run_id: str, stage: str, attempt: int = 0) -> str:
+    """`<project>-<run_id>-<stage><attempt>`, cut to 63 characters keeping the unique tail."""
+    tail = f"-{STAGE_CODES[stage]}{attempt}"
+    match = RUN_ID_RE.match(run_id)
+    if match:
+        head, unique = f"{project}-{match['name']}", f"{match['ts']}-{match['hex']}"
+    else:
+        head, unique = f"{project}-{run_id}", hashlib.sha256(run_id.encode()).hexdigest()[:12]
+    full = f"{project}-{run_id}{tail}"
+    if len(full) <= JOB_NAME_MAX and JOB_NAME_RE.match(full):
+        return full
+    room = JOB_NAME_MAX - len(unique) - len(tail) - 1
+    head = re.sub(r"[^a-zA-Z0-9-]", "-", head)[:room].strip("-") or "job"
+    return f"{head}-{unique}{tail}"
+
+
+def execution_name_for_object(bucket: str, key: str, identity: str) -> str:
+    """Execution name for an uploaded spec: the same (bucket, key, version) always gives the same name."""
+    digest = hashlib.sha256(f"{bucket}\n{key}\n{identity}".encode()).hexdigest()[:16]
+    stem = key.removeprefix("runs/").removesuffix(".json")
+    stem = re.sub(r"[^A-Za-z0-9_-]+", "-", stem).strip("-_")[:59] or "spec"
+    return f"run-{stem}-{digest}"
+
+
+def execution_arn(state_machine_arn: str, name: str) -> str:
+    return state_machine_arn.replace(":stateMachine:", ":execution:", 1) + f":{name}"
+
+
+# Console links (commercial partition).
+def _console(region: str, service: str, fragment: str) -> str:
+    return f"https://{region}.console.aws.amazon.com/{service}/home?region={region}#{fragment}"
+
+
+def training_job_url(region: str, name: str) -> str:
+    return _console(region, "sagemaker", f"/jobs/{name}")
+
+
+def processing_job_url(region: str, name: str) -> str:
+    return _console(region, "sagemaker", f"/processing-jobs/{name}")
+
+
+def execution_url(region: str, arn: str) -> str:
+    return _console(region, "states", f"/v2/executions/details/{arn}")
+
+
+def job_logs_url(region: str, name: str, job_type: str = "training") -> str:
+    group = "/aws/sagemaker/TrainingJobs" if job_type == "training" else "/aws/sagemaker/ProcessingJobs"
+    # CloudWatch's fragment encoding: '/' -> $252F, '?' -> $3F, '=' -> $3D.
+    encoded = quote(group, safe="").replace("%", "$25")
+    return _console(region, "cloudwatch", f"logsV2:log-groups/log-group/{encoded}$3FlogStreamNameFilter$3D{name}")
+
+
+def s3_url(uri: str, region: str) -> str:
+    bucket, _, prefix = uri.removeprefix("s3://").partition("/")
+    return f"https://s3.console.aws.amazon.com/s3/buckets/{bucket}?region={region}&prefix={quote(prefix)}"

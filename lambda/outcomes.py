@@ -1,0 +1,137 @@
+"""What a finished (or running) job means: classification, fallback sequencing, metrics, cost. Pure."""
+
+from __future__ import annotations
+
+import math
+import re
+from datetime import datetime
+from typing import Any
+
+import planning
+from errors import FallbackExhaustedError, JobFailedError
+
+RUNNING, COMPLETED, RETRYABLE, FAILED = "running", "completed", "retryable", "failed"
+CAPACITY_RE = re.compile(r"insufficient\s*(instance\s*)?capacity|capacity\s*error", re.IGNORECASE)
+MAX_WAIT = "MaxWaitTimeExceeded"
+
+
+def classify(job_type: str, desc: dict[str, Any]) -> dict[str, Any]:
+    """Describe* response -> status summary with `classification` running|completed|retryable|failed.
+
+    Retryable: a spot job stopped at MaxWaitTimeExceeded, or a job that failed for lack of capacity
+    (InsufficientCapacity / CapacityError in FailureReason). Anything else that ended is failed.
+    """
+    if job_type == "training":
+        name, status = desc["TrainingJobName"], desc["TrainingJobStatus"]
+        secondary = desc.get("SecondaryStatus")
+    else:
+        name, status, secondary = desc["ProcessingJobName"], desc["ProcessingJobStatus"], None
+    reason = desc.get("FailureReason") or desc.get("ExitMessage") or ""
+    if status in ("InProgress", "Stopping"):
+        classification = RUNNING
+    elif status == "Completed":
+        classification = COMPLETED
+    elif secondary == MAX_WAIT or MAX_WAIT in reason:
+        classification = RETRYABLE
+        reason = reason or f"{MAX_WAIT}: no spot capacity within spot.max_wait_seconds"
+    elif status == "Failed" and CAPACITY_RE.search(reason):
+        classification = RETRYABLE
+    else:
+        classification = FAILED
+        if status == "Stopped" and not reason:
+            reason = f"stopped ({secondary or 'by request'})"
+    transitions = desc.get("SecondaryStatusTransitions") or []
+    return {
+        "job_name": name,
+        "job_type": job_type,
+        "status": status,
+        "secondary_status": secondary,
+        "failure_reason": reason or None,
+        "classification": classification,
+        "status_message": transitions[-1].get("StatusMessage") if transitions else None,
+        "billable_seconds": desc.get("BillableTimeInSeconds"),
+        "training_seconds": desc.get("TrainingTimeInSeconds"),
+    }
+
+
+def next_attempt(run: dict[str, Any], job_status: dict[str, Any]) -> dict[str, Any]:
+    """The run with its next attempt planned, or FallbackExhaustedError / JobFailedError."""
+    classification = job_status.get("classification")
+    reason = job_status.get("failure_reason") or job_status.get("secondary_status") or classification
+    name = job_status.get("job_name", "?")
+    if job_status.get("job_type", "training") != "training" or classification != RETRYABLE:
+        raise JobFailedError(f"job {name} ended {job_status.get('status', classification)}: {reason}; "
+                             "see its CloudWatch logs (/aws/sagemaker/TrainingJobs or ProcessingJobs)")
+    attempt = run["attempt"]
+    record = {"attempt": attempt, "job_name": name, **planning.attempt_config(run["spec"], attempt),
+              "outcome": classification, "reason": reason}
+    attempts = [*run["attempts"], record]
+    if attempt + 1 >= run["max_attempts"]:
+        made = "; ".join(
+            f"#{a['attempt']} {a['job_name']} ({a['instance_type']} x{a['instance_count']}, "
+            f"{'spot' if a['spot'] else 'on-demand'}): {a['reason']}" for a in attempts)
+        raise FallbackExhaustedError(
+            f"run {run['run_id']}: all {len(attempts)} attempt(s) allowed by fallback.max_attempts="
+            f"{run['max_attempts']} ended without capacity: {made}. Next: add fallback.options with other "
+            "instance types or spot=false, or raise fallback.max_attempts; checkpoints are kept in "
+            f"{run['uris']['checkpoint']}")
+    return {**run, "attempt": attempt + 1, "attempts": attempts}
+
+
+def _number(value: Any) -> float | str:
+    value = float(value)
+    return value if math.isfinite(value) else str(value)
+
+
+def final_metrics(desc: dict[str, Any]) -> dict[str, float | str]:
+    """FinalMetricDataList -> {name: value}; non-finite values as strings ('nan', 'inf')."""
+    return {m["MetricName"]: _number(m["Value"]) for m in desc.get("FinalMetricDataList", [])}
+
+
+def _seconds_between(start: Any, end: Any) -> float:
+    if isinstance(start, datetime) and isinstance(end, datetime):
+        return max(0.0, (end - start).total_seconds())
+    return 0.0
+
+
+def job_usage(job_type: str, desc: dict[str, Any]) -> dict[str, Any]:
+    """Instance-seconds of one job; training from BillableTimeInSeconds, processing from its run time."""
+    if job_type == "training":
+        resources = desc.get("ResourceConfig", {})
+        count = int(resources.get("InstanceCount", 1))
+        billable = float(desc.get("BillableTimeInSeconds") or 0)
+        training = float(desc.get("TrainingTimeInSeconds") or billable)
+        return {"job_name": desc["TrainingJobName"], "job_type": job_type, "instance_type": resources.get("InstanceType"),
+                "instance_count": count, "spot": bool(desc.get("EnableManagedSpotTraining")),
+                "billable_seconds": billable, "training_seconds": training}
+    cluster = desc.get("ProcessingResources", {}).get("ClusterConfig", {})
+    count = int(cluster.get("InstanceCount", 1))
+    seconds = _seconds_between(desc.get("ProcessingStartTime"), desc.get("ProcessingEndTime"))
+    return {"job_name": desc["ProcessingJobName"], "job_type": job_type, "instance_type": cluster.get("InstanceType"),
+            "instance_count": count, "spot": False, "billable_seconds": seconds, "training_seconds": seconds}
+
+
+def cost_summary(usages: list[dict[str, Any]], prices: dict[str, float]) -> dict[str, Any]:
+    """Cost = billable seconds x instances (x on-demand price when known); spot saving = 1 - billable/training.
+
+    `spot_saving` is the final training job's; `run_spot_saving` covers every job of the run (earlier
+    attempts and tokenizer jobs included). `cost_usd` is None unless every instance type has a price.
+    """
+    billable = sum(u["billable_seconds"] * u["instance_count"] for u in usages)
+    training = sum(u["training_seconds"] * u["instance_count"] for u in usages)
+    final = next((u for u in reversed(usages) if u["job_type"] == "training"), None)
+    final_saving = 0.0
+    if final and final["spot"] and final["training_seconds"] > 0:
+        final_saving = 1 - final["billable_seconds"] / final["training_seconds"]
+    known = all(u["instance_type"] in prices for u in usages)
+    cost = (sum(u["billable_seconds"] * u["instance_count"] / 3600 * prices[u["instance_type"]] for u in usages)
+            if known and usages else None)
+    return {
+        "billable_instance_seconds": round(billable, 3),
+        "training_instance_seconds": round(training, 3),
+        "spot_saving": round(max(0.0, final_saving), 4),
+        "run_spot_saving": round(max(0.0, 1 - billable / training), 4) if training > 0 else 0.0,
+        "cost_usd": round(cost, 4) if cost is not None else None,
+        "price_source": "settings.instance_prices (on-demand)" if cost is not None else None,
+        "jobs": usages,
+    }

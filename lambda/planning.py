@@ -1,0 +1,73 @@
+"""Plan a run from a resolved spec: run id, S3 URIs, job names and the settings of every attempt. Pure."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import naming
+from settings import Settings
+
+
+def attempt_config(spec: dict[str, Any], attempt: int) -> dict[str, Any]:
+    """Compute settings of one training attempt.
+
+    Attempt 0 uses `compute` and `spot`; attempt k >= 1 applies `fallback.options[k-1]` (the last option
+    again when there are more attempts than options) over them; without options every attempt is a retry
+    of the first one (new job name, same checkpoint).
+    """
+    config = {
+        "instance_type": spec["compute"]["instance_type"],
+        "instance_count": spec["compute"]["instance_count"],
+        "spot": spec["spot"]["enabled"],
+    }
+    options = spec["fallback"]["options"]
+    if attempt >= 1 and options:
+        config.update(options[min(attempt, len(options)) - 1])
+    return config
+
+
+def run_uris(settings: Settings, run_id: str) -> dict[str, str]:
+    bucket = settings.artifacts_bucket
+    outputs = f"s3://{bucket}/outputs/{run_id}/"
+    return {
+        "checkpoint": f"s3://{bucket}/checkpoints/{run_id}/",
+        "model_output": f"s3://{bucket}/models/{run_id}/",
+        "outputs": outputs,
+        "tokenizer_counts": f"{outputs}tokenizer/counts/",
+        "tokenizer": f"{outputs}tokenizer/tokenizer/",
+        "summary": f"{outputs}summary.json",
+        "metrics": f"{outputs}metrics.json",
+    }
+
+
+def plan_run(
+    spec: dict[str, Any],
+    settings: Settings,
+    run_id: str,
+    *,
+    source: dict[str, Any] | None = None,
+    execution_arn: str | None = None,
+    created_at: datetime | None = None,
+) -> dict[str, Any]:
+    """The `run` object that travels in the state machine's state (see docs/run_spec.md)."""
+    max_attempts = spec["fallback"]["max_attempts"]
+    project = settings.project
+    return {
+        "run_id": run_id,
+        "spec": spec,
+        "source": source,
+        "execution_arn": execution_arn,
+        "created_at": (created_at or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "tokenizer_stage": "tokenizer" in spec,
+        "attempt": 0,
+        "max_attempts": max_attempts,
+        "attempts": [],
+        "poll_seconds": settings.poll_seconds,
+        "uris": run_uris(settings, run_id),
+        "job_names": {
+            "tokenizer_map": naming.job_name(project, run_id, "tokenizer_map"),
+            "tokenizer_reduce": naming.job_name(project, run_id, "tokenizer_reduce"),
+            "train": [naming.job_name(project, run_id, "train", i) for i in range(max_attempts)],
+        },
+    }

@@ -1,0 +1,213 @@
+"""Pre-flight checks run by Prepare before any job starts; every problem names the spec field it is about.
+
+- `static_problems`: the spec against the environment (instance types, counts, SMDDP, FSx, buckets, spot).
+- `request_problems`: builds every request of the run (all attempts, tokenizer jobs) and checks the API
+  limits of shared/SAGEMAKER_NOTES.md (names, hyperparameter sizes, channels, VPC, stopping condition).
+- `storage_problems`: S3 prefixes exist and hold enough objects (ShardedByS3Key: one per instance at least).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import job_requests
+import naming
+from aws import aws_errors, error_code, error_message
+from botocore.exceptions import ClientError
+from run_spec import (
+    MAX_RUNTIME_LIMIT,
+    PIPELINE_HYPERPARAMETERS,
+    PROCESSING_RUNTIME_LIMIT,
+    parse_s3_uri,
+    uses_spot,
+)
+from settings import Settings
+
+MAX_HYPERPARAMETERS = 100
+MAX_HYPERPARAMETER_KEY = 256
+MAX_HYPERPARAMETER_VALUE = 2500
+MAX_CHANNELS = 20
+MAX_TAGS = 50
+MAX_CONTAINER_ARGUMENT = 256
+# Hyperparameter -> spec field it comes from (for messages); the rest come from `hyperparameters.<name>`.
+_HP_FIELDS = {"fsdp_config": "distribution.fsdp.config", "fsdp": "distribution.fsdp.sharding",
+              "sagemaker_submit_directory": "settings.code_s3_prefix", "model_name_or_path": "model"}
+
+
+def _allowed(values: tuple[str, ...]) -> str:
+    return ", ".join(values)
+
+
+def static_problems(spec: dict[str, Any], settings: Settings) -> list[str]:
+    problems: list[str] = []
+    compute, strategy = spec["compute"], spec["distribution"]["strategy"]
+    typed = [("compute.instance_type", compute["instance_type"])] + [
+        (f"fallback.options[{i}].instance_type", opt["instance_type"])
+        for i, opt in enumerate(spec["fallback"]["options"]) if "instance_type" in opt]
+    for path, instance_type in typed:
+        if instance_type not in settings.allowed_instance_types:
+            problems.append(f"{path}: {instance_type} is not allowed in environment {settings.environment}; "
+                            f"allowed: {_allowed(settings.allowed_instance_types)}")
+        elif strategy == "smddp" and instance_type not in job_requests.SMDDP_INSTANCE_TYPES:
+            problems.append(f"{path}: SMDDP (distribution.strategy smddp) does not run on {instance_type}; "
+                            f"supported: {_allowed(job_requests.SMDDP_INSTANCE_TYPES)}; or use ddp")
+    if compute["instance_count"] > settings.max_instance_count:
+        problems.append(f"compute.instance_count: {compute['instance_count']} is over environment "
+                        f"{settings.environment}'s limit of {settings.max_instance_count}")
+    if uses_spot(spec) and spec["spot"]["max_wait_seconds"] < spec["max_runtime_seconds"]:
+        problems.append(f"spot.max_wait_seconds: {spec['spot']['max_wait_seconds']} is less than "
+                        f"max_runtime_seconds={spec['max_runtime_seconds']}; the wait covers waiting plus running, "
+                        "so it must be at least the runtime")
+    for name, channel in spec["data"].items():
+        if "fsx" in channel and settings.fsx is None:
+            problems.append(f"data.{name}.fsx: environment {settings.environment} has no FSx for Lustre file "
+                            "system; use an s3 prefix")
+    buckets = settings.project_buckets
+    uris = [(f"data.{n}.s3", c["s3"]) for n, c in spec["data"].items() if "s3" in c]
+    if spec["model"].startswith("s3://"):
+        uris.append(("model", spec["model"]))
+    for path, uri in uris:
+        bucket, _ = parse_s3_uri(uri)
+        if bucket not in buckets:
+            problems.append(f"{path}: bucket {bucket} is not one of this environment's buckets "
+                            f"({_allowed(buckets)}); copy the data there")
+    tok = spec.get("tokenizer")
+    if tok:
+        if tok["instance_type"] not in settings.tokenizer_instance_types:
+            problems.append(f"tokenizer.instance_type: {tok['instance_type']} is not allowed in environment "
+                            f"{settings.environment}; allowed: {_allowed(settings.tokenizer_instance_types)}")
+        if tok["instance_count"] > settings.max_instance_count:
+            problems.append(f"tokenizer.instance_count: {tok['instance_count']} is over environment "
+                            f"{settings.environment}'s limit of {settings.max_instance_count}")
+    return problems
+
+
+def _hp_field(key: str) -> str:
+    return _HP_FIELDS.get(key) or PIPELINE_HYPERPARAMETERS.get(key, f"hyperparameters.{key}")
+
+
+def training_request_problems(request: dict[str, Any]) -> list[str]:
+    """The CreateTrainingJob limits the service model does not check client-side."""
+    problems: list[str] = []
+    name = request["TrainingJobName"]
+    if not naming.is_job_name(name):
+        problems.append(f"name: job name {name!r} is not a legal SageMaker name (1-63 of [a-zA-Z0-9-])")
+    hps = request["HyperParameters"]
+    if len(hps) > MAX_HYPERPARAMETERS:
+        problems.append(f"hyperparameters: {len(hps)} hyperparameters with the pipeline's own; SageMaker allows "
+                        f"{MAX_HYPERPARAMETERS}")
+    for key, value in hps.items():
+        if len(key) > MAX_HYPERPARAMETER_KEY:
+            problems.append(f"{_hp_field(key)}: name is {len(key)} characters; SageMaker allows "
+                            f"{MAX_HYPERPARAMETER_KEY}")
+        if len(value) > MAX_HYPERPARAMETER_VALUE:
+            problems.append(f"{_hp_field(key)}: JSON-encoded value is {len(value)} characters; SageMaker allows "
+                            f"{MAX_HYPERPARAMETER_VALUE}")
+    stopping = request["StoppingCondition"]
+    if stopping["MaxRuntimeInSeconds"] > MAX_RUNTIME_LIMIT:
+        problems.append(f"max_runtime_seconds: over SageMaker's limit of {MAX_RUNTIME_LIMIT} (28 days)")
+    if request.get("EnableManagedSpotTraining"):
+        if stopping.get("MaxWaitTimeInSeconds", 0) < stopping["MaxRuntimeInSeconds"]:
+            problems.append("spot.max_wait_seconds: must be at least max_runtime_seconds for managed spot")
+        if not request.get("CheckpointConfig"):
+            problems.append("checkpoint: managed spot needs a CheckpointConfig")
+    if not 1 <= len(request["InputDataConfig"]) <= MAX_CHANNELS:
+        problems.append(f"data: {len(request['InputDataConfig'])} channels; SageMaker allows 1-{MAX_CHANNELS}")
+    problems += _vpc_problems(request.get("VpcConfig"))
+    if len(request.get("Tags", [])) > MAX_TAGS:
+        problems.append(f"tags: {len(request['Tags'])} tags with the pipeline's own; SageMaker allows {MAX_TAGS}")
+    return problems
+
+
+def processing_request_problems(request: dict[str, Any]) -> list[str]:
+    problems: list[str] = []
+    name = request["ProcessingJobName"]
+    if not naming.is_job_name(name):
+        problems.append(f"name: job name {name!r} is not a legal SageMaker name (1-63 of [a-zA-Z0-9-])")
+    for arg in request["AppSpecification"]["ContainerArguments"]:
+        if len(arg) > MAX_CONTAINER_ARGUMENT:
+            problems.append(f"tokenizer: container argument {arg[:40]!r}... is over {MAX_CONTAINER_ARGUMENT} characters")
+    if request["StoppingCondition"]["MaxRuntimeInSeconds"] > PROCESSING_RUNTIME_LIMIT:
+        problems.append(f"tokenizer.max_runtime_seconds: over {PROCESSING_RUNTIME_LIMIT}")
+    if not 1 <= request["ProcessingResources"]["ClusterConfig"]["InstanceCount"] <= 100:
+        problems.append("tokenizer.instance_count: processing jobs run on 1-100 instances")
+    problems += _vpc_problems(request["NetworkConfig"].get("VpcConfig"))
+    return problems
+
+
+def _vpc_problems(vpc: dict[str, Any] | None) -> list[str]:
+    if vpc is None:
+        return []
+    problems = []
+    if not 1 <= len(vpc["SecurityGroupIds"]) <= 5:
+        problems.append("settings.security_group_ids: SageMaker needs 1-5 security groups")
+    if not 1 <= len(vpc["Subnets"]) <= 16:
+        problems.append("settings.subnet_ids: SageMaker needs 1-16 subnets")
+    return problems
+
+
+def request_problems(run: dict[str, Any], settings: Settings) -> list[str]:
+    """Build every request the run can send and check it; attempts must get distinct job names."""
+    problems: list[str] = []
+    names = []
+    for attempt in range(run["max_attempts"]):
+        request = job_requests.training_request(run, settings, attempt)
+        names.append(request["TrainingJobName"])
+        problems += [p for p in training_request_problems(request) if p not in problems]
+    if len(set(names)) != len(names):
+        problems.append("name: job names of the attempts are not distinct")
+    if run["tokenizer_stage"]:
+        for stage in ("map", "reduce"):
+            request = job_requests.processing_request(run, settings, stage)
+            problems += [p for p in processing_request_problems(request) if p not in problems]
+    return problems
+
+
+def count_objects(s3: Any, uri: str, enough: int) -> int:
+    """Objects under an S3 prefix (folder markers excluded), counting no further than `enough`."""
+    bucket, prefix = parse_s3_uri(uri)
+    count = 0
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix,
+                                                               PaginationConfig={"PageSize": 1000}):
+        count += sum(1 for obj in page.get("Contents", []) if not obj["Key"].endswith("/"))
+        if count >= enough:
+            break
+    return count
+
+
+def storage_problems(spec: dict[str, Any], settings: Settings, s3: Any) -> list[str]:
+    """Input prefixes exist and are non-empty; sharded inputs have at least one object per instance."""
+    # (field, uri, objects needed, sharded-over description)
+    checks: list[tuple[str, str, int, str | None]] = []
+    count = spec["compute"]["instance_count"]
+    for name, channel in spec["data"].items():
+        if "s3" in channel:
+            sharded = channel["distribution"] == "ShardedByS3Key"
+            checks.append((f"data.{name}.s3", channel["s3"], count if sharded else 1,
+                           f"compute.instance_count={count}" if sharded else None))
+    tok = spec.get("tokenizer")
+    if tok and "s3" in spec["data"].get(tok["channel"], {}):
+        checks.append(("tokenizer.instance_count", spec["data"][tok["channel"]]["s3"], tok["instance_count"],
+                       f"tokenizer.instance_count={tok['instance_count']}"))
+    if spec["model"].startswith("s3://"):
+        checks.append(("model", spec["model"], 1, None))
+    problems: list[str] = []
+    counted: dict[str, int] = {}
+    for path, uri, needed, sharded_over in checks:
+        if parse_s3_uri(uri)[0] not in settings.project_buckets:
+            continue  # reported by static_problems
+        try:
+            if counted.get(uri, -1) < needed:
+                with aws_errors():
+                    counted[uri] = count_objects(s3, uri, max(needed, 1))
+        except ClientError as err:
+            problems.append(f"{path}: cannot list {uri}: {error_code(err)} {error_message(err)}".rstrip())
+            continue
+        found = counted[uri]
+        if found == 0:
+            problems.append(f"{path}: no objects under {uri}; upload the data first or fix the prefix")
+        elif found < needed and sharded_over:
+            problems.append(f"{path}: ShardedByS3Key needs at least one object per instance, but {uri} has "
+                            f"{found} object(s) for {sharded_over}; split the data into at least {needed} files, "
+                            "use fewer instances or FullyReplicated")
+    return problems

@@ -1,0 +1,74 @@
+"""Fixtures for the Lambda tests: settings in the environment, a moto account with the project's resources."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from lambda_testlib import FSX, REGION, SETTINGS, FakeContext, settings_dict
+from moto import mock_aws
+
+import aws
+import settings as settings_module
+
+
+@pytest.fixture
+def settings() -> settings_module.Settings:
+    return settings_module.Settings.from_dict(settings_dict())
+
+
+@pytest.fixture
+def fsx_settings() -> settings_module.Settings:
+    return settings_module.Settings.from_dict(settings_dict(fsx=FSX))
+
+
+@pytest.fixture
+def context() -> FakeContext:
+    return FakeContext()
+
+
+@pytest.fixture
+def env_settings(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
+    """PIPELINE_SETTINGS in the environment; returns the dict so a test can change it via `set_settings`."""
+    values = settings_dict()
+    monkeypatch.setenv(settings_module.ENV_VAR, json.dumps(values))
+    monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
+    yield values
+
+
+@pytest.fixture
+def set_settings(monkeypatch: pytest.MonkeyPatch) -> Any:
+    def apply(**overrides: Any) -> dict[str, Any]:
+        values = settings_dict(**overrides)
+        monkeypatch.setenv(settings_module.ENV_VAR, json.dumps(values))
+        return values
+    return apply
+
+
+@pytest.fixture
+def aws_account(env_settings: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """moto with the project's buckets (versioned data bucket), SNS topic and model package group."""
+    aws.reset_clients()
+    with mock_aws():
+        s3 = aws.client("s3")
+        for bucket in (SETTINGS["data_bucket"], SETTINGS["artifacts_bucket"]):
+            s3.create_bucket(Bucket=bucket)
+        s3.put_bucket_versioning(Bucket=SETTINGS["data_bucket"], VersioningConfiguration={"Status": "Enabled"})
+        aws.client("sns").create_topic(Name=SETTINGS["topic_arn"].rsplit(":", 1)[1])
+        aws.client("sagemaker").create_model_package_group(ModelPackageGroupName=SETTINGS["model_package_group"])
+        yield env_settings
+    aws.reset_clients()
+
+
+def put_objects(prefix_uri: str, count: int, body: bytes = b'{"text": "hello"}\n') -> None:
+    bucket, _, prefix = prefix_uri.removeprefix("s3://").partition("/")
+    s3 = aws.client("s3")
+    for i in range(count):
+        s3.put_object(Bucket=bucket, Key=f"{prefix}part-{i:04d}.jsonl", Body=body)
+
+
+@pytest.fixture
+def put_data() -> Any:
+    return put_objects

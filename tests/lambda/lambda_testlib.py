@@ -1,0 +1,216 @@
+"""Shared helpers for the Lambda tests: settings, a strict SageMaker request validator, spec strategies."""
+
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+import botocore.session
+import regex  # Java-style \p{L} classes in the service model's patterns (installed with transformers)
+from botocore.validate import ParamValidator
+from hypothesis import strategies as st
+
+import job_requests
+import run_spec
+
+ACCOUNT = "123456789012"  # moto's default account
+REGION = "us-east-1"
+KMS = f"arn:aws:kms:{REGION}:{ACCOUNT}:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+SETTINGS: dict[str, Any] = {
+    "project": "hfsm", "environment": "dev", "region": REGION, "account": ACCOUNT,
+    "data_bucket": "hfsm-dev-data", "artifacts_bucket": "hfsm-dev-artifacts", "kms_key_arn": KMS,
+    "sagemaker_role_arn": f"arn:aws:iam::{ACCOUNT}:role/hfsm-dev-sagemaker",
+    "training_image_uri": "763104351884.dkr.ecr.us-east-1.amazonaws.com/huggingface-pytorch-training:"
+                          "2.9.0-transformers5.3.0-gpu-py312-cu130-ubuntu22.04",
+    "processing_image_uri": "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.8.0-cpu-py312",
+    "inference_image_uri": "763104351884.dkr.ecr.us-east-1.amazonaws.com/huggingface-pytorch-inference:"
+                           "2.6.0-transformers4.51.3-gpu-py312-cu124-ubuntu22.04",
+    "code_s3_prefix": "s3://hfsm-dev-artifacts/code/0123456789abcdef/",
+    "subnet_ids": ["subnet-0aaa1111", "subnet-0bbb2222"], "security_group_ids": ["sg-0123456789abcdef0"],
+    "fsx": None,
+    "allowed_instance_types": ["ml.g5.2xlarge", "ml.g5.12xlarge", "ml.g6.2xlarge", "ml.p4d.24xlarge",
+                               "ml.p5.48xlarge"],
+    "tokenizer_instance_types": ["ml.c5.2xlarge", "ml.m5.xlarge"],
+    "max_instance_count": 4,
+    "spot_default": True, "inter_container_encryption": False,
+    "default_max_runtime_seconds": 86400, "default_max_wait_seconds": 172800, "poll_seconds": 60,
+    "model_package_group": "hfsm-dev-models",
+    "topic_arn": f"arn:aws:sns:{REGION}:{ACCOUNT}:hfsm-dev-runs",
+}
+FSX = {"file_system_id": "fs-0123456789abcdef0", "mount_name": "abcdefgh", "subnet_id": "subnet-0fsx3333"}
+SMDDP_TYPES = ("ml.p4d.24xlarge", "ml.p5.48xlarge")
+
+
+def settings_dict(**overrides: Any) -> dict[str, Any]:
+    return {**copy.deepcopy(SETTINGS), **overrides}
+
+
+@dataclass
+class FakeContext:
+    """The parts of the Lambda context object a handler might touch."""
+
+    function_name: str = "hfsm-dev-handler"
+    aws_request_id: str = "00000000-0000-0000-0000-000000000000"
+    memory_limit_in_mb: int = 256
+    invoked_function_arn: str = f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:hfsm-dev-handler"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 60_000
+
+
+# --- request validation ----------------------------------------------------------------------------------
+@lru_cache(maxsize=1)
+def _sagemaker_model() -> Any:
+    return botocore.session.get_session().get_service_model("sagemaker")
+
+
+def _walk(shape: Any, value: Any, path: str, errors: list[str]) -> None:
+    """What botocore's ParamValidator leaves out: max lengths/sizes, patterns, enums, integer ranges."""
+    meta = shape.metadata
+    if shape.type_name == "structure":
+        for name, member in shape.members.items():
+            if isinstance(value, dict) and name in value:
+                _walk(member, value[name], f"{path}.{name}", errors)
+    elif shape.type_name == "list":
+        if "max" in meta and len(value) > meta["max"]:
+            errors.append(f"{path}: {len(value)} items > max {meta['max']}")
+        for i, item in enumerate(value):
+            _walk(shape.member, item, f"{path}[{i}]", errors)
+    elif shape.type_name == "map":
+        if "max" in meta and len(value) > meta["max"]:
+            errors.append(f"{path}: {len(value)} entries > max {meta['max']}")
+        for key, item in value.items():
+            _walk(shape.key, key, f"{path}<key {key}>", errors)
+            _walk(shape.value, item, f"{path}.{key}", errors)
+    elif shape.type_name == "string":
+        if "max" in meta and len(value) > meta["max"]:
+            errors.append(f"{path}: length {len(value)} > max {meta['max']}")
+        if "min" in meta and len(value) < meta["min"]:
+            errors.append(f"{path}: length {len(value)} < min {meta['min']}")
+        if getattr(shape, "enum", None) and value not in shape.enum:
+            errors.append(f"{path}: {value!r} not in enum")
+        pattern = meta.get("pattern")
+        if pattern and not regex.fullmatch(pattern, value, flags=regex.DOTALL):
+            errors.append(f"{path}: {value!r} does not match {pattern}")
+    elif shape.type_name in ("integer", "long"):
+        if "max" in meta and value > meta["max"]:
+            errors.append(f"{path}: {value} > max {meta['max']}")
+
+
+def sagemaker_request_errors(operation: str, params: dict[str, Any]) -> list[str]:
+    """botocore's client-side validation plus the service model's max/pattern/enum constraints."""
+    shape = _sagemaker_model().operation_model(operation).input_shape
+    report = ParamValidator().validate(params, shape)
+    errors = [report.generate_report()] if report.has_errors() else []
+    _walk(shape, params, operation, errors)
+    json.dumps(params)  # must be JSON-serializable (it travels through Step Functions state)
+    return errors
+
+
+# --- spec strategies -------------------------------------------------------------------------------------
+NAMES = st.from_regex(r"[a-z][a-z0-9-]{0,31}", fullmatch=True)
+HUB_IDS = st.sampled_from(["bert-base-uncased", "distilbert/distilbert-base-uncased", "google-t5/t5-small",
+                           "deepset/roberta-base-squad2", "facebook/bart-base", "org.x/model_v1.2"])
+S3_KEYS = st.from_regex(r"datasets/[a-z0-9_-]{1,20}/", fullmatch=True)
+HP_META = run_spec.training_hyperparameters()
+SETTABLE_HPS = sorted(set(HP_META) - set(run_spec.PIPELINE_HYPERPARAMETERS))
+
+
+def _hp_value(meta: dict[str, Any]) -> st.SearchStrategy[Any]:
+    if meta.get("choices"):
+        return st.sampled_from(meta["choices"])
+    kind = meta["type"]
+    if kind == "int":
+        return st.integers(-1, 10**6)
+    if kind == "float":
+        return st.floats(0, 10, allow_nan=False, allow_infinity=False) | st.integers(0, 10)
+    if kind == "bool":
+        return st.booleans()
+    return st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=40)
+
+
+HYPERPARAMETERS = st.lists(st.sampled_from(SETTABLE_HPS), unique=True, max_size=8).flatmap(
+    lambda names: st.fixed_dictionaries({n: _hp_value(HP_META[n]) for n in names}))
+TAG_KEYS = st.from_regex(r"[A-Za-z][A-Za-z0-9_.:/=+@-]{0,20}", fullmatch=True).filter(
+    lambda k: k not in run_spec.RESERVED_TAG_KEYS and not k.lower().startswith("aws:"))
+TAGS = st.dictionaries(TAG_KEYS, st.from_regex(r"[A-Za-z0-9 _.:/=+@-]{0,30}", fullmatch=True), max_size=5)
+
+
+def _maybe(draw: Any, target: dict[str, Any], key: str, strategy: st.SearchStrategy[Any]) -> None:
+    if draw(st.booleans()):
+        target[key] = draw(strategy)
+
+
+@st.composite
+def valid_specs(draw: Any, with_fsx: bool = False) -> dict[str, Any]:
+    """Specs that must pass validation and pre-flight (data present) in SETTINGS (+FSX when with_fsx)."""
+    spec: dict[str, Any] = {"version": 1, "name": draw(NAMES), "task": draw(st.sampled_from(run_spec.TASKS))}
+    bucket = SETTINGS["data_bucket"]
+    spec["model"] = draw(HUB_IDS | st.builds(lambda k: f"s3://{SETTINGS['artifacts_bucket']}/{k}",
+                                             st.sampled_from(["models/base/", "models/base/model.tar.gz"])))
+    strategy = draw(st.sampled_from(run_spec.STRATEGIES))
+    types = SMDDP_TYPES if strategy == "smddp" else tuple(SETTINGS["allowed_instance_types"])
+    count = 1 if strategy == "none" else draw(st.integers(1, SETTINGS["max_instance_count"]))
+    compute: dict[str, Any] = {"instance_type": draw(st.sampled_from(types)), "instance_count": count}
+    _maybe(draw, compute, "volume_size_gb", st.integers(1, 2000))
+    if strategy != "none":
+        _maybe(draw, compute, "processes_per_host", st.integers(1, 8))
+    spec["compute"] = compute
+    distribution: dict[str, Any] = {"strategy": strategy}
+    if strategy == "fsdp" and draw(st.booleans()):
+        distribution["fsdp"] = {"sharding": draw(st.sampled_from(["full_shard auto_wrap", "shard_grad_op",
+                                                                  "hybrid_shard offload auto_wrap"])),
+                                "config": draw(st.sampled_from([{}, {"backward_prefetch": "backward_pre"},
+                                                                {"transformer_layer_cls_to_wrap": ["BertLayer"]}]))}
+    spec["distribution"] = distribution
+    data: dict[str, Any] = {}
+    for name in ("train", *draw(st.lists(st.sampled_from(["validation", "test"]), unique=True))):
+        channel: dict[str, Any]
+        if with_fsx and name != "train" and draw(st.booleans()):
+            channel = {"fsx": draw(st.from_regex(r"(/[a-z0-9_-]{1,10}){1,3}", fullmatch=True))}
+        else:
+            channel = {"s3": f"s3://{bucket}/{draw(S3_KEYS)}"}
+            _maybe(draw, channel, "distribution", st.sampled_from(run_spec.DISTRIBUTION_TYPES))
+            _maybe(draw, channel, "input_mode", st.sampled_from(run_spec.INPUT_MODES))
+        data[name] = channel
+    spec["data"] = data
+    runtime = draw(st.integers(60, 5 * 24 * 3600))
+    _maybe(draw, spec, "max_runtime_seconds", st.just(runtime))
+    spot: dict[str, Any] = {}
+    _maybe(draw, spot, "enabled", st.booleans())
+    if draw(st.booleans()):
+        spot["max_wait_seconds"] = draw(st.integers(runtime if "max_runtime_seconds" in spec else 86400, 10**6))
+    spec["spot"] = spot
+    _maybe(draw, spec, "checkpoint", st.builds(lambda n: {"every_steps": n}, st.integers(1, 10**6)))
+    options = draw(st.lists(st.fixed_dictionaries({}, optional={"instance_type": st.sampled_from(types),
+                                                                "spot": st.booleans()}).filter(bool), max_size=3))
+    fallback: dict[str, Any] = {"options": options}
+    _maybe(draw, fallback, "max_attempts", st.integers(1, run_spec.MAX_ATTEMPTS_LIMIT))
+    spec["fallback"] = fallback
+    spec["hyperparameters"] = draw(HYPERPARAMETERS)
+    spec["tags"] = draw(TAGS)
+    s3_channels = [n for n, c in data.items() if "s3" in c]
+    if draw(st.booleans()):
+        tokenizer: dict[str, Any] = {"type": draw(st.sampled_from(run_spec.TOKENIZER_TYPES)),
+                                     "channel": draw(st.sampled_from(s3_channels))}
+        _maybe(draw, tokenizer, "vocab_size", st.integers(100, 100000))
+        _maybe(draw, tokenizer, "instance_count", st.integers(1, SETTINGS["max_instance_count"]))
+        _maybe(draw, tokenizer, "lowercase", st.booleans())
+        _maybe(draw, tokenizer, "instance_type", st.sampled_from(SETTINGS["tokenizer_instance_types"]))
+        spec["tokenizer"] = tokenizer
+    if draw(st.booleans()):
+        spec["local"] = {"interrupt_at_step": draw(st.integers(1, 100))}
+    return spec
+
+
+def all_requests(run: dict[str, Any], settings: Any) -> list[tuple[str, dict[str, Any]]]:
+    """Every request a run can send: each attempt's CreateTrainingJob and the tokenizer jobs."""
+    requests = [("CreateTrainingJob", job_requests.training_request(run, settings, a))
+                for a in range(run["max_attempts"])]
+    if run["tokenizer_stage"]:
+        requests += [("CreateProcessingJob", job_requests.processing_request(run, settings, s))
+                     for s in ("map", "reduce")]
+    return requests

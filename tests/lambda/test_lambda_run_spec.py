@@ -1,0 +1,209 @@
+"""Run spec v1: validation messages, defaults, the examples."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+
+import run_spec
+from errors import PreflightError, SpecError
+from runs import prepare_run
+
+EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "examples").glob("*.json"))
+MINIMAL = {"version": 1, "name": "tiny", "task": "text-classification", "model": "bert-base-uncased",
+           "data": {"train": {"s3": "s3://hfsm-dev-data/datasets/x/"}}}
+
+
+def problems_of(raw, settings) -> list[str]:
+    with pytest.raises(SpecError) as info:
+        run_spec.parse_spec(raw, settings)
+    return info.value.problems
+
+
+def test_minimal_spec_gets_environment_defaults(settings):
+    spec = run_spec.parse_spec(MINIMAL, settings)
+    assert spec["compute"] == {"instance_type": "ml.g5.2xlarge", "instance_count": 1, "volume_size_gb": 100}
+    assert spec["spot"] == {"enabled": True, "max_wait_seconds": 172800}
+    assert spec["max_runtime_seconds"] == 86400
+    assert spec["distribution"] == {"strategy": "ddp"}
+    assert spec["checkpoint"] == {"every_steps": 500}
+    assert spec["fallback"] == {"max_attempts": 1, "options": []}
+    assert spec["data"]["train"] == {"s3": "s3://hfsm-dev-data/datasets/x/", "distribution": "FullyReplicated",
+                                     "input_mode": "File"}
+    assert "tokenizer" not in spec and spec["hyperparameters"] == {} and spec["tags"] == {}
+    assert run_spec.parse_spec(spec, settings) == spec  # resolving twice changes nothing
+
+
+def test_bare_key_prefix_is_in_the_data_bucket(settings):
+    spec = run_spec.parse_spec({**MINIMAL, "data": {"train": {"s3": "datasets/x/"}}}, settings)
+    assert spec["data"]["train"]["s3"] == "s3://hfsm-dev-data/datasets/x/"
+
+
+def test_default_max_wait_covers_a_longer_runtime(settings):
+    spec = run_spec.parse_spec({**MINIMAL, "max_runtime_seconds": 200000}, settings)
+    assert spec["spot"]["max_wait_seconds"] == 200000
+
+
+def test_unknown_fields_are_named_with_their_path_and_the_allowed_names(settings):
+    raw = copy.deepcopy(MINIMAL)
+    raw["compute"] = {"instance_typ": "ml.g5.2xlarge"}
+    raw["data"]["train"]["mode"] = "File"
+    raw["extra"] = 1
+    problems = problems_of(raw, settings)
+    assert ("compute.instance_typ: unknown field; allowed: instance_count, instance_type, processes_per_host, "
+            "volume_size_gb (did you mean 'instance_type'?)") in problems
+    assert any(p.startswith("data.train.mode: unknown field; allowed: distribution, fsx, input_mode, s3")
+               for p in problems)
+    assert any(p.startswith("extra: unknown field") for p in problems)
+
+
+def test_every_problem_is_reported_at_once(settings):
+    raw = {"version": 2, "name": "Bad_Name", "task": "qa", "model": "not a model id!",
+           "data": {"train": {"s3": "http://x"}, "eval": {}}, "compute": {"instance_count": 0},
+           "distribution": {"strategy": "deepspeed"}, "hyperparameters": {"sagemaker_program": "x.py",
+                                                                          "learning_rate": "fast", "lr": 1},
+           "tags": {"project": "other"}, "fallback": {"max_attempts": 11, "options": [{}]}}
+    problems = problems_of(raw, settings)
+    fields = [p.split(":", 1)[0] for p in problems]
+    for expected in ("version", "name", "task", "model", "data.train.s3", "data.eval", "compute.instance_count",
+                     "distribution.strategy", "hyperparameters.sagemaker_program", "hyperparameters.learning_rate",
+                     "hyperparameters.lr", "tags.project", "fallback.max_attempts", "fallback.options[0]"):
+        assert expected in fields, (expected, problems)
+    message = str(SpecError(problems))
+    assert message.startswith(f"invalid run spec ({len(problems)} problems):\n- ")
+
+
+def test_task_error_lists_the_allowed_values(settings):
+    assert "task: 'qa' is not allowed; allowed: question-answering, text-classification, summarization" in \
+        problems_of({**MINIMAL, "task": "qa"}, settings)
+
+
+def test_required_fields(settings):
+    problems = problems_of({}, settings)
+    for name in ("version", "name", "task", "model", "data"):
+        assert f"{name}: required field is missing" in problems
+
+
+def test_not_an_object_and_not_json(settings):
+    assert problems_of([], settings)[0].startswith("(root): expected an object")
+    with pytest.raises(SpecError, match=r"\(root\): not valid JSON"):
+        run_spec.parse_spec_text("{nope")
+
+
+@pytest.mark.parametrize(("hp", "value", "message"), [
+    ("sagemaker_program", "x.py", "reserved for SageMaker"),
+    ("model_name_or_path", "x", "set by the pipeline from model"),
+    ("save_steps", 10, "set by the pipeline from checkpoint.every_steps"),
+    ("fsdp_config", "{}", "set by the pipeline from distribution.fsdp.config"),
+    ("learning_rat", 0.1, "unknown hyperparameter; allowed: "),
+    ("num_train_epochs", "3", "expected a number"),
+    ("bf16", "true", "expected true or false"),
+    ("per_device_train_batch_size", 1.5, "expected an integer"),
+    ("lr_scheduler_type", "warm", "is not allowed; allowed: linear, cosine"),
+])
+def test_hyperparameter_checks(settings, hp, value, message):
+    problems = problems_of({**MINIMAL, "hyperparameters": {hp: value}}, settings)
+    assert any(p.startswith(f"hyperparameters.{hp}: ") and message in p for p in problems), problems
+
+
+def test_unknown_hyperparameter_suggests_the_closest_name(settings):
+    problems = problems_of({**MINIMAL, "hyperparameters": {"learning_rat": 0.1}}, settings)
+    assert problems[0].endswith("(did you mean 'learning_rate'?)")
+
+
+def test_distribution_cross_field_rules(settings):
+    problems = problems_of({**MINIMAL, "compute": {"instance_count": 2, "processes_per_host": 2},
+                            "distribution": {"strategy": "none", "fsdp": {}}}, settings)
+    assert any(p.startswith("distribution.strategy: 'none' runs one process") for p in problems)
+    assert any(p.startswith("compute.processes_per_host: only used by a distributed strategy") for p in problems)
+    assert any(p.startswith("distribution.fsdp: only allowed with strategy 'fsdp'") for p in problems)
+
+
+@pytest.mark.parametrize(("sharding", "ok"), [("full_shard auto_wrap", True), ("shard_grad_op", True),
+                                              ("hybrid_shard offload auto_wrap", True), ("auto_wrap", False),
+                                              ("full_shard no_shard", False), ("full_shard zero3", False),
+                                              ("", False)])
+def test_fsdp_sharding_options(settings, sharding, ok):
+    raw = {**MINIMAL, "distribution": {"strategy": "fsdp", "fsdp": {"sharding": sharding}}}
+    if ok:
+        assert run_spec.parse_spec(raw, settings)["distribution"]["fsdp"]["sharding"] == sharding
+    else:
+        assert problems_of(raw, settings)[0].startswith("distribution.fsdp.sharding: ")
+
+
+def test_fsx_channel_rules(settings):
+    raw = {**MINIMAL, "data": {"train": {"s3": "s3://hfsm-dev-data/x/"},
+                               "validation": {"fsx": "/data/val", "distribution": "ShardedByS3Key",
+                                              "input_mode": "FastFile"},
+                               "test": {"fsx": "/a", "s3": "s3://hfsm-dev-data/y/"}}}
+    problems = problems_of(raw, settings)
+    assert any(p.startswith("data.validation.input_mode: FSx channels support only File") for p in problems)
+    assert any(p.startswith("data.validation.distribution: FSx channels support only FullyReplicated")
+               for p in problems)
+    assert any(p.startswith("data.test: give exactly one of s3") for p in problems)
+
+
+def test_tokenizer_defaults_and_rules(settings):
+    spec = run_spec.parse_spec({**MINIMAL, "tokenizer": {"type": "wordpiece"}}, settings)
+    assert spec["tokenizer"] == {
+        "type": "wordpiece", "vocab_size": 32000, "min_frequency": 2,
+        "special_tokens": ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"], "text_field": "text", "lowercase": False,
+        "model_max_length": 512, "channel": "train", "instance_type": "ml.c5.2xlarge", "instance_count": 1,
+        "volume_size_gb": 30, "max_runtime_seconds": 86400}
+    problems = problems_of({**MINIMAL, "tokenizer": {"type": "unigram", "channel": "validation",
+                                                     "special_tokens": ["<s>", "<s>"], "vocab_size": 5}}, settings)
+    fields = [p.split(":", 1)[0] for p in problems]
+    assert {"tokenizer.type", "tokenizer.channel", "tokenizer.special_tokens", "tokenizer.vocab_size"} <= set(fields)
+    assert "tokenizer.type: required field is missing" in problems_of({**MINIMAL, "tokenizer": {}}, settings)
+
+
+def test_tags_rules(settings):
+    problems = problems_of({**MINIMAL, "tags": {"run": "x", "aws:x": "y", "ok": "bad\nvalue"}}, settings)
+    assert [p.split(": ", 1)[0] for p in problems] == ["tags.run", "tags.aws:x", "tags.ok"]
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
+def test_examples_are_valid_and_pass_static_preflight(settings, example):
+    raw = json.loads(example.read_text())
+    run = prepare_run(raw, settings)
+    assert run["spec"]["task"] in run_spec.TASKS
+    assert run["tokenizer_stage"] == ("tokenizer" in raw)
+
+
+def test_examples_cover_every_task_and_a_tokenizer_stage():
+    specs = [json.loads(p.read_text()) for p in EXAMPLES]
+    assert {s["task"] for s in specs} == set(run_spec.TASKS)
+    assert any("tokenizer" in s for s in specs)
+
+
+def test_preflight_static_problems_name_fields(settings):
+    raw = {**MINIMAL, "compute": {"instance_type": "ml.g4dn.xlarge", "instance_count": 9},
+           "distribution": {"strategy": "smddp"}, "spot": {"enabled": True, "max_wait_seconds": 60},
+           "max_runtime_seconds": 3600, "model": "s3://someone-elses-bucket/model/",
+           "data": {"train": {"s3": "s3://hfsm-dev-data/x/"}, "validation": {"fsx": "/val"}},
+           "fallback": {"options": [{"instance_type": "ml.g5.2xlarge"}]}}
+    with pytest.raises(PreflightError) as info:
+        prepare_run(raw, settings)
+    problems = info.value.problems
+    text = "\n".join(problems)
+    assert "compute.instance_type: ml.g4dn.xlarge is not allowed in environment dev; allowed: ml.g5.2xlarge" in text
+    assert "fallback.options[0].instance_type: SMDDP (distribution.strategy smddp) does not run on ml.g5.2xlarge" \
+        in text
+    assert "compute.instance_count: 9 is over environment dev's limit of 4" in text
+    assert "spot.max_wait_seconds: 60 is less than max_runtime_seconds=3600" in text
+    assert "data.validation.fsx: environment dev has no FSx for Lustre file system" in text
+    assert "model: bucket someone-elses-bucket is not one of this environment's buckets" in text
+
+
+def test_spot_wait_is_not_checked_when_no_attempt_uses_spot(settings):
+    raw = {**MINIMAL, "spot": {"enabled": False, "max_wait_seconds": 60}, "max_runtime_seconds": 3600}
+    assert prepare_run(raw, settings)["spec"]["spot"]["max_wait_seconds"] == 60
+
+
+def test_oversized_fsdp_config_is_reported_against_its_field(settings):
+    raw = {**MINIMAL, "distribution": {"strategy": "fsdp", "fsdp": {"config": {"x": "y" * 3000}}}}
+    with pytest.raises(PreflightError, match=r"distribution\.fsdp\.config: JSON-encoded value is \d+ characters"):
+        prepare_run(raw, settings)
