@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from transformers import Seq2SeqTrainingArguments
+
 from . import smenv
 
 TASKS = ("question-answering", "text-classification", "summarization")
@@ -192,11 +194,11 @@ class DataArguments:
             raise ArgumentError(f"data_format must be one of {DATA_FORMATS}, got {self.data_format!r}")
         if self.max_seq_length is not None and self.max_seq_length < 8:
             raise ArgumentError(f"max_seq_length must be >= 8, got {self.max_seq_length}")
-        if self.task == "question-answering" and self.max_seq_length is not None:
-            if self.doc_stride >= self.max_seq_length:
-                raise ArgumentError(
-                    f"doc_stride ({self.doc_stride}) must be smaller than max_seq_length ({self.max_seq_length})"
-                )
+        if (self.task == "question-answering" and self.max_seq_length is not None
+                and self.doc_stride >= self.max_seq_length):
+            raise ArgumentError(
+                f"doc_stride ({self.doc_stride}) must be smaller than max_seq_length ({self.max_seq_length})"
+            )
         for name in ("doc_stride", "max_target_length", "n_best_size", "max_answer_length"):
             if getattr(self, name) < 1:
                 raise ArgumentError(f"{name} must be >= 1, got {getattr(self, name)}")
@@ -206,12 +208,6 @@ class DataArguments:
                 raise ArgumentError(f"{name} must be >= 1, got {value}")
         if self.val_max_target_length is None:
             self.val_max_target_length = self.max_target_length
-
-
-def _transformers_training_args():
-    from transformers import Seq2SeqTrainingArguments
-
-    return Seq2SeqTrainingArguments
 
 
 def _kv_to_dict(value: str) -> dict[str, Any]:
@@ -237,115 +233,111 @@ def _cuda_info() -> tuple[bool, bool]:
     return False, False
 
 
-def _make_training_args_class():
-    base = _transformers_training_args()
+@dataclass
+class SageMakerTrainingArguments(Seq2SeqTrainingArguments):
+    """The Trainer's arguments with defaults for SageMaker jobs, plus checkpoint and precision settings."""
 
-    @dataclass
-    class SageMakerTrainingArguments(base):
-        """The Trainer's arguments with defaults for SageMaker jobs, plus checkpoint and precision settings."""
+    output_dir: str | None = field(
+        default=None,
+        metadata={"help": "Managed: the Trainer works in checkpoint_dir. Leave unset."},
+    )
+    checkpoint_dir: str = field(
+        default_factory=smenv.default_checkpoint_dir,
+        metadata={
+            "help": "Checkpoint directory (CheckpointConfig.LocalPath). Default /opt/ml/checkpoints, under "
+            "SAGEMAKER_BASE_DIR when set."
+        },
+    )
+    resume: bool = field(
+        default=True,
+        metadata={"help": "Resume from the newest complete checkpoint in checkpoint_dir when one exists."},
+    )
+    precision: str = field(
+        default="auto",
+        metadata={
+            "help": "Mixed precision: auto picks bf16 on GPUs that support it, else fp16 on GPUs, else fp32. "
+            "Explicit bf16/fp16 flags win.",
+            "choices": list(PRECISIONS),
+        },
+    )
+    ddp_backend: str | None = field(
+        default=None,
+        metadata={
+            "help": "Distributed backend: nccl (GPU default), gloo (CPU default), or smddp (SageMaker "
+            "distributed data parallel, on the instance types that support it).",
+            "choices": ["nccl", "gloo", "mpi", "xccl", "hccl", "cncl", "mccl", "smddp"],
+        },
+    )
+    save_steps: float = field(
+        default=500, metadata={"help": "Save a checkpoint every N optimizer steps (the spec's interval)."}
+    )
+    logging_steps: float = field(default=50, metadata={"help": "Log loss and learning rate every N steps."})
+    dataloader_num_workers: int = field(
+        default=-1,
+        metadata={
+            "help": "Dataloader worker processes per rank; -1 = auto (min(4, CPUs per local process) on GPU "
+            "machines, 0 on CPU-only machines)."
+        },
+    )
+    dataloader_pin_memory: bool = field(
+        default=True, metadata={"help": "Pin host memory for faster copies to the GPU (GPU only)."}
+    )
+    ddp_find_unused_parameters: bool | None = field(
+        default=False,
+        metadata={"help": "DDP find_unused_parameters; false is faster (set true for models with unused weights)."},
+    )
+    disable_tqdm: bool | None = field(
+        default=True, metadata={"help": "Progress bars off: PROGRESS lines report progress instead."}
+    )
+    predict_with_generate: bool = field(
+        default=True, metadata={"help": "Summarization: generate summaries at evaluation to compute ROUGE."}
+    )
+    eval_at_end: bool = field(
+        default=True, metadata={"help": "Evaluate on the validation data after training (when present)."}
+    )
+    sigterm_checkpoint: bool = field(
+        default=True,
+        metadata={"help": "On SIGTERM (spot interruption, stop), save a checkpoint at the next step and exit 0."},
+    )
 
-        output_dir: str | None = field(
-            default=None,
-            metadata={"help": "Managed: the Trainer works in checkpoint_dir. Leave unset."},
-        )
-        checkpoint_dir: str = field(
-            default_factory=smenv.default_checkpoint_dir,
-            metadata={
-                "help": "Checkpoint directory (CheckpointConfig.LocalPath). Default /opt/ml/checkpoints, under "
-                "SAGEMAKER_BASE_DIR when set."
-            },
-        )
-        resume: bool = field(
-            default=True,
-            metadata={"help": "Resume from the newest complete checkpoint in checkpoint_dir when one exists."},
-        )
-        precision: str = field(
-            default="auto",
-            metadata={
-                "help": "Mixed precision: auto picks bf16 on GPUs that support it, else fp16 on GPUs, else fp32. "
-                "Explicit bf16/fp16 flags win.",
-                "choices": list(PRECISIONS),
-            },
-        )
-        ddp_backend: str | None = field(
-            default=None,
-            metadata={
-                "help": "Distributed backend: nccl (GPU default), gloo (CPU default), or smddp (SageMaker "
-                "distributed data parallel, on the instance types that support it).",
-                "choices": ["nccl", "gloo", "mpi", "xccl", "hccl", "cncl", "mccl", "smddp"],
-            },
-        )
-        save_steps: float = field(
-            default=500, metadata={"help": "Save a checkpoint every N optimizer steps (the spec's interval)."}
-        )
-        logging_steps: float = field(default=50, metadata={"help": "Log loss and learning rate every N steps."})
-        dataloader_num_workers: int = field(
-            default=-1,
-            metadata={
-                "help": "Dataloader worker processes per rank; -1 = auto (min(4, CPUs per local process) on GPU "
-                "machines, 0 on CPU-only machines)."
-            },
-        )
-        dataloader_pin_memory: bool = field(
-            default=True, metadata={"help": "Pin host memory for faster copies to the GPU (GPU only)."}
-        )
-        ddp_find_unused_parameters: bool | None = field(
-            default=False,
-            metadata={"help": "DDP find_unused_parameters; false is faster (set true for models with unused weights)."},
-        )
-        disable_tqdm: bool | None = field(
-            default=True, metadata={"help": "Progress bars off: PROGRESS lines report progress instead."}
-        )
-        predict_with_generate: bool = field(
-            default=True, metadata={"help": "Summarization: generate summaries at evaluation to compute ROUGE."}
-        )
-        eval_at_end: bool = field(
-            default=True, metadata={"help": "Evaluate on the validation data after training (when present)."}
-        )
-        sigterm_checkpoint: bool = field(
-            default=True,
-            metadata={"help": "On SIGTERM (spot interruption, stop), save a checkpoint at the next step and exit 0."},
-        )
-
-        def __post_init__(self) -> None:
-            if self.output_dir not in (None, "", self.checkpoint_dir):
+    def __post_init__(self) -> None:
+        if self.output_dir not in (None, "", self.checkpoint_dir):
+            raise ArgumentError(
+                "output_dir is managed by the training code (it is the checkpoint dir); set checkpoint_dir "
+                f"instead of output_dir={self.output_dir!r}"
+            )
+        self.output_dir = self.checkpoint_dir
+        if self.precision not in PRECISIONS:
+            raise ArgumentError(f"precision must be one of {PRECISIONS}, got {self.precision!r}")
+        has_cuda, has_bf16 = _cuda_info()
+        if not (self.bf16 or self.fp16):
+            if self.precision == "bf16" or (self.precision == "auto" and has_bf16):
+                self.bf16 = True
+            elif self.precision == "fp16" or (self.precision == "auto" and has_cuda):
+                self.fp16 = True
+        if not has_cuda:
+            self.dataloader_pin_memory = False
+            if self.optim == "adamw_torch_fused" and not _cpu_fused_adamw():
+                self.optim = "adamw_torch"
+        if self.dataloader_num_workers < 0:
+            self.dataloader_num_workers = _auto_workers(has_cuda)
+        for name in ("fsdp_config", "lr_scheduler_kwargs", "gradient_checkpointing_kwargs", "accelerator_config"):
+            value = getattr(self, name, None)
+            if isinstance(value, str) and "=" in value and not value.lstrip().startswith("{"):
+                setattr(self, name, _kv_to_dict(value))
+        if self.ddp_backend == "smddp":
+            try:
+                import smdistributed.dataparallel.torch.torch_smddp  # noqa: F401
+            except ImportError as err:
                 raise ArgumentError(
-                    "output_dir is managed by the training code (it is the checkpoint dir); set checkpoint_dir "
-                    f"instead of output_dir={self.output_dir!r}"
-                )
-            self.output_dir = self.checkpoint_dir
-            if self.precision not in PRECISIONS:
-                raise ArgumentError(f"precision must be one of {PRECISIONS}, got {self.precision!r}")
-            has_cuda, has_bf16 = _cuda_info()
-            if not (self.bf16 or self.fp16):
-                if self.precision == "bf16" or (self.precision == "auto" and has_bf16):
-                    self.bf16 = True
-                elif self.precision == "fp16" or (self.precision == "auto" and has_cuda):
-                    self.fp16 = True
-            if not has_cuda:
-                self.dataloader_pin_memory = False
-                if self.optim == "adamw_torch_fused" and not _cpu_fused_adamw():
-                    self.optim = "adamw_torch"
-            if self.dataloader_num_workers < 0:
-                self.dataloader_num_workers = _auto_workers(has_cuda)
-            for name in ("fsdp_config", "lr_scheduler_kwargs", "gradient_checkpointing_kwargs", "accelerator_config"):
-                value = getattr(self, name, None)
-                if isinstance(value, str) and "=" in value and not value.lstrip().startswith("{"):
-                    setattr(self, name, _kv_to_dict(value))
-            if self.ddp_backend == "smddp":
-                try:
-                    import smdistributed.dataparallel.torch.torch_smddp  # noqa: F401
-                except ImportError as err:
-                    raise ArgumentError(
-                        "ddp_backend smddp needs the SageMaker distributed data parallel library "
-                        "(smdistributed.dataparallel), which the SageMaker GPU images ship on ml.p4d/p4de/p5 "
-                        "instances; use nccl elsewhere"
-                    ) from err
-            if self.save_steps is not None and self.save_steps <= 0:
-                raise ArgumentError(f"save_steps must be > 0, got {self.save_steps}")
-            super().__post_init__()
+                    "ddp_backend smddp needs the SageMaker distributed data parallel library "
+                    "(smdistributed.dataparallel), which the SageMaker GPU images ship on ml.p4d/p4de/p5 "
+                    "instances; use nccl elsewhere"
+                ) from err
+        if self.save_steps is not None and self.save_steps <= 0:
+            raise ArgumentError(f"save_steps must be > 0, got {self.save_steps}")
+        super().__post_init__()
 
-    return SageMakerTrainingArguments
 
 
 def _cpu_fused_adamw() -> bool:
@@ -369,14 +361,8 @@ def _auto_workers(has_cuda: bool) -> int:
     return max(0, min(4, cpus // max(local, 1) - 1))
 
 
-_TRAINING_ARGS_CLASS = None
-
-
 def training_args_class():
-    global _TRAINING_ARGS_CLASS
-    if _TRAINING_ARGS_CLASS is None:
-        _TRAINING_ARGS_CLASS = _make_training_args_class()
-    return _TRAINING_ARGS_CLASS
+    return SageMakerTrainingArguments
 
 
 def make_parser():

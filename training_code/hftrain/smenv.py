@@ -6,6 +6,7 @@ Outside a container `SAGEMAKER_BASE_DIR` relocates `/opt/ml`, as the sagemaker-t
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from dataclasses import dataclass, field
@@ -61,25 +62,19 @@ class SageMakerEnv:
 
         resource = _read_json(config_dir / "resourceconfig.json")
         if env.get("SM_RESOURCE_CONFIG"):
-            try:
+            with contextlib.suppress(ValueError):
                 resource = json.loads(env["SM_RESOURCE_CONFIG"]) or resource
-            except ValueError:
-                pass
         hosts = resource.get("hosts")
         if env.get("SM_HOSTS"):
-            try:
+            with contextlib.suppress(ValueError):
                 hosts = json.loads(env["SM_HOSTS"])
-            except ValueError:
-                pass
         hosts = sorted(hosts) if hosts else ["algo-1"]
         current = env.get("SM_CURRENT_HOST") or resource.get("current_host") or hosts[0]
 
         input_config = _read_json(config_dir / "inputdataconfig.json")
         if env.get("SM_INPUT_DATA_CONFIG"):
-            try:
+            with contextlib.suppress(ValueError):
                 input_config = json.loads(env["SM_INPUT_DATA_CONFIG"]) or input_config
-            except ValueError:
-                pass
         distribution = {
             name: str(cfg.get("S3DistributionType", REPLICATED))
             for name, cfg in (input_config or {}).items()
@@ -90,10 +85,8 @@ class SageMakerEnv:
         data_dir = base / "input" / "data"
         names = set(distribution)
         if env.get("SM_CHANNELS"):
-            try:
+            with contextlib.suppress(ValueError):
                 names |= set(json.loads(env["SM_CHANNELS"]))
-            except ValueError:
-                pass
         for key, value in env.items():
             if key.startswith("SM_CHANNEL_"):
                 channels[key[len("SM_CHANNEL_"):].lower()] = value

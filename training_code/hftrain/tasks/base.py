@@ -1,0 +1,80 @@
+"""What every task provides to the runner."""
+
+from __future__ import annotations
+
+from transformers import DataCollatorWithPadding, Trainer
+
+
+class ModelTaskMismatch(ValueError):
+    """The model's architecture cannot do the task."""
+
+
+class Task:
+    name = ""
+    auto_model = None  # the transformers Auto* class
+    trainer_class = Trainer
+    default_max_length = 128
+
+    def __init__(self, data_args) -> None:
+        self.data_args = data_args
+
+    # --- data ---
+    def resolve_columns(self, dataset, what: str) -> None:
+        """Pick and check the column names on the first dataset seen (raises DataError)."""
+
+    def check_columns(self, dataset, what: str) -> None:
+        """Check a further dataset against the resolved names."""
+
+    def keep_for_eval(self) -> list[str]:
+        return []
+
+    # --- model ---
+    def check_model(self, config) -> None:
+        mapping = self.auto_model._model_mapping
+        if type(config) not in mapping:
+            raise ModelTaskMismatch(
+                f"a {config.model_type!r} model cannot do {self.name}: transformers has no "
+                f"{self.auto_model.__name__} for it; pick a model made for the task (e.g. BERT/RoBERTa for "
+                "question answering and classification, BART/T5 for summarization)"
+            )
+
+    def configure(self, config) -> None:
+        """Set task fields on the model config before loading the weights."""
+
+    def model_kwargs(self) -> dict:
+        return {}
+
+    # --- tokenization ---
+    def max_length(self, tokenizer, config) -> int:
+        wanted = self.data_args.max_seq_length or self.default_max_length
+        return min(wanted, model_max_length(tokenizer, config))
+
+    def tokenize_train(self, dataset, tokenizer, config, map_kwargs: dict):
+        raise NotImplementedError
+
+    def tokenize_eval(self, dataset, tokenizer, config, map_kwargs: dict):
+        raise NotImplementedError
+
+    def collator(self, tokenizer, model, training_args):
+        multiple = 8 if (training_args.fp16 or training_args.bf16) else None
+        return DataCollatorWithPadding(tokenizer, pad_to_multiple_of=None if self.data_args.pad_to_max_length
+                                       else multiple)
+
+    def compute_metrics(self, eval_examples, eval_features, tokenizer):
+        raise NotImplementedError
+
+    def trainer_kwargs(self) -> dict:
+        return {}
+
+
+def model_max_length(tokenizer, config) -> int:
+    """The longest input the model accepts: the tokenizer's limit, else the position embeddings."""
+    limits = []
+    tok_max = getattr(tokenizer, "model_max_length", None)
+    if tok_max and tok_max < 1_000_000:
+        limits.append(int(tok_max))
+    positions = getattr(config, "max_position_embeddings", None)
+    if positions:
+        offset = 2 if getattr(config, "model_type", "") in ("roberta", "xlm-roberta", "camembert", "longformer") else 0
+        limits.append(int(positions) - offset)
+    return min(limits) if limits else 1_000_000

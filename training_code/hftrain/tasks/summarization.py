@@ -1,0 +1,121 @@
+"""Abstractive summarization with encoder-decoder models (BART-like, T5-like); ROUGE via rouge-score."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+from transformers import AutoModelForSeq2SeqLM, DataCollatorForSeq2Seq, Seq2SeqTrainer
+
+from ..data import pick_column
+from .base import ModelTaskMismatch, Task
+
+TEXT_CANDIDATES = ("document", "article", "text", "dialogue", "source")
+SUMMARY_CANDIDATES = ("summary", "highlights", "target", "abstract")
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+def split_sentences(text: str) -> str:
+    """One sentence a line, as rougeLsum expects (a regex splitter: no NLTK data download needed)."""
+    return "\n".join(s for s in _SENTENCE_END.split(text.strip()) if s)
+
+
+def rouge(predictions: list[str], references: list[str]) -> dict[str, float]:
+    from rouge_score import rouge_scorer
+
+    kinds = ["rouge1", "rouge2", "rougeL", "rougeLsum"]
+    scorer = rouge_scorer.RougeScorer(kinds, use_stemmer=True)
+    totals = {k: 0.0 for k in kinds}
+    for pred, ref in zip(predictions, references, strict=True):
+        scores = scorer.score(split_sentences(ref), split_sentences(pred))
+        for k in kinds:
+            totals[k] += scores[k].fmeasure
+    n = max(len(predictions), 1)
+    return {k: 100.0 * v / n for k, v in totals.items()}
+
+
+class Summarization(Task):
+    name = "summarization"
+    auto_model = AutoModelForSeq2SeqLM
+    trainer_class = Seq2SeqTrainer
+    default_max_length = 1024
+
+    def __init__(self, data_args) -> None:
+        super().__init__(data_args)
+        self.text_column: str | None = None
+        self.summary_column: str | None = None
+        self.prefix = ""
+
+    def resolve_columns(self, dataset, what: str) -> None:
+        a = self.data_args
+        self.text_column = pick_column(dataset, a.text_column, TEXT_CANDIDATES, "document")
+        self.summary_column = pick_column(dataset, a.summary_column, SUMMARY_CANDIDATES, "summary")
+
+    def check_columns(self, dataset, what: str) -> None:
+        from ..data import require_columns
+
+        require_columns(dataset, [self.text_column, self.summary_column], what)
+
+    def check_model(self, config) -> None:
+        if not getattr(config, "is_encoder_decoder", False):
+            raise ModelTaskMismatch(
+                f"a {config.model_type!r} model cannot do summarization here: it needs an encoder-decoder "
+                "(sequence-to-sequence) model such as BART or T5"
+            )
+        super().check_model(config)
+        if self.data_args.source_prefix is not None:
+            self.prefix = self.data_args.source_prefix
+        elif config.model_type in ("t5", "mt5", "umt5", "longt5"):
+            self.prefix = "summarize: "
+
+    def _tokenize(self, dataset, tokenizer, config, map_kwargs, desc, target_length):
+        a = self.data_args
+        max_length = self.max_length(tokenizer, config)
+        text, summary, prefix = self.text_column, self.summary_column, self.prefix
+        padding = "max_length" if a.pad_to_max_length else False
+
+        def prepare(batch):
+            inputs = [prefix + (t or "") for t in batch[text]]
+            enc = tokenizer(inputs, max_length=max_length, truncation=True, padding=padding)
+            labels = tokenizer(text_target=[s or "" for s in batch[summary]], max_length=target_length,
+                               truncation=True, padding=padding)["input_ids"]
+            if padding:
+                pad = tokenizer.pad_token_id
+                labels = [[(t if t != pad else -100) for t in seq] for seq in labels]
+            enc["labels"] = labels
+            return enc
+
+        return dataset.map(prepare, batched=True, remove_columns=dataset.column_names, desc=desc, **map_kwargs)
+
+    def tokenize_train(self, dataset, tokenizer, config, map_kwargs: dict):
+        return self._tokenize(dataset, tokenizer, config, map_kwargs, "Tokenizing training data",
+                              self.data_args.max_target_length)
+
+    def tokenize_eval(self, dataset, tokenizer, config, map_kwargs: dict):
+        return self._tokenize(dataset, tokenizer, config, map_kwargs, "Tokenizing validation data",
+                              self.data_args.val_max_target_length)
+
+    def collator(self, tokenizer, model, training_args):
+        multiple = 8 if (training_args.fp16 or training_args.bf16) and not self.data_args.pad_to_max_length else None
+        return DataCollatorForSeq2Seq(tokenizer, model=model, label_pad_token_id=-100, pad_to_multiple_of=multiple)
+
+    def compute_metrics(self, eval_examples, eval_features, tokenizer):
+        pad = tokenizer.pad_token_id
+
+        def compute(eval_pred):
+            preds = eval_pred.predictions[0] if isinstance(eval_pred.predictions, tuple) else eval_pred.predictions
+            preds = np.asarray(preds)
+            if preds.ndim == 3:  # logits (predict_with_generate off): greedy tokens
+                preds = preds.argmax(-1)
+            preds = np.where(preds < 0, pad, preds)
+            labels = np.where(np.asarray(eval_pred.label_ids) < 0, pad, eval_pred.label_ids)
+            decoded_preds = [t.strip() for t in tokenizer.batch_decode(preds, skip_special_tokens=True)]
+            decoded_labels = [t.strip() for t in tokenizer.batch_decode(labels, skip_special_tokens=True)]
+            out = rouge(decoded_preds, decoded_labels)
+            out["gen_len"] = float(np.mean([np.count_nonzero(p != pad) for p in preds]))
+            return out
+
+        return compute
+
+    def trainer_kwargs(self) -> dict:
+        return {}

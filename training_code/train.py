@@ -1,0 +1,22 @@
+"""Fine-tuning entry point (`sagemaker_program = "train.py"`).
+
+The sagemaker-training toolkit runs it with the job's hyperparameters as `--key value` arguments, through
+torchrun when torch_distributed is enabled. Example outside SageMaker:
+
+    SAGEMAKER_BASE_DIR=/tmp/job python train.py --task text-classification --model_name_or_path ./tiny \
+        --train_path data/train.jsonl --max_steps 20
+
+See docs/training.md for the hyperparameters, data layouts, checkpoints and distribution.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from hftrain.runner import main  # noqa: E402
+
+if __name__ == "__main__":
+    sys.exit(main())
