@@ -1,0 +1,483 @@
+"""One CreateTrainingJob request run on this machine through the real sagemaker-training toolkit.
+
+Per attempt (a spot interruption starts a new one): fresh host folders, channels copied from S3 (or FSx
+folders linked), sourcedir.tar.gz unpacked into each host's code dir (the toolkit then skips its own S3
+download, which could not reach the emulated S3), checkpoints restored, then the console script `train`
+for every host at once. With torch_distributed the toolkit's launcher calls `torchrun`; the runner's
+wrapper (torchrun_local.py) moves the rendezvous to 127.0.0.1 and a port of the job's own.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import json
+import math
+import shutil
+import socket
+import sys
+import tarfile
+import time
+from pathlib import Path
+from typing import Any
+
+import botocore.exceptions
+
+from local_mode.checkpoint_sync import CheckpointSync
+from local_mode.container_layout import (
+    DEFAULT_CHECKPOINT_PATH,
+    Host,
+    lay_out_training_host,
+    plan_hosts,
+)
+from local_mode.host_processes import HostProcess
+from local_mode.local_job import JobSetupError, LocalJob, now, output_members, python_bin, truncate
+from local_mode.metrics import MetricTracker, Progress, parse_progress
+from local_mode.s3_channels import (
+    ChannelError,
+    download_objects,
+    parse_s3_uri,
+    select_objects,
+    shard,
+    tar_folder,
+    upload_folder,
+)
+
+TRAINING_MEMBERS = output_members("DescribeTrainingJob")
+PACKAGE_DIR = Path(__file__).resolve().parent
+REAL_FRAMEWORK_MODULE = "sagemaker_pytorch_container.training:main"  # what the PyTorch/HF DLCs set
+SHIM_FRAMEWORK_MODULE = "sagemaker_local_pytorch_shim:main"
+END_STATES = {
+    "stopped": ("Stopped", "Training job stopped"),
+    "max_runtime": ("MaxRuntimeExceeded", "Training job stopped: MaxRuntimeInSeconds exceeded"),
+    "max_wait": ("MaxWaitTimeExceeded", "Training job stopped: MaxWaitTimeInSeconds exceeded"),
+}
+
+
+def decode_hyperparameter(value: str | None) -> Any:
+    """Hyperparameter values are JSON-encoded strings (the SDK's convention); plain strings pass through."""
+    if value is None:
+        return None
+    try:
+        return json.loads(value)
+    except (TypeError, ValueError):
+        return value
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class TrainingJob(LocalJob):
+    job_type = "training"
+    event_detail_type = "SageMaker Training Job State Change"
+
+    def __init__(
+        self, request: dict[str, Any], *, interrupt_steps: list[int] | None = None, **kwargs: Any
+    ) -> None:
+        super().__init__(request, **kwargs)
+        self.secondary_status = "Starting"
+        self.transitions: list[dict[str, Any]] = [
+            {
+                "Status": "Starting",
+                "StartTime": self.creation_time,
+                "StatusMessage": "Launching requested ML instances",
+            }
+        ]
+        self.metrics = MetricTracker(request.get("AlgorithmSpecification", {}).get("MetricDefinitions") or [])
+        self.spot = bool(request.get("EnableManagedSpotTraining"))
+        self.progress: Progress | None = None
+        self.training_start_time = None
+        self.training_seconds: int | None = None
+        self.billable_seconds: int | None = None
+        self.attempt = 0
+        self._interrupt_steps = sorted(interrupt_steps or [])
+        self._seconds_done = 0.0
+        self._attempt_started: float | None = None
+        self._last_hosts: list[Host] = []
+        self._leader = "algo-1"
+        output_path = request["OutputDataConfig"]["S3OutputPath"].rstrip("/")
+        self.output_prefix = f"{output_path}/{self.name}/output"
+        uncompressed = request["OutputDataConfig"].get("CompressionType") == "NONE"
+        self.model_uri = (
+            f"{self.output_prefix}/model/" if uncompressed else f"{self.output_prefix}/model.tar.gz"
+        )
+
+    # ---- API ---------------------------------------------------------------------------------------
+    def request_interrupt(self, at_step: int) -> None:
+        """Interrupt (spot reclaim) once the leader reports PROGRESS global_step >= at_step."""
+        with self.lock:
+            self._interrupt_steps = sorted([*self._interrupt_steps, at_step])
+
+    def describe(self) -> dict[str, Any]:
+        with self.lock:
+            response = {k: copy.deepcopy(v) for k, v in self.request.items() if k in TRAINING_MEMBERS}
+            response.update(
+                {
+                    "TrainingJobName": self.name,
+                    "TrainingJobArn": self.arn,
+                    "ModelArtifacts": {"S3ModelArtifacts": self.model_uri},
+                    "TrainingJobStatus": self.status,
+                    "SecondaryStatus": self.secondary_status,
+                    "CreationTime": self.creation_time,
+                    "LastModifiedTime": self.last_modified_time,
+                    "SecondaryStatusTransitions": copy.deepcopy(self.transitions),
+                    "EnableNetworkIsolation": bool(self.request.get("EnableNetworkIsolation")),
+                    "EnableInterContainerTrafficEncryption": bool(
+                        self.request.get("EnableInterContainerTrafficEncryption")
+                    ),
+                    "EnableManagedSpotTraining": self.spot,
+                }
+            )
+            if self.request.get("CheckpointConfig"):
+                response["CheckpointConfig"] = {
+                    "LocalPath": DEFAULT_CHECKPOINT_PATH,
+                    **self.request["CheckpointConfig"],
+                }
+            optional = {
+                "FailureReason": self.failure_reason,
+                "TrainingStartTime": self.training_start_time,
+                "TrainingEndTime": self.end_time,
+                "TrainingTimeInSeconds": self.training_seconds,
+                "BillableTimeInSeconds": self.billable_seconds,
+                "FinalMetricDataList": self.metrics.final_metric_data_list() or None,
+            }
+            response.update({k: v for k, v in optional.items() if v is not None})
+            return response
+
+    # ---- the job thread ----------------------------------------------------------------------------
+    def run(self) -> None:
+        if self._interrupt_steps and not self.spot:
+            self.emit("status", "interruption request ignored: only managed spot jobs are interrupted")
+            self._interrupt_steps = []
+        outcome = "stopped"
+        while not self.stop_requested():
+            self.attempt += 1
+            outcome = self._attempt()
+            if outcome != "interrupted":
+                break
+            self._transition(
+                "Interrupted", "Training job interrupted: spot capacity reclaimed (injected locally)"
+            )
+            if self.wait_or_stop(self.settings.spot_restart_delay_seconds):
+                outcome = "stopped"
+                break
+            if self._limit_reached() == "max_wait":
+                outcome = "max_wait"
+                break
+            self._transition("Starting", "Relaunching ML instances after the spot interruption")
+        self._finish(outcome)
+
+    def _attempt(self) -> str:
+        attempt_dir = self.work_dir / f"attempt-{self.attempt}"
+        self._transition("Downloading", "Downloading input data")
+        self._attempt_started = time.monotonic()
+        with self.lock:
+            self.training_start_time = self.training_start_time or now()
+            self.progress = None
+        try:
+            hosts = plan_hosts(self.request["ResourceConfig"], attempt_dir)
+            self._leader = hosts[0].name
+            self._last_hosts = hosts
+            s3 = self.s3()
+            for host in hosts:
+                lay_out_training_host(self.request, hosts, host)
+            self._download_channels(s3, hosts)
+            self._install_code(s3, hosts, attempt_dir)
+            checkpoints = self._restore_checkpoints(s3, hosts)
+            if self.stop_requested():
+                return "stopped"
+            self._transition("Training", "Training image download completed. Training in progress.")
+            self._start_hosts(hosts)
+            tick = checkpoints.maybe_sync if checkpoints else None
+            outcome, failed = self.watch_hosts(self._limit_or_interrupt, tick)
+            if checkpoints:
+                checkpoints.sync()  # what the hosts wrote before they ended, deletions included
+            if outcome == "failed" and failed is not None:
+                with self.lock:
+                    self.failure_reason = self.host_failure(
+                        failed, next(h for h in hosts if h.name == failed.host).base_dir
+                    )
+            return outcome
+        except (ChannelError, botocore.exceptions.ClientError) as error:
+            raise JobSetupError(f"Data download failed: {error}") from error
+        finally:
+            if any(h.poll() is None for h in self.hosts):
+                self.stop_hosts()  # an error while the hosts ran must not leave them running
+            with self.lock:
+                self._seconds_done += time.monotonic() - self._attempt_started
+                self._attempt_started = None
+
+    def _download_channels(self, s3: Any, hosts: list[Host]) -> None:
+        default_mode = self.request.get("AlgorithmSpecification", {}).get("TrainingInputMode", "File")
+        for channel in self.request.get("InputDataConfig") or []:
+            name = channel["ChannelName"]
+            mode = channel.get("InputMode", default_mode)
+            if mode == "Pipe":
+                raise JobSetupError(
+                    f"channel {name!r}: Pipe input mode does not run locally; use File or FastFile"
+                )
+            source = channel["DataSource"]
+            if "S3DataSource" in source:
+                self._copy_s3_channel(s3, name, source["S3DataSource"], hosts)
+            elif "FileSystemDataSource" in source:
+                target = self._file_system_folder(name, source["FileSystemDataSource"])
+                for host in hosts:
+                    link = host.path(f"/opt/ml/input/data/{name}")
+                    link.parent.mkdir(parents=True, exist_ok=True)
+                    link.symlink_to(target, target_is_directory=True)
+            else:
+                raise JobSetupError(f"channel {name!r}: only S3 and file-system channels run locally")
+
+    def _copy_s3_channel(self, s3: Any, name: str, source: dict[str, Any], hosts: list[Host]) -> None:
+        data_type = source.get("S3DataType", "S3Prefix")
+        if data_type != "S3Prefix":
+            raise JobSetupError(
+                f"channel {name!r}: S3DataType {data_type} does not run locally; use S3Prefix"
+            )
+        uri = source["S3Uri"]
+        objects = select_objects(s3, uri)
+        if not objects:
+            raise JobSetupError(
+                f'No S3 objects found under S3 URL "{uri}" given in input data source for channel {name!r}'
+            )
+        bucket, _ = parse_s3_uri(uri)
+        distribution = source.get("S3DataDistributionType", "FullyReplicated")
+        for host in hosts:
+            mine = shard(objects, distribution, host.index, len(hosts))
+            download_objects(s3, bucket, mine, host.path(f"/opt/ml/input/data/{name}"))
+
+    def _file_system_folder(self, name: str, source: dict[str, Any]) -> Path:
+        root = self.settings.fsx_root
+        directory = source.get("DirectoryPath", "/")
+        if root is None:
+            raise JobSetupError(
+                f"channel {name!r} reads {source.get('FileSystemType')} {directory}: set fsx_root"
+            )
+        target = (root / directory.lstrip("/")).resolve()
+        if not target.is_relative_to(root) or not target.is_dir():
+            raise JobSetupError(
+                f"channel {name!r}: {directory} is not a folder under the local FSx root {root}"
+            )
+        return target
+
+    def _install_code(self, s3: Any, hosts: list[Host], attempt_dir: Path) -> None:
+        hyperparameters = self.request.get("HyperParameters") or {}
+        program = decode_hyperparameter(hyperparameters.get("sagemaker_program"))
+        submit = decode_hyperparameter(hyperparameters.get("sagemaker_submit_directory"))
+        if not program or not submit:
+            raise JobSetupError(
+                "local SageMaker runs script-mode jobs: hyperparameters sagemaker_program and "
+                "sagemaker_submit_directory are required"
+            )
+        for host in hosts:
+            if str(submit).startswith("s3://"):
+                tarball = attempt_dir / "sourcedir.tar.gz"
+                if not tarball.exists():
+                    bucket, key = parse_s3_uri(submit)
+                    s3.download_file(bucket, key, str(tarball))
+            else:  # network isolation: a container path, e.g. /opt/ml/input/data/code/sourcedir.tar.gz
+                tarball = host.path(str(submit))
+            code_dir = host.base_dir / "code"
+            if tarball.is_dir():
+                shutil.copytree(tarball, code_dir, dirs_exist_ok=True)
+            elif tarball.is_file() and tarfile.is_tarfile(tarball):
+                with tarfile.open(tarball, "r:*") as tar:
+                    tar.extractall(code_dir, filter="data")
+            else:
+                raise JobSetupError(f"sagemaker_submit_directory {submit} is neither a tar.gz nor a folder")
+            if not (code_dir / str(program)).exists():
+                raise JobSetupError(f"sagemaker_program {program} is not in {submit}")
+
+    def _restore_checkpoints(self, s3: Any, hosts: list[Host]) -> CheckpointSync | None:
+        config = self.request.get("CheckpointConfig") or {}
+        if not config.get("S3Uri"):
+            return None
+        local_path = config.get("LocalPath") or DEFAULT_CHECKPOINT_PATH
+        sync = CheckpointSync(
+            s3,
+            config["S3Uri"],
+            {host.name: host.path(local_path) for host in hosts},
+            interval_seconds=self.settings.checkpoint_sync_seconds,
+        )
+        restored = sync.restore()
+        if restored:
+            self.emit("status", f"restored {restored} checkpoint files from {config['S3Uri']} to every host")
+        return sync
+
+    def _start_hosts(self, hosts: list[Host]) -> None:
+        bin_dir = self._torchrun_wrapper()
+        port = free_port()  # one rendezvous port per job attempt: jobs run side by side
+        launcher = python_bin() / "train"
+        command = (
+            [str(launcher)] if launcher.exists() else [sys.executable, "-m", "sagemaker_training.cli.train"]
+        )
+        framework = REAL_FRAMEWORK_MODULE
+        shim_path = None
+        if importlib.util.find_spec("sagemaker_pytorch_container") is None:
+            framework, shim_path = SHIM_FRAMEWORK_MODULE, str(PACKAGE_DIR / "container_shim")
+        self.hosts = []
+        for host in hosts:
+            env = self.base_env()
+            env.setdefault("SAGEMAKER_TRAINING_MODULE", framework)
+            env.setdefault("GLOO_SOCKET_IFNAME", "lo")  # every "host" is this machine
+            env.update(
+                {
+                    "SAGEMAKER_BASE_DIR": str(host.base_dir),
+                    "SM_STUDIO_LOCAL_MODE": "true",  # the toolkit then skips waiting for algo-N to resolve
+                    "TRAINING_JOB_NAME": self.name,
+                    "TRAINING_JOB_ARN": self.arn,
+                    "LOCAL_SM_MASTER_PORT": str(port),
+                    "LOCAL_SM_NPROC_PER_NODE": str(self.settings.processes_per_host or ""),
+                    "PATH": f"{bin_dir}:{env['PATH']}",
+                }
+            )
+            if shim_path and env["SAGEMAKER_TRAINING_MODULE"] == SHIM_FRAMEWORK_MODULE:
+                env["PYTHONPATH"] = shim_path + (f":{env['PYTHONPATH']}" if env.get("PYTHONPATH") else "")
+            self.hosts.append(
+                HostProcess(
+                    host.name,
+                    command,
+                    env=env,
+                    cwd=host.root,
+                    log_path=self.work_dir / "logs" / f"attempt-{self.attempt}" / f"{host.name}.log",
+                    on_line=self._on_line,
+                )
+            )
+        for process in self.hosts:
+            process.start()
+
+    def _torchrun_wrapper(self) -> Path:
+        bin_dir = self.work_dir / "bin"
+        wrapper = bin_dir / "torchrun"
+        if not wrapper.exists():
+            bin_dir.mkdir(parents=True, exist_ok=True)
+            wrapper.write_text(
+                f'#!/bin/sh\nexec "{sys.executable}" "{PACKAGE_DIR / "torchrun_local.py"}" "$@"\n'
+            )
+            wrapper.chmod(0o755)
+        return bin_dir
+
+    def _on_line(self, host: str, line: str) -> None:
+        if host != self._leader:
+            return
+        progress = parse_progress(line)
+        with self.lock:
+            if progress:
+                self.progress = progress
+            metrics = self.metrics.feed(line)
+        if progress:
+            self.emit(
+                "progress", line, global_step=progress.global_step, max_steps=progress.max_steps, host=host
+            )
+        for name, value in metrics:
+            self.emit("metric", line, metric_name=name, metric_value=value, host=host)
+        if self.settings.stream_logs:
+            self.emit("log", line, host=host)
+
+    def _limit_reached(self) -> str | None:
+        stopping = self.request.get("StoppingCondition") or {}
+        max_runtime = stopping.get("MaxRuntimeInSeconds")
+        if max_runtime and self._training_seconds_so_far() > max_runtime:
+            return "max_runtime"
+        max_wait = stopping.get("MaxWaitTimeInSeconds")
+        if self.spot and max_wait and self.elapsed() > max_wait:
+            return "max_wait"
+        return None
+
+    def _limit_or_interrupt(self) -> str | None:
+        reason = self._limit_reached()
+        if reason:
+            return reason
+        with self.lock:
+            due = (
+                self._interrupt_steps
+                and self.progress
+                and self.progress.global_step >= self._interrupt_steps[0]
+            )
+            if due:
+                self._interrupt_steps.pop(0)
+        return "interrupted" if due else None
+
+    def _training_seconds_so_far(self) -> float:
+        running = time.monotonic() - self._attempt_started if self._attempt_started else 0.0
+        return self._seconds_done + running
+
+    # ---- ending ------------------------------------------------------------------------------------
+    def _finish(self, outcome: str) -> None:
+        if outcome == "failed":
+            self._fail(self.failure_reason or "AlgorithmError: the training job failed")
+            return
+        if outcome == "completed":
+            self._transition("Uploading", "Uploading generated training model")
+        self._upload_artifacts()  # SageMaker also uploads what a stopped job left in /opt/ml/model
+        if outcome == "completed":
+            self._end("Completed", "Completed", "Training job completed")
+        else:
+            secondary, message = END_STATES[outcome]
+            self._end("Stopped", secondary, message)
+
+    def _upload_artifacts(self) -> None:
+        if not self._last_hosts:
+            return
+        leader = self._last_hosts[0]  # SageMaker packs the model and output data of the first host
+        s3 = self.s3()
+        bucket, key = parse_s3_uri(self.output_prefix)
+        artifacts = self.work_dir / "artifacts"
+        model_dir = leader.base_dir / "model"
+        if self.model_uri.endswith("/"):
+            upload_folder(s3, model_dir, self.model_uri)
+        else:
+            s3.upload_file(
+                str(tar_folder(model_dir, artifacts / "model.tar.gz")), bucket, f"{key}/model.tar.gz"
+            )
+        output_tar = tar_folder(leader.base_dir / "output" / "data", artifacts / "output.tar.gz")
+        s3.upload_file(str(output_tar), bucket, f"{key}/output.tar.gz")
+
+    def _account_time(self) -> None:
+        """TrainingTimeInSeconds covers every attempt; spot bills a discounted share of it."""
+        training = max(1, math.ceil(self._training_seconds_so_far()))
+        billable = max(1, math.ceil(training * (1 - self.settings.spot_discount))) if self.spot else training
+        self.training_seconds, self.billable_seconds = training, billable
+
+    def _end(self, status: str, secondary: str, message: str) -> None:
+        with self.lock:
+            self._account_time()
+        self._transition(secondary, message, status=status)
+
+    def _fail(self, reason: str) -> None:
+        with self.lock:
+            self.failure_reason = truncate(reason)
+            self._account_time()
+        self._transition("Failed", "Training job failed", status="Failed")
+
+    def _on_stopping(self) -> None:
+        self._record_transition("Stopping", "Stopping the training job")
+
+    def _transition(self, secondary: str, message: str, *, status: str | None = None) -> None:
+        with self.lock:
+            if self.status in ("Completed", "Failed", "Stopped"):
+                return
+            if status is None and self.status == "Stopping" and secondary not in ("Uploading",):
+                return  # a stop in progress keeps "Stopping" until the job ends
+            if status:
+                self.status = status
+            self._record_transition(secondary, message)
+            if status in ("Completed", "Failed", "Stopped"):
+                self.end_time = self.last_modified_time
+                self.transitions[-1]["EndTime"] = self.end_time
+        self._changed(message)
+
+    def _record_transition(self, secondary: str, message: str) -> None:
+        """Under the lock: close the current transition, open the next (lists replaced, never mutated in
+        place, so a Describe serializing a copy never sees half an update)."""
+        moment = now()
+        transitions = copy.deepcopy(self.transitions)
+        if transitions and "EndTime" not in transitions[-1]:
+            transitions[-1]["EndTime"] = moment
+        transitions.append({"Status": secondary, "StartTime": moment, "StatusMessage": message})
+        self.transitions = transitions
+        self.secondary_status = secondary
+        self.last_modified_time = moment
