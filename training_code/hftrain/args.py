@@ -8,6 +8,7 @@ and optimizer picked from the hardware, dataloader workers sized to the machine)
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import sys
@@ -317,6 +318,8 @@ class SageMakerTrainingArguments(Seq2SeqTrainingArguments):
                 self.fp16 = True
         if not has_cuda:
             self.dataloader_pin_memory = False
+            if importlib.util.find_spec("torch_xla") is None:
+                self.use_cpu = True  # accelerate sets up gloo DDP across CPU processes only with use_cpu
             if self.optim == "adamw_torch_fused" and not _cpu_fused_adamw():
                 self.optim = "adamw_torch"
         if self.dataloader_num_workers < 0:

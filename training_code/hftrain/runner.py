@@ -243,8 +243,7 @@ def run(model_args, data_args, training_args) -> int:
     _ = training_args.device  # initializes torch.distributed under torchrun
     rank, world = distributed.rank(), distributed.world_size()
     log_level = training_args.get_process_log_level()
-    logger.setLevel(log_level)
-    logging.getLogger("hftrain").setLevel(log_level)
+    logging.getLogger("hftrain").setLevel(logging.INFO if training_args.should_log else logging.WARNING)
     hf_logging.set_verbosity(log_level)
     if rank == 0:
         logger.info(
