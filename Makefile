@@ -6,6 +6,7 @@ PY := $(VENV)/bin/python
 ENV ?= dev
 CDK := node_modules/.bin/cdk
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
+export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
 .PHONY: setup synth test test-fast lint demo bench clean

@@ -16,7 +16,8 @@ from stacks.network_stack import NetworkStack
 from stacks.pipeline_stack import PipelineStack
 from stacks.storage_stack import StorageStack
 
-CDK_JSON = Path(__file__).resolve().parents[1] / "cdk.json"
+REPO_ROOT = Path(__file__).resolve().parents[1]
+CDK_JSON = REPO_ROOT / "cdk.json"
 
 
 class ProjectApp:
@@ -33,7 +34,7 @@ class ProjectApp:
         self.storage = StorageStack(app, f"{config.prefix}-storage", config=config, env=env,
                                     description=f"{config.prefix}: KMS key and S3 buckets")
         self.network = NetworkStack(app, f"{config.prefix}-network", config=config, env=env,
-                                    key=self.storage.key, data_bucket=self.storage.data_bucket,
+                                    key=self.storage.key,
                                     description=f"{config.prefix}: VPC, endpoints, EFA security group, FSx")
         fs = self.network.file_system
         self.pipeline = PipelineStack(

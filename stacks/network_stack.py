@@ -7,11 +7,11 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_fsx as fsx
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
-from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from stacks.common import removal_policy, retention
 from stacks.config import FSX_DRA_TYPES, EnvironmentConfig
+from stacks.storage_stack import bucket_name
 
 # Interface endpoints a training job in a private subnet needs (SAGEMAKER_NOTES.md, "Network").
 INTERFACE_ENDPOINTS = {
@@ -31,7 +31,7 @@ class NetworkStack(Stack):
     `fsx_subnet` and `fsx_mount_name` for the pipeline stack."""
 
     def __init__(self, scope: Construct, construct_id: str, *, config: EnvironmentConfig, key: kms.IKey,
-                 data_bucket: s3.IBucket, **kwargs) -> None:
+                 **kwargs) -> None:
         super().__init__(scope, construct_id, **kwargs)
         private_type = (ec2.SubnetType.PRIVATE_WITH_EGRESS if config.nat_gateway
                         else ec2.SubnetType.PRIVATE_ISOLATED)
@@ -77,9 +77,9 @@ class NetworkStack(Stack):
         self.file_system: fsx.LustreFileSystem | None = None
         self.fsx_subnet: ec2.ISubnet | None = None
         if config.fsx.enabled:
-            self._add_fsx(config, key, data_bucket)
+            self._add_fsx(config, key)
 
-    def _add_fsx(self, config: EnvironmentConfig, key: kms.IKey, data_bucket: s3.IBucket) -> None:
+    def _add_fsx(self, config: EnvironmentConfig, key: kms.IKey) -> None:
         fc = config.fsx
         # Jobs that read FSx must run in the file system's subnet (single AZ).
         self.fsx_subnet = self.training_subnets[0]
@@ -90,7 +90,7 @@ class NetworkStack(Stack):
             fsx_sg.add_ingress_rule(fsx_sg, port, "Lustre between the file servers")
             fsx_sg.add_egress_rule(fsx_sg, port, "Lustre between the file servers")
             self.training_security_group.add_egress_rule(fsx_sg, port, "Lustre to the file system")
-        import_url = f"s3://{data_bucket.bucket_name}/{fc.import_prefix}"
+        import_url = f"s3://{bucket_name(config, 'data')}/{fc.import_prefix}"
         dra = fc.deployment_type in FSX_DRA_TYPES
         lustre = fsx.LustreConfiguration(
             deployment_type=fsx.LustreDeploymentType(fc.deployment_type),

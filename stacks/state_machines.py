@@ -108,7 +108,8 @@ def fine_tune_definition(scope: Construct, functions: dict[str, lambda_.IFunctio
         integration_pattern=sfn.IntegrationPattern.RUN_JOB, associate_with_parent=True,
         input=sfn.TaskInput.from_object({
             "run": sfn.JsonPath.object_at("$.run"), "poll_seconds": sfn.JsonPath.number_at("$.poll_seconds")}),
-        result_selector={"status.$": "$.Status"}, result_path="$.tokenizer")
+        result_selector={"status.$": "$.Status"}, result_path="$.tokenizer",
+        task_timeout=sfn.Timeout.duration(TOKENIZER_TIMEOUT))
     tokenizer.add_catch(b.on_error, result_path="$.error")
 
     start = b.invoke("StartTraining", "start_training", sfn.TaskInput.from_object({

@@ -1,0 +1,63 @@
+"""Helpers for the infrastructure tests: in-process synthesis and template queries."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aws_cdk.assertions import Template
+
+from stacks.app_builder import ProjectApp, build_app, cdk_json_context
+
+
+class Synthesized:
+    def __init__(self, project: ProjectApp, outdir: Path) -> None:
+        self.project = project
+        self.config = project.config
+        self.assembly = project.app.synth()
+        self.outdir = outdir
+        self.templates = {name: Template.from_stack(getattr(project, name))
+                          for name in ("storage", "network", "pipeline")}
+
+    def template_json(self, name: str) -> dict[str, Any]:
+        return self.templates[name].to_json()
+
+
+def synth(tmp_path_factory: pytest.TempPathFactory, env: str, overrides: dict[str, Any] | None = None,
+          ) -> Synthesized:
+    context = copy.deepcopy(cdk_json_context())
+    if overrides:
+        context["environments"][env].update(overrides)
+    outdir = tmp_path_factory.mktemp(f"cdk-{env}")
+    return Synthesized(build_app(context=context, env_name=env, outdir=str(outdir)), outdir)
+
+
+
+def resources(template: dict[str, Any], cfn_type: str) -> dict[str, dict[str, Any]]:
+    return {k: v for k, v in template["Resources"].items() if v["Type"] == cfn_type}
+
+
+def policy_statements(template: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """(logical id, statement) of every identity policy (inline and AWS::IAM::Policy) in a template."""
+    out = []
+    for lid, res in template["Resources"].items():
+        if res["Type"] == "AWS::IAM::Policy":
+            docs = [res["Properties"]["PolicyDocument"]]
+        elif res["Type"] == "AWS::IAM::Role":
+            docs = [p["PolicyDocument"] for p in res["Properties"].get("Policies", [])]
+        else:
+            continue
+        for doc in docs:
+            out.extend((lid, st) for st in doc["Statement"])
+    return out
+
+
+def as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, sort_keys=True)

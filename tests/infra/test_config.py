@@ -1,0 +1,96 @@
+"""The environment config: every bad value fails with the key, the value and what is allowed."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+from stacks.app_builder import REPO_ROOT, cdk_json_context
+from stacks.config import ConfigError, EnvironmentConfig, load_config
+
+
+def ctx_with(env: str = "dev", **changes: Any) -> dict[str, Any]:
+    ctx = copy.deepcopy(cdk_json_context())
+    ctx["environments"][env].update(changes)
+    return ctx
+
+
+@pytest.mark.parametrize("env", ["dev", "prod"])
+def test_cdk_json_environments_load(env: str) -> None:
+    cfg = load_config(cdk_json_context(), env)
+    assert isinstance(cfg, EnvironmentConfig)
+    assert cfg.name == env and cfg.prefix == f"hfsm-{env}"
+    assert len(cfg.availability_zones) >= 2
+
+
+def test_prod_retains_and_encrypts_traffic_dev_does_not() -> None:
+    dev, prod = (load_config(cdk_json_context(), e) for e in ("dev", "prod"))
+    assert prod.retain and not dev.retain
+    assert prod.inter_container_encryption and prod.fsx.enabled and prod.nat_gateway
+
+
+@pytest.mark.parametrize(("changes", "expected"), [
+    ({"vpc_cidr": "10.0.0.0/33"}, ["vpc_cidr", "10.0.0.0/33", "not a CIDR"]),
+    ({"vpc_cidr": "10.0.0.0/8"}, ["vpc_cidr", "/16 to /24"]),
+    ({"training_instance_types": ["p4d.24xlarge"]}, ["training_instance_types", "p4d.24xlarge", "ml.<family>.<size>"]),
+    ({"fsx": {"enabled": True, "deployment_type": "SCRATCH_2", "storage_capacity_gib": 1000}},
+     ["fsx.storage_capacity_gib", "1000", "1200, 2400, then multiples of 2400"]),
+    ({"fsx": {"enabled": True, "deployment_type": "SCRATCH_1", "storage_capacity_gib": 4800}},
+     ["fsx.storage_capacity_gib", "4800", "multiples of 3600"]),
+    ({"fsx": {"deployment_type": "PERSISTENT_2", "storage_capacity_gib": 2400, "per_unit_storage_throughput": 200}},
+     ["per_unit_storage_throughput", "200", "125, 250, 500, 1000"]),
+    ({"fsx": {"deployment_type": "SCRATCH_3"}}, ["fsx.deployment_type", "SCRATCH_3", "PERSISTENT_2"]),
+    ({"fsx": {"enabled": True, "size": 1}}, ["fsx.size", "unknown key", "storage_capacity_gib"]),
+    ({"vpc_cdir": "10.0.0.0/16"}, ["vpc_cdir", "unknown key", "vpc_cidr"]),
+    ({"max_instance_count": 0}, ["max_instance_count", "1 to 100"]),
+    ({"max_instance_count": True}, ["max_instance_count", "must be int"]),
+    ({"nat_gateway": "yes"}, ["nat_gateway", "'yes'", "must be bool"]),
+    ({"availability_zones": ["eu-west-1a", "eu-west-1b"]}, ["availability_zones", "zones of region us-east-1"]),
+    ({"availability_zones": ["us-east-1a"]}, ["availability_zones", "at least 2"]),
+    ({"account": "12345"}, ["account", "12-digit"]),
+    ({"log_retention_days": 10}, ["log_retention_days", "10", "retention periods"]),
+    ({"removal_policy": "keep"}, ["removal_policy", "'retain' or 'destroy'"]),
+    ({"notification_emails": ["not-an-email"]}, ["notification_emails", "e-mail"]),
+    ({"default_max_runtime_seconds": 30 * 86_400}, ["default_max_runtime_seconds", "28 days"]),
+])
+def test_bad_values_name_key_value_and_allowed(changes: dict[str, Any], expected: list[str]) -> None:
+    with pytest.raises(ConfigError) as err:
+        load_config(ctx_with(**changes), "dev")
+    for fragment in expected:
+        assert fragment in str(err.value)
+
+
+def test_all_problems_reported_at_once() -> None:
+    with pytest.raises(ConfigError) as err:
+        load_config(ctx_with(vpc_cidr="nope", max_instance_count=1000, removal_policy="x"), "dev")
+    msg = str(err.value)
+    assert "vpc_cidr" in msg and "max_instance_count" in msg and "removal_policy" in msg
+
+
+def test_unknown_environment_lists_choices() -> None:
+    with pytest.raises(ConfigError, match=r"env='staging': unknown environment; choose one of dev, prod"):
+        load_config(cdk_json_context(), "staging")
+
+
+def test_unknown_image_version_fails_with_known_versions() -> None:
+    from stacks.image_uris import resolve_images
+    cfg = load_config(ctx_with(transformers_version="9.9.9"), "dev")
+    with pytest.raises(ConfigError, match="transformers_version"):
+        resolve_images(cfg)
+
+
+def test_bad_config_fails_synth_with_a_clear_message() -> None:
+    """`cdk synth` runs app.py with the context in CDK_CONTEXT_JSON: a bad value stops it before any stack."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env["CDK_CONTEXT_JSON"] = json.dumps({**ctx_with(vpc_cidr="10.0.0.0/99"), "env": "dev"})
+    env["CDK_OUTDIR"] = "/tmp/hfsm-bad-config-out"
+    proc = subprocess.run([sys.executable, "app.py"], cwd=REPO_ROOT, env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode != 0
+    assert "vpc_cidr='10.0.0.0/99'" in proc.stderr

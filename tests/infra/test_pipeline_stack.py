@@ -1,0 +1,161 @@
+"""Pipeline stack: Lambdas, state machines, S3 trigger, topic, model registry and the training-code bundle."""
+
+from __future__ import annotations
+
+import json
+import tarfile
+from io import BytesIO
+from pathlib import Path
+
+from synth_helpers import Synthesized, as_list, policy_statements, resources
+
+from stacks.code_asset import build_code_bundle, sourcedir_bytes
+
+REPO = Path(__file__).resolve().parents[2]
+HANDLERS = {"prepare", "start_processing", "start_training", "check_job", "plan_fallback", "finish",
+            "notify_failure", "trigger"}
+
+
+def pipe(s: Synthesized) -> dict:
+    return s.template_json("pipeline")
+
+
+def _settings(s: Synthesized) -> dict:
+    fn = next(iter(resources(pipe(s), "AWS::Lambda::Function").values()))
+    raw = fn["Properties"]["Environment"]["Variables"]["PIPELINE_SETTINGS"]
+    return json.loads(s.project.pipeline.resolve(raw)) if isinstance(raw, str) else raw
+
+
+def test_one_function_per_handler_with_tracing_and_own_role(any_env: Synthesized) -> None:
+    fns = [f for f in resources(pipe(any_env), "AWS::Lambda::Function").values()
+           if f["Properties"]["Handler"].startswith("handlers.")]
+    assert {f["Properties"]["Handler"].split(".", 1)[1] for f in fns} == HANDLERS
+    roles = [json.dumps(f["Properties"]["Role"]) for f in fns]
+    assert len(set(roles)) == len(roles), "each Lambda has its own role"
+    for f in fns:
+        assert f["Properties"]["TracingConfig"] == {"Mode": "Active"}
+        assert f["Properties"]["Runtime"] == "python3.14"
+        assert "PIPELINE_SETTINGS" in f["Properties"]["Environment"]["Variables"]
+
+
+def test_settings_carry_resolved_images_and_environment_limits(any_env: Synthesized) -> None:
+    t = pipe(any_env)
+    fn = next(f for f in resources(t, "AWS::Lambda::Function").values()
+              if f["Properties"]["Handler"] == "handlers.start_training")
+    raw = json.dumps(fn["Properties"]["Environment"]["Variables"]["PIPELINE_SETTINGS"])
+    images = any_env.project.images
+    for uri in (images.training, images.processing, images.inference):
+        assert uri in raw
+    assert "huggingface-pytorch-training:2.9.0-transformers5.3.0-gpu" in images.training
+    assert f'\\"max_instance_count\\":{any_env.config.max_instance_count}' in raw
+    assert f'\\"inter_container_encryption\\":{str(any_env.config.inter_container_encryption).lower()}' in raw
+
+
+def test_state_machines_standard_logged_traced_and_bounded(any_env: Synthesized) -> None:
+    machines = resources(pipe(any_env), "AWS::StepFunctions::StateMachine")
+    assert len(machines) == 2
+    for m in machines.values():
+        p = m["Properties"]
+        assert p["StateMachineType"] == "STANDARD"
+        assert p["TracingConfiguration"] == {"Enabled": True}
+        assert p["LoggingConfiguration"]["Level"] == "ALL"
+        assert p["LoggingConfiguration"]["IncludeExecutionData"] is True
+    groups = [g for lid, g in resources(pipe(any_env), "AWS::Logs::LogGroup").items()]
+    assert all("KmsKeyId" in g["Properties"] for g in groups)
+
+
+def _definitions(s: Synthesized) -> dict[str, dict]:
+    out = {}
+    for lid, m in resources(pipe(s), "AWS::StepFunctions::StateMachine").items():
+        body = m["Properties"]["DefinitionString"]
+        parts = body["Fn::Join"][1] if isinstance(body, dict) else [body]
+        text = "".join(p if isinstance(p, str) else "ARN" for p in parts)  # tokens (ARNs) -> "ARN"
+        out[lid] = json.loads(text)
+    return out
+
+
+def test_definitions_retry_catch_timeout_on_every_task(any_env: Synthesized) -> None:
+    for lid, d in _definitions(any_env).items():
+        assert d["TimeoutSeconds"] > 0, lid
+        tasks = {n: st for n, st in d["States"].items() if st["Type"] == "Task"}
+        assert tasks
+        for name, st in tasks.items():
+            assert st.get("TimeoutSeconds"), (lid, name)
+            assert st.get("Catch"), (lid, name)
+            if "lambda" in json.dumps(st).lower() or st["Resource"] == "ARN":
+                errors = {e for r in st["Retry"] for e in r["ErrorEquals"]}
+                assert {"Lambda.ServiceException", "Lambda.TooManyRequestsException", "ThrottlingException",
+                        "ResourceLimitExceeded"} <= errors, (lid, name)
+                assert all(r.get("BackoffRate", 1) >= 2 for r in st["Retry"])
+        fail = [st for st in d["States"].values() if st["Type"] == "Fail"]
+        assert fail and fail[0]["ErrorPath"] == "$.error.Error" and fail[0]["CausePath"] == "$.error.Cause"
+
+
+def test_fine_tune_runs_tokenizer_as_child_and_loops_on_jobs(any_env: Synthesized) -> None:
+    defs = list(_definitions(any_env).values())
+    fine = next(d for d in defs if "StartTraining" in d["States"])
+    tok = next(d for d in defs if "StartTokenizerMap" in d["States"])
+    assert fine["States"]["TrainTokenizer"]["Resource"].endswith("states:startExecution.sync:2")
+    assert fine["States"]["WaitTraining"]["SecondsPath"] == "$.poll_seconds"
+    choices = fine["States"]["TrainingStatus"]["Choices"]
+    assert {c["StringEquals"]: c["Next"] for c in choices} == {
+        "running": "WaitTraining", "completed": "Finish", "retryable": "PlanFallback"}
+    assert fine["States"]["PlanFallback"]["Next"] == "StartTraining"
+    assert tok["States"]["TokenizerMapStatus"]["Choices"][1]["Next"] == "StartTokenizerReduce"
+
+
+def test_state_machine_roles_invoke_only_project_functions(any_env: Synthesized) -> None:
+    t = pipe(any_env)
+    machine_roles = {m["Properties"]["RoleArn"]["Fn::GetAtt"][0]
+                     for m in resources(t, "AWS::StepFunctions::StateMachine").values()}
+    for lid, st in policy_statements(t):
+        roles = json.dumps(t["Resources"][lid]["Properties"].get("Roles", []))
+        if not any(r in roles for r in machine_roles):
+            continue
+        if "lambda:InvokeFunction" in as_list(st["Action"]):
+            for r in as_list(st["Resource"]):
+                assert "Function" in json.dumps(r), r
+
+
+def test_trigger_rule_matches_run_specs_in_data_bucket(any_env: Synthesized) -> None:
+    (rule,) = resources(pipe(any_env), "AWS::Events::Rule").values()
+    pattern = rule["Properties"]["EventPattern"]
+    c = any_env.config
+    assert pattern["source"] == ["aws.s3"] and pattern["detail-type"] == ["Object Created"]
+    assert pattern["detail"]["bucket"]["name"] == [f"{c.prefix}-data-{c.account}-{c.region}"]
+    assert pattern["detail"]["object"]["key"] == [{"wildcard": "runs/*.json"}]
+
+
+def test_topic_encrypted_and_model_group(any_env: Synthesized) -> None:
+    (topic,) = resources(pipe(any_env), "AWS::SNS::Topic").values()
+    assert "KmsMasterKeyId" in topic["Properties"]
+    subs = resources(pipe(any_env), "AWS::SNS::Subscription")
+    assert len(subs) == len(any_env.config.notification_emails)
+    any_env.templates["pipeline"].has_resource_properties(
+        "AWS::SageMaker::ModelPackageGroup", {"ModelPackageGroupName": f"{any_env.config.prefix}-models"})
+
+
+def test_code_bundle_is_deterministic_and_content_addressed(tmp_path: Path) -> None:
+    a = sourcedir_bytes(REPO / "training_code")
+    b = sourcedir_bytes(REPO / "training_code")
+    assert a == b
+    folder, sha = build_code_bundle(REPO / "training_code", tmp_path)
+    assert (folder / "sourcedir.tar.gz").read_bytes() == a
+    with tarfile.open(fileobj=BytesIO(a)) as tar:
+        names = tar.getnames()
+        assert names == sorted(names) and "requirements.txt" in names
+        assert all(m.mtime == 0 and m.uid == 0 for m in tar.getmembers())
+        assert not any("__pycache__" in n for n in names)
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "train.py").write_text("print(1)\n")
+    _, sha1 = build_code_bundle(src, tmp_path / "b1")
+    (src / "train.py").write_text("print(2)\n")
+    _, sha2 = build_code_bundle(src, tmp_path / "b2")
+    assert sha1 != sha2
+
+
+def test_code_deployed_under_content_addressed_prefix(any_env: Synthesized) -> None:
+    (dep,) = resources(pipe(any_env), "Custom::CDKBucketDeployment").values()
+    _, sha = build_code_bundle(REPO / "training_code", REPO / "build" / "code")
+    assert dep["Properties"]["DestinationBucketKeyPrefix"] == f"code/{sha}/"
