@@ -151,12 +151,12 @@ def test_script_error_fails_the_job_with_the_error_as_reason(harness: Harness, c
     assert harness.keys("models/run-1/plain-fail/") == []
     assert_valid_output("DescribeTrainingJob", harness.sm.job("plain-fail").describe())
 
-    received = []
-    for _ in range(10):
-        messages = sqs.receive_message(QueueUrl=queue, MaxNumberOfMessages=10).get("Messages", [])
+    received: list[dict[str, Any]] = []
+    deadline = time.monotonic() + 30  # events are asynchronous: the last one may follow the status change
+    while not any(e["detail"]["TrainingJobStatus"] == "Failed" for e in received) and time.monotonic() < deadline:
+        messages = sqs.receive_message(QueueUrl=queue, MaxNumberOfMessages=10, WaitTimeSeconds=0).get("Messages", [])
         received += [json.loads(m["Body"]) for m in messages]
-        if not messages:
-            break
+        time.sleep(0 if messages else 0.2)
     final = [e for e in received if e["detail"]["TrainingJobStatus"] == "Failed"]
     assert final and final[0]["detail"]["TrainingJobName"] == "plain-fail"
     assert final[0]["resources"] == [done["TrainingJobArn"]]
