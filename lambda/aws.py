@@ -19,13 +19,19 @@ _CONFIG = Config(retries={"mode": "standard", "max_attempts": 3}, connect_timeou
 
 
 @cache
+def _session() -> boto3.session.Session:
+    # One session per container: its loader parses each service model once.
+    return boto3.session.Session()
+
+
+@cache
 def client(service: str, region: str | None = None) -> Any:
     region = region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
-    return boto3.client(service, region_name=region, config=_CONFIG)
+    return _session().client(service, region_name=region, config=_CONFIG)
 
 
 def reset_clients() -> None:
-    """Forget cached clients (tests create them inside a fresh moto mock)."""
+    """Forget cached clients (tests make new ones inside each moto mock; the session and its models stay)."""
     client.cache_clear()
 
 

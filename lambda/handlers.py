@@ -1,17 +1,19 @@
-"""Lambda handlers: thin wrappers that read the state, call pure functions and AWS, return a dict.
+"""Lambda handlers: thin wrappers that read the state, call pure functions and AWS, return a value.
 
-State keys are snake_case. Each handler takes the whole state object (or the part named below) and returns
-one value the state machine stores with ResultPath. Contracts, API actions and env vars: docs/run_spec.md.
+The state machines (stacks/state_machines.py) keep one snake_case state object:
+  run, poll_seconds, tokenizer_enabled, attempt   <- prepare's output (ResultPath $)
+  job <- start_*; status <- check_job; attempt <- plan_fallback; result <- finish; error <- Catch
+Contracts, exception names, API actions and env vars: docs/run_spec.md ("Handlers").
 
-| handler           | reads                         | returns (ResultPath)       | raises                                  |
-| trigger           | EventBridge S3 event          | {started, execution_arn}   | -                                       |
-| prepare           | spec or source, [execution]   | run            ($.run)     | SpecError, PreflightError               |
-| start_processing  | run, stage (map or reduce)    | job            ($.job)     | ThrottlingException, ResourceLimitExceeded |
-| start_training    | run                           | job            ($.job)     | ThrottlingException, ResourceLimitExceeded |
-| check_job         | job                           | job_status     ($.job_status) | ThrottlingException                  |
-| plan_fallback     | run, job_status               | run            ($.run)     | FallbackExhaustedError, JobFailedError  |
-| finish            | run, job                      | summary        ($.summary) | JobFailedError                          |
-| notify_failure    | error {Error, Cause}, [run, source, job, job_status] | {notified, ...} ($.notified) | - |
+| handler          | input                                   | returns (ResultPath)                        |
+| trigger          | EventBridge S3 "Object Created" event   | {started, already_started, execution_arn}   |
+| prepare          | {spec} or {source}, [run_id]            | {run, poll_seconds, tokenizer_enabled, attempt} ($) |
+| start_processing | {run, stage: map or reduce}             | job ($.job)                                 |
+| start_training   | {run, attempt}                          | job ($.job)                                 |
+| check_job        | {job}                                   | {state: running/completed/retryable/failed, ...} ($.status) |
+| plan_fallback    | {run, attempt, status}                  | next attempt index ($.attempt)              |
+| finish           | {run, job}                              | run summary ($.result)                      |
+| notify_failure   | the state with error {Error, Cause}     | {notified, message_id, error, reason} ($.notification) |
 """
 
 from __future__ import annotations
@@ -108,15 +110,16 @@ def _read_source(s3: Any, source: Any, settings: Settings) -> Any:
 
 
 def prepare(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
-    """Input {spec} or {source: {bucket, key, version_id}}, optionally {execution: $$.Execution}.
+    """Input {spec} or {source: {bucket, key, version_id}}, optionally run_id (runctl) or execution.
 
-    Returns the run plan (store at $.run). Raises SpecError / PreflightError; never starts a job.
+    Returns the new state {run, poll_seconds, tokenizer_enabled, attempt: 0}. Raises SpecError /
+    PreflightError with every problem; never starts a job.
     """
     settings = load_settings()
     execution = event.get("execution") if isinstance(event.get("execution"), dict) else None
     payload = event
     if "spec" not in event and "source" not in event and execution and isinstance(execution.get("Input"), dict):
-        payload = execution["Input"]  # the lead may pass only $$.Execution
+        payload = execution["Input"]  # started with only $$.Execution
     has_spec, source = "spec" in payload, payload.get("source")
     if has_spec == (source is not None):
         raise SpecError(["(input): give exactly one of spec (the run spec) or source ({bucket, key, version_id})"])
@@ -125,9 +128,11 @@ def prepare(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
     if isinstance(raw, str):
         raw = parse_spec_text(raw)
     exec_small = {k: v for k, v in (execution or {}).items() if k.lower() in ("id", "name", "starttime", "start_time")}
-    run = prepare_run(raw, settings, execution=exec_small, source=source, s3=s3)
+    run = prepare_run(raw, settings, run_id=payload.get("run_id"), execution=exec_small, source=source, s3=s3,
+                      sagemaker=client("sagemaker"))
     _log("prepared", run_id=run["run_id"], tokenizer_stage=run["tokenizer_stage"], max_attempts=run["max_attempts"])
-    return run
+    return {"run": run, "poll_seconds": settings.poll_seconds, "tokenizer_enabled": run["tokenizer_stage"],
+            "attempt": 0}
 
 
 # --- start jobs ------------------------------------------------------------------------------------------
@@ -165,10 +170,10 @@ def start_processing(event: dict[str, Any], context: Any = None) -> dict[str, An
 
 
 def start_training(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
-    """Input {run}; starts the training job of run.attempt (its fallback option applied); returns $.job."""
+    """Input {run, attempt}; starts that attempt's training job (its fallback option applied); returns $.job."""
     settings = load_settings()
     run = event["run"]
-    attempt = run["attempt"]
+    attempt = int(event.get("attempt") or 0)
     request = job_requests.training_request(run, settings, attempt)
     name = request["TrainingJobName"]
     sm = client("sagemaker")
@@ -190,26 +195,26 @@ def _describe(sm: Any, job_type: str, name: str) -> dict[str, Any]:
 
 
 def check_job(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
-    """Input {job}; returns {status, secondary_status, failure_reason, classification, ...} ($.job_status).
+    """Input {job}; returns {state, status, secondary_status, failure_reason, ...} ($.status).
 
-    classification: running | completed | retryable (spot MaxWaitTimeExceeded, capacity) | failed.
+    state: running | completed | retryable (spot MaxWaitTimeExceeded, capacity errors) | failed.
     """
     job = event["job"]
     desc = _describe(client("sagemaker"), job["job_type"], job["job_name"])
     status = outcomes.classify(job["job_type"], desc)
     status["stage"] = job.get("stage")
     status["checked_at"] = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    _log("job checked", **{k: status[k] for k in ("job_name", "status", "secondary_status", "classification")})
+    _log("job checked", **{k: status[k] for k in ("job_name", "status", "secondary_status", "state")})
     return status
 
 
-def plan_fallback(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
-    """Input {run, job_status}; returns the run with the next attempt ($.run) or raises
+def plan_fallback(event: dict[str, Any], context: Any = None) -> int:
+    """Input {run, attempt, status}; returns the next attempt index ($.attempt) or raises
     FallbackExhaustedError (attempts used up) / JobFailedError (a failure a new attempt would not fix)."""
-    run = outcomes.next_attempt(event["run"], event["job_status"])
-    _log("fallback planned", run_id=run["run_id"], attempt=run["attempt"],
-         **planning.attempt_config(run["spec"], run["attempt"]))
-    return run
+    run, attempt = event["run"], int(event.get("attempt") or 0)
+    nxt = outcomes.next_attempt(run, attempt, event["status"])
+    _log("fallback planned", run_id=run["run_id"], attempt=nxt, **planning.attempt_config(run["spec"], nxt))
+    return nxt
 
 
 # --- finish ----------------------------------------------------------------------------------------------
@@ -221,20 +226,31 @@ def _put_json(settings: Settings, uri: str, body: Any) -> None:
                                 SSEKMSKeyId=settings.kms_key_arn)
 
 
-def _usages(sm: Any, run: dict[str, Any], final: dict[str, Any]) -> list[dict[str, Any]]:
-    """Instance usage of every job of the run: tokenizer jobs, earlier attempts, the final job."""
-    jobs = []
-    if run.get("tokenizer_stage"):
-        jobs += [("processing", run["job_names"]["tokenizer_map"]), ("processing", run["job_names"]["tokenizer_reduce"])]
-    jobs += [("training", a["job_name"]) for a in run.get("attempts", [])]
-    usages = []
+def _earlier_jobs(sm: Any, run: dict[str, Any], attempt: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(usages, attempt records) of the tokenizer jobs and of the training attempts before `attempt`."""
+    jobs = [("processing", run["job_names"][s]) for s in ("tokenizer_map", "tokenizer_reduce")
+            if run.get("tokenizer_stage")]
+    jobs += [("training", name) for name in run["job_names"]["train"][:attempt]]
+    usages, records = [], []
     for job_type, name in jobs:
         try:
-            usages.append(outcomes.job_usage(job_type, _describe(sm, job_type, name)))
+            desc = _describe(sm, job_type, name)
         except ClientError as err:
-            if not is_not_found(err):
-                raise
-    return [*usages, outcomes.job_usage("training", final)]
+            # Not found (never started) or no permission (e.g. DescribeProcessingJob): leave it out of the cost.
+            logger.warning("no usage for %s: %s", name, error_code(err))
+            continue
+        usages.append(outcomes.job_usage(job_type, desc))
+        if job_type == "training":
+            status = outcomes.classify(job_type, desc)
+            records.append({"attempt": len(records), "job_name": name, **_job_config(desc),
+                            "outcome": status["state"], "reason": status["failure_reason"] or status["status"]})
+    return usages, records
+
+
+def _job_config(desc: dict[str, Any]) -> dict[str, Any]:
+    resources = desc.get("ResourceConfig", {})
+    return {"instance_type": resources.get("InstanceType"), "instance_count": resources.get("InstanceCount"),
+            "spot": bool(desc.get("EnableManagedSpotTraining"))}
 
 
 def _metadata_value(value: Any) -> str:
@@ -243,20 +259,23 @@ def _metadata_value(value: Any) -> str:
 
 
 def finish(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
-    """Input {run, job}: metrics, cost, summary.json + metrics.json, model package, SNS success ($.summary)."""
+    """Input {run, job}: metrics, cost, metrics.json + summary.json, model package, SNS success ($.result)."""
     settings = load_settings()
     run, job = event["run"], event["job"]
-    spec = run["spec"]
+    spec, attempt = run["spec"], int(job.get("attempt") or 0)
     sm = client("sagemaker")
     desc = _describe(sm, "training", job["job_name"])
     if desc["TrainingJobStatus"] != "Completed":
         raise JobFailedError(f"finish called for {job['job_name']} in status {desc['TrainingJobStatus']}")
     metrics = outcomes.final_metrics(desc)
-    cost = outcomes.cost_summary(_usages(sm, run, desc), settings.instance_prices)
+    usages, attempts = _earlier_jobs(sm, run, attempt)
+    cost = outcomes.cost_summary([*usages, outcomes.job_usage("training", desc)], settings.instance_prices)
+    attempts.append({"attempt": attempt, "job_name": job["job_name"], **_job_config(desc), "outcome": "completed",
+                     "reason": "Completed"})
     model_uri = desc["ModelArtifacts"]["S3ModelArtifacts"]
     _put_json(settings, run["uris"]["metrics"], metrics)
     metadata = {"run_id": run["run_id"], "training_job": job["job_name"], "task": spec["task"],
-                "base_model": spec["model"], "attempts": str(run["attempt"] + 1)}
+                "base_model": spec["model"], "attempts": str(attempt + 1)}
     for name, value in list(metrics.items())[: 50 - len(metadata)]:
         metadata[name] = _metadata_value(value)
     description = f"{spec['task']} fine-tune of {spec['model']}, run {run['run_id']}"
@@ -279,9 +298,6 @@ def finish(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
             ClientToken=sha256(job["job_name"].encode()).hexdigest()[:32],  # one package per job, even on retry
             Tags=job_requests.tags(settings, run),
         )["ModelPackageArn"]
-    attempts = [*run.get("attempts", []), {"attempt": run["attempt"], "job_name": job["job_name"],
-                                           **planning.attempt_config(spec, run["attempt"]),
-                                           "outcome": "completed", "reason": "completed"}]
     summary = {
         "run_id": run["run_id"], "status": "Succeeded", "task": spec["task"], "base_model": spec["model"],
         "job_name": job["job_name"], "model_uri": model_uri, "metrics": metrics, "cost": cost,
@@ -293,7 +309,8 @@ def finish(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
     _put_json(settings, run["uris"]["summary"], summary)
     subject, message = messages.success_notification(settings, summary)
     _publish(settings, subject, message, "Succeeded", run["run_id"])
-    _log("finished", run_id=run["run_id"], model_package_arn=package_arn, cost=cost["billable_instance_seconds"])
+    _log("finished", run_id=run["run_id"], model_package_arn=package_arn,
+         billable_instance_seconds=cost["billable_instance_seconds"])
     return summary
 
 
@@ -308,21 +325,23 @@ def _publish(settings: Settings, subject: str, message: str, status: str, run_id
 
 # --- failure ---------------------------------------------------------------------------------------------
 def notify_failure(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
-    """Input: the state with error = the Catch output {Error, Cause}; publishes the failure to SNS.
+    """Input: the whole state, with error = the Catch output {Error, Cause}; publishes the failure to SNS.
 
-    Uses run, source, job and job_status when present; writes summary.json when the run is known.
+    Uses run, job, status and (when Prepare failed) the original input's spec/source; writes summary.json
+    when the run is known (best effort).
     """
     settings = load_settings()
     name, reason = messages.parse_error(event.get("error"))
     run = event.get("run") if isinstance(event.get("run"), dict) else None
     job = event.get("job") if isinstance(event.get("job"), dict) else {}
+    status = event.get("status") if isinstance(event.get("status"), dict) else {}
     source = event.get("source") or (run or {}).get("source")
-    job_status = event.get("job_status") if isinstance(event.get("job_status"), dict) else {}
-    job_name = job.get("job_name") or job_status.get("job_name")
+    spec = event.get("spec") if isinstance(event.get("spec"), dict) else (run or {}).get("spec") or {}
+    job_name = job.get("job_name") or status.get("job_name")
     summary = {
-        "run_id": (run or {}).get("run_id"), "status": "Failed", "error": name, "reason": reason,
-        "source": source, "job_name": job_name, "job_status": job_status or None,
-        "attempts": (run or {}).get("attempts", []),
+        "run_id": (run or {}).get("run_id"), "name": spec.get("name"), "status": "Failed", "error": name,
+        "reason": reason, "source": source, "job_name": job_name, "job_status": status or None,
+        "attempt": event.get("attempt"),
         "links": messages.run_links(settings, run, job_name, job.get("job_type", "training")),
         "finished_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
     }

@@ -13,7 +13,7 @@ from typing import Any
 
 import naming
 import planning
-from run_spec import model_source
+from run_spec import hyperparameter_argument, model_source
 from settings import Settings
 
 ENTRY_POINT = "train.py"
@@ -92,7 +92,7 @@ def training_hyperparameters(run: dict[str, Any], settings: Settings, attempt: i
         values["fsdp_config"] = json.dumps(distribution["fsdp"]["config"], sort_keys=True, separators=(",", ":"))
     elif distribution["strategy"] == "smddp":
         values["ddp_backend"] = "smddp"
-    values.update(spec["hyperparameters"])
+    values.update({k: hyperparameter_argument(k, v) for k, v in spec["hyperparameters"].items()})
     return values
 
 
@@ -141,9 +141,8 @@ def vpc_config(settings: Settings, *, fsx: bool) -> dict[str, list[str]] | None:
     return {"SecurityGroupIds": list(settings.security_group_ids), "Subnets": subnets}
 
 
-def training_request(run: dict[str, Any], settings: Settings, attempt: int | None = None) -> dict[str, Any]:
-    """CreateTrainingJob parameters for one attempt (default: the run's current attempt)."""
-    attempt = run["attempt"] if attempt is None else attempt
+def training_request(run: dict[str, Any], settings: Settings, attempt: int = 0) -> dict[str, Any]:
+    """CreateTrainingJob parameters for one attempt (0: the spec's compute; k: fallback option k)."""
     spec = run["spec"]
     config = planning.attempt_config(spec, attempt)
     stopping: dict[str, int] = {"MaxRuntimeInSeconds": spec["max_runtime_seconds"]}

@@ -21,6 +21,9 @@ HINTS = {
                              "other jobs or request a quota increase in Service Quotas.",
     "SettingsError": "The deployment is misconfigured (PIPELINE_SETTINGS); ask the platform team to redeploy.",
     "States.Timeout": "A step timed out; check the job and the execution history, then submit again.",
+    "TrainingJobFailed": "Read the training job's CloudWatch logs (link below), fix the settings or data, submit again.",
+    "TokenizerMapJobFailed": "Read the tokenizer map job's logs (link below): check tokenizer.text_field and the data.",
+    "TokenizerReduceJobFailed": "Read the tokenizer reduce job's logs (link below): check the tokenizer settings.",
 }
 DEFAULT_HINT = "See the execution's event history (link below) for the failing step."
 
@@ -39,7 +42,11 @@ def parse_error(error: dict[str, Any] | None) -> tuple[str, str]:
             parsed = json.loads(cause)
         except json.JSONDecodeError:
             parsed = None
-        if isinstance(parsed, dict):
+        if isinstance(parsed, dict) and "state" in parsed and "job_name" in parsed:
+            # A job that ended badly: the state machine passes check_job's output as the cause.
+            message = (f"{parsed.get('job_type', 'SageMaker')} job {parsed['job_name']} ended "
+                       f"{parsed.get('status')}: {parsed.get('failure_reason') or parsed.get('secondary_status')}")
+        elif isinstance(parsed, dict):
             message = str(parsed.get("errorMessage") or parsed.get("message") or cause)
             if name in ("UnknownError", "States.TaskFailed") and parsed.get("errorType"):
                 name = str(parsed["errorType"])
@@ -100,7 +107,7 @@ def success_notification(settings: Settings, summary: dict[str, Any]) -> tuple[s
 
 
 def failure_notification(settings: Settings, summary: dict[str, Any]) -> tuple[str, str]:
-    who = summary.get("run_id") or (summary.get("source") or {}).get("key") or "run"
+    who = summary.get("run_id") or summary.get("name") or (summary.get("source") or {}).get("key") or "(unnamed)"
     lines = [
         f"Run {who} FAILED: {summary['error']}",
         "",

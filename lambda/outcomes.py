@@ -16,7 +16,7 @@ MAX_WAIT = "MaxWaitTimeExceeded"
 
 
 def classify(job_type: str, desc: dict[str, Any]) -> dict[str, Any]:
-    """Describe* response -> status summary with `classification` running|completed|retryable|failed.
+    """Describe* response -> status summary with `state` running|completed|retryable|failed.
 
     Retryable: a spot job stopped at MaxWaitTimeExceeded, or a job that failed for lack of capacity
     (InsufficientCapacity / CapacityError in FailureReason). Anything else that ended is failed.
@@ -47,35 +47,34 @@ def classify(job_type: str, desc: dict[str, Any]) -> dict[str, Any]:
         "status": status,
         "secondary_status": secondary,
         "failure_reason": reason or None,
-        "classification": classification,
+        "state": classification,
         "status_message": transitions[-1].get("StatusMessage") if transitions else None,
         "billable_seconds": desc.get("BillableTimeInSeconds"),
         "training_seconds": desc.get("TrainingTimeInSeconds"),
     }
 
 
-def next_attempt(run: dict[str, Any], job_status: dict[str, Any]) -> dict[str, Any]:
-    """The run with its next attempt planned, or FallbackExhaustedError / JobFailedError."""
-    classification = job_status.get("classification")
-    reason = job_status.get("failure_reason") or job_status.get("secondary_status") or classification
-    name = job_status.get("job_name", "?")
-    if job_status.get("job_type", "training") != "training" or classification != RETRYABLE:
-        raise JobFailedError(f"job {name} ended {job_status.get('status', classification)}: {reason}; "
-                             "see its CloudWatch logs (/aws/sagemaker/TrainingJobs or ProcessingJobs)")
-    attempt = run["attempt"]
-    record = {"attempt": attempt, "job_name": name, **planning.attempt_config(run["spec"], attempt),
-              "outcome": classification, "reason": reason}
-    attempts = [*run["attempts"], record]
-    if attempt + 1 >= run["max_attempts"]:
-        made = "; ".join(
-            f"#{a['attempt']} {a['job_name']} ({a['instance_type']} x{a['instance_count']}, "
-            f"{'spot' if a['spot'] else 'on-demand'}): {a['reason']}" for a in attempts)
-        raise FallbackExhaustedError(
-            f"run {run['run_id']}: all {len(attempts)} attempt(s) allowed by fallback.max_attempts="
-            f"{run['max_attempts']} ended without capacity: {made}. Next: add fallback.options with other "
-            "instance types or spot=false, or raise fallback.max_attempts; checkpoints are kept in "
-            f"{run['uris']['checkpoint']}")
-    return {**run, "attempt": attempt + 1, "attempts": attempts}
+def next_attempt(run: dict[str, Any], attempt: int, status: dict[str, Any]) -> int:
+    """The index of the next training attempt, or FallbackExhaustedError / JobFailedError.
+
+    `status` is check_job's output for attempt `attempt`; only a retryable training outcome moves on.
+    """
+    state = status.get("state")
+    reason = status.get("failure_reason") or status.get("secondary_status") or state
+    name = status.get("job_name", "?")
+    if status.get("job_type", "training") != "training" or state != RETRYABLE:
+        raise JobFailedError(f"job {name} ended {status.get('status', state)}: {reason}; a fallback attempt would "
+                             "not fix this, see the job's CloudWatch logs")
+    if attempt + 1 < run["max_attempts"]:
+        return attempt + 1
+    configs = "; ".join(
+        f"#{i} {run['job_names']['train'][i] if i < len(run['job_names']['train']) else '?'} "
+        f"({c['instance_type']} x{c['instance_count']}, {'spot' if c['spot'] else 'on-demand'})"
+        for i, c in ((i, planning.attempt_config(run["spec"], i)) for i in range(attempt + 1)))
+    raise FallbackExhaustedError(
+        f"run {run['run_id']}: all {attempt + 1} attempt(s) allowed by fallback.max_attempts={run['max_attempts']} "
+        f"ended without capacity (last: {name}: {reason}). Attempts: {configs}. Next: add fallback.options with "
+        "other instance types or spot: false, or raise fallback.max_attempts.")
 
 
 def _number(value: Any) -> float | str:

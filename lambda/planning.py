@@ -50,7 +50,7 @@ def plan_run(
     execution_arn: str | None = None,
     created_at: datetime | None = None,
 ) -> dict[str, Any]:
-    """The `run` object that travels in the state machine's state (see docs/run_spec.md)."""
+    """The `run` object that travels in the state machine's state as `$.run` (see docs/run_spec.md)."""
     max_attempts = spec["fallback"]["max_attempts"]
     project = settings.project
     return {
@@ -60,10 +60,7 @@ def plan_run(
         "execution_arn": execution_arn,
         "created_at": (created_at or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "tokenizer_stage": "tokenizer" in spec,
-        "attempt": 0,
         "max_attempts": max_attempts,
-        "attempts": [],
-        "poll_seconds": settings.poll_seconds,
         "uris": run_uris(settings, run_id),
         "job_names": {
             "tokenizer_map": naming.job_name(project, run_id, "tokenizer_map"),

@@ -12,7 +12,7 @@ from typing import Any
 
 import job_requests
 import naming
-from aws import aws_errors, error_code, error_message
+from aws import aws_errors, error_code, error_message, is_not_found
 from botocore.exceptions import ClientError
 from run_spec import (
     MAX_RUNTIME_LIMIT,
@@ -62,6 +62,9 @@ def static_problems(spec: dict[str, Any], settings: Settings) -> list[str]:
         if "fsx" in channel and settings.fsx is None:
             problems.append(f"data.{name}.fsx: environment {settings.environment} has no FSx for Lustre file "
                             "system; use an s3 prefix")
+    if not settings.internet_access and not spec["model"].startswith("s3://"):
+        problems.append(f"model: environment {settings.environment} has no internet access (no NAT gateway), so the "
+                        f"Hub model {spec['model']} cannot be downloaded; save it to S3 and give its s3:// URI")
     buckets = settings.project_buckets
     uris = [(f"data.{n}.s3", c["s3"]) for n, c in spec["data"].items() if "s3" in c]
     if spec["model"].startswith("s3://"):
@@ -160,6 +163,21 @@ def request_problems(run: dict[str, Any], settings: Settings) -> list[str]:
         for stage in ("map", "reduce"):
             request = job_requests.processing_request(run, settings, stage)
             problems += [p for p in processing_request_problems(request) if p not in problems]
+    return problems
+
+
+def job_name_problems(run: dict[str, Any], sagemaker: Any) -> list[str]:
+    """Every planned training job name is still free (names are unique per account and region)."""
+    problems = []
+    for name in run["job_names"]["train"]:
+        try:
+            with aws_errors():
+                sagemaker.describe_training_job(TrainingJobName=name)
+        except ClientError as err:
+            if is_not_found(err):
+                continue
+            raise
+        problems.append(f"name: training job {name} already exists; submit again for a new run id")
     return problems
 
 

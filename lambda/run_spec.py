@@ -42,7 +42,10 @@ PIPELINE_HYPERPARAMETERS = {
     "fsdp_config": "distribution.fsdp.config",
     "ddp_backend": "distribution.strategy",
     "checkpoint_dir": "the checkpoint LocalPath (/opt/ml/checkpoints)",
+    "output_dir": "the checkpoint LocalPath (/opt/ml/checkpoints); the training code manages it",
 }
+# Never as hyperparameters: they are visible to anyone who can call DescribeTrainingJob.
+SECRET_HYPERPARAMETERS = ("hub_token",)
 RESERVED_TAG_KEYS = ("project", "environment", "run")
 MAX_SPEC_TAGS = 40
 MAX_RUNTIME_LIMIT = 28 * 24 * 3600
@@ -351,6 +354,7 @@ def _fallback(c: _Checker, fallback: Any) -> dict[str, Any]:
 
 
 def _hyperparameter_value(c: _Checker, path: str, value: Any, meta: dict[str, Any]) -> None:
+    """Check a value against the training script's schema type (string/boolean/integer/number/object/array)."""
     kind = str(meta.get("type", "")).lower()
     if isinstance(value, float) and not math.isfinite(value):
         c.add(path, "expected a finite number")
@@ -363,14 +367,44 @@ def _hyperparameter_value(c: _Checker, path: str, value: Any, meta: dict[str, An
         ok, what = isinstance(value, bool), "true or false"
     elif kind in ("str", "string"):
         ok, what = isinstance(value, str), "a string"
+    elif kind == "object":
+        ok, what = isinstance(value, dict) or _is_json_object_text(value), "a JSON object"
+    elif kind == "array":
+        # The toolkit passes one command-line value per hyperparameter: a list cannot reach nargs="+".
+        ok = isinstance(value, (str, int, float)) and not isinstance(value, bool) or (
+            isinstance(value, list) and len(value) == 1 and isinstance(value[0], (str, int, float)))
+        what = "one value (the SageMaker toolkit passes a single argument per hyperparameter)"
     else:
         ok, what = isinstance(value, (str, int, float, bool)), "a string, number or boolean"
     if not ok:
         c.add(path, f"expected {what}, got {_describe(value)}")
         return
     choices = meta.get("choices")
-    if choices and value not in choices:
+    if choices and str(value) not in [str(x) for x in choices]:
         c.add(path, f"{_describe(value)} is not allowed; allowed: {', '.join(map(str, choices))}")
+
+
+def _is_json_object_text(value: Any) -> bool:
+    if not isinstance(value, str):
+        return False
+    try:
+        return isinstance(json.loads(value), dict)
+    except json.JSONDecodeError:
+        return False
+
+
+def hyperparameter_argument(name: str, value: Any) -> Any:
+    """The value to JSON-encode for SageMaker so the script receives what its parser expects.
+
+    Objects travel as compact JSON text (the toolkit would render a dict as `k=v,k=v`); a one-element array
+    as its element.
+    """
+    kind = str(training_hyperparameters().get(name, {}).get("type", "")).lower()
+    if kind == "object" and isinstance(value, dict):
+        return json.dumps(value, sort_keys=True, separators=(",", ":"))
+    if kind == "array" and isinstance(value, list) and len(value) == 1:
+        return value[0]
+    return value
 
 
 def _hyperparameters(c: _Checker, hyperparameters: Any) -> dict[str, Any]:
@@ -378,17 +412,21 @@ def _hyperparameters(c: _Checker, hyperparameters: Any) -> dict[str, Any]:
         c.add("hyperparameters", f"expected an object of name -> value, got {_describe(hyperparameters)}")
         return {}
     known = training_hyperparameters()
-    settable = sorted(set(known) - set(PIPELINE_HYPERPARAMETERS))
+    settable = sorted(set(known) - set(PIPELINE_HYPERPARAMETERS) - set(SECRET_HYPERPARAMETERS))
     for name, value in hyperparameters.items():
         path = f"hyperparameters.{name}"
         if name.startswith("sagemaker_"):
             c.add(path, "names starting with 'sagemaker_' are reserved for SageMaker")
+        elif name in SECRET_HYPERPARAMETERS:
+            c.add(path, "secrets must not be hyperparameters (DescribeTrainingJob shows them); stage the model "
+                        "in S3 instead")
         elif name in PIPELINE_HYPERPARAMETERS:
             c.add(path, f"set by the pipeline from {PIPELINE_HYPERPARAMETERS[name]}; remove it here")
         elif name not in known:
-            hint = difflib.get_close_matches(name, settable, n=1)
-            suggestion = f" (did you mean {hint[0]!r}?)" if hint else ""
-            c.add(path, f"unknown hyperparameter; allowed: {', '.join(settable)}{suggestion}")
+            hints = difflib.get_close_matches(name, settable, n=3)
+            suggestion = f"; did you mean {' or '.join(map(repr, hints))}?" if hints else ""
+            c.add(path, f"unknown hyperparameter: the training script accepts the names in "
+                        f"training_code/hyperparameters.json ({len(settable)} settable here){suggestion}")
         else:
             _hyperparameter_value(c, path, value, known[name])
     return dict(hyperparameters)

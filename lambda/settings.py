@@ -52,6 +52,8 @@ class Settings:
     topic_arn: str
     # Optional: on-demand USD per instance-hour, used for cost figures (else instance-seconds only).
     instance_prices: dict[str, float] = field(default_factory=dict)
+    # Optional: whether jobs can reach the internet (NAT gateway); without it a Hub model id cannot download.
+    internet_access: bool = True
 
     @property
     def project_buckets(self) -> tuple[str, str]:
@@ -91,6 +93,7 @@ class Settings:
         bools = {n: get(n, bool) for n in ("spot_default", "inter_container_encryption")}
         fsx_raw = get("fsx", dict, optional=True)
         prices_raw = get("instance_prices", dict, optional=True) or {}
+        internet = get("internet_access", bool, optional=True)
 
         for name, value in lists.items():
             if value is not None and not all(isinstance(v, str) and v for v in value):
@@ -141,6 +144,7 @@ class Settings:
             **ints,
             **bools,
             instance_prices=prices,
+            internet_access=True if internet is None else internet,
         )
 
 

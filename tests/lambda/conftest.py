@@ -6,12 +6,11 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+import aws
 import pytest
+import settings as settings_module
 from lambda_testlib import FSX, REGION, SETTINGS, FakeContext, settings_dict
 from moto import mock_aws
-
-import aws
-import settings as settings_module
 
 
 @pytest.fixture

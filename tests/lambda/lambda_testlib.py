@@ -9,12 +9,11 @@ from functools import lru_cache
 from typing import Any
 
 import botocore.session
+import job_requests
 import regex  # Java-style \p{L} classes in the service model's patterns (installed with transformers)
+import run_spec
 from botocore.validate import ParamValidator
 from hypothesis import strategies as st
-
-import job_requests
-import run_spec
 
 ACCOUNT = "123456789012"  # moto's default account
 REGION = "us-east-1"
@@ -95,9 +94,8 @@ def _walk(shape: Any, value: Any, path: str, errors: list[str]) -> None:
         pattern = meta.get("pattern")
         if pattern and not regex.fullmatch(pattern, value, flags=regex.DOTALL):
             errors.append(f"{path}: {value!r} does not match {pattern}")
-    elif shape.type_name in ("integer", "long"):
-        if "max" in meta and value > meta["max"]:
-            errors.append(f"{path}: {value} > max {meta['max']}")
+    elif shape.type_name in ("integer", "long") and "max" in meta and value > meta["max"]:
+        errors.append(f"{path}: {value} > max {meta['max']}")
 
 
 def sagemaker_request_errors(operation: str, params: dict[str, Any]) -> list[str]:
@@ -111,32 +109,41 @@ def sagemaker_request_errors(operation: str, params: dict[str, Any]) -> list[str
 
 
 # --- spec strategies -------------------------------------------------------------------------------------
-NAMES = st.from_regex(r"[a-z][a-z0-9-]{0,31}", fullmatch=True)
+# Built from alphabets (much faster to generate than st.from_regex).
+LOWER = "abcdefghijklmnopqrstuvwxyz"
+DIGITS = "0123456789"
+NAMES = st.builds(str.__add__, st.sampled_from(LOWER), st.text(LOWER + DIGITS + "-", max_size=31))
 HUB_IDS = st.sampled_from(["bert-base-uncased", "distilbert/distilbert-base-uncased", "google-t5/t5-small",
                            "deepset/roberta-base-squad2", "facebook/bart-base", "org.x/model_v1.2"])
-S3_KEYS = st.from_regex(r"datasets/[a-z0-9_-]{1,20}/", fullmatch=True)
+S3_KEYS = st.builds("datasets/{}/".format, st.text(LOWER + DIGITS + "_-", min_size=1, max_size=20))
+WORDS = st.text(LOWER + DIGITS + "_", min_size=1, max_size=10)
 HP_META = run_spec.training_hyperparameters()
-SETTABLE_HPS = sorted(set(HP_META) - set(run_spec.PIPELINE_HYPERPARAMETERS))
+SETTABLE_HPS = sorted(set(HP_META) - set(run_spec.PIPELINE_HYPERPARAMETERS) - set(run_spec.SECRET_HYPERPARAMETERS))
 
 
 def _hp_value(meta: dict[str, Any]) -> st.SearchStrategy[Any]:
     if meta.get("choices"):
         return st.sampled_from(meta["choices"])
     kind = meta["type"]
-    if kind == "int":
+    if kind == "integer":
         return st.integers(-1, 10**6)
-    if kind == "float":
+    if kind == "number":
         return st.floats(0, 10, allow_nan=False, allow_infinity=False) | st.integers(0, 10)
-    if kind == "bool":
+    if kind == "boolean":
         return st.booleans()
+    if kind == "object":
+        return st.dictionaries(WORDS, st.integers() | st.booleans(), max_size=3)
+    if kind == "array":
+        return st.builds(lambda v: [v], WORDS)
     return st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=40)
 
 
 HYPERPARAMETERS = st.lists(st.sampled_from(SETTABLE_HPS), unique=True, max_size=8).flatmap(
     lambda names: st.fixed_dictionaries({n: _hp_value(HP_META[n]) for n in names}))
-TAG_KEYS = st.from_regex(r"[A-Za-z][A-Za-z0-9_.:/=+@-]{0,20}", fullmatch=True).filter(
+TAG_CHARS = LOWER + LOWER.upper() + DIGITS + " _.:/=+@-"
+TAG_KEYS = st.builds(str.__add__, st.sampled_from(LOWER.upper()), st.text(TAG_CHARS, max_size=20)).filter(
     lambda k: k not in run_spec.RESERVED_TAG_KEYS and not k.lower().startswith("aws:"))
-TAGS = st.dictionaries(TAG_KEYS, st.from_regex(r"[A-Za-z0-9 _.:/=+@-]{0,30}", fullmatch=True), max_size=5)
+TAGS = st.dictionaries(TAG_KEYS, st.text(TAG_CHARS, max_size=30), max_size=5)
 
 
 def _maybe(draw: Any, target: dict[str, Any], key: str, strategy: st.SearchStrategy[Any]) -> None:
@@ -170,7 +177,7 @@ def valid_specs(draw: Any, with_fsx: bool = False) -> dict[str, Any]:
     for name in ("train", *draw(st.lists(st.sampled_from(["validation", "test"]), unique=True))):
         channel: dict[str, Any]
         if with_fsx and name != "train" and draw(st.booleans()):
-            channel = {"fsx": draw(st.from_regex(r"(/[a-z0-9_-]{1,10}){1,3}", fullmatch=True))}
+            channel = {"fsx": "/" + "/".join(draw(st.lists(WORDS, min_size=1, max_size=3)))}
         else:
             channel = {"s3": f"s3://{bucket}/{draw(S3_KEYS)}"}
             _maybe(draw, channel, "distribution", st.sampled_from(run_spec.DISTRIBUTION_TYPES))
