@@ -1,0 +1,60 @@
+"""The Lambda code asset: standard library + boto3 only, handler signatures, the hyperparameter schema copy."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import json
+import sys
+from pathlib import Path
+
+import errors
+import handlers
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+LAMBDA = REPO / "lambda"
+HANDLERS = ("trigger", "prepare", "start_processing", "start_training", "check_job", "plan_fallback", "finish",
+            "notify_failure")
+
+
+def test_modules_import_only_the_standard_library_boto3_and_each_other():
+    local = {p.stem for p in LAMBDA.glob("*.py")}
+    allowed = set(sys.stdlib_module_names) | {"boto3", "botocore"} | local
+    for path in LAMBDA.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            for name in names:
+                assert name.split(".")[0] in allowed, f"{path.name} imports {name}"
+
+
+def test_handlers_have_the_lambda_signature():
+    for name in HANDLERS:
+        params = list(inspect.signature(getattr(handlers, name)).parameters)
+        assert params == ["event", "context"], name
+
+
+def test_step_functions_error_names_are_the_class_names():
+    for name in ("SpecError", "PreflightError", "FallbackExhaustedError", "JobFailedError", "ThrottlingException",
+                 "ResourceLimitExceeded", "SettingsError"):
+        assert getattr(errors, name).__name__ == name
+        assert issubclass(getattr(errors, name), errors.PipelineError)
+
+
+def test_hyperparameter_schema_is_a_copy_of_the_training_codes():
+    source = REPO / "training_code" / "hyperparameters.json"
+    if not source.exists():
+        pytest.skip("training_code/hyperparameters.json does not exist yet")
+    copy = LAMBDA / "training_hyperparameters.json"
+    assert json.loads(copy.read_text()) == json.loads(source.read_text()), (
+        "lambda/training_hyperparameters.json is stale: cp training_code/hyperparameters.json "
+        "lambda/training_hyperparameters.json")
+
+
+def test_asset_is_small():
+    size = sum(p.stat().st_size for p in LAMBDA.iterdir() if p.is_file() and p.suffix in (".py", ".json"))
+    assert size < 512 * 1024

@@ -1,0 +1,56 @@
+"""Cost, metrics and notification texts (pure)."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+import messages
+import outcomes
+
+
+def usage(name, job_type="training", billable=100.0, training=100.0, count=1, spot=False, itype="ml.g5.2xlarge"):
+    return {"job_name": name, "job_type": job_type, "instance_type": itype, "instance_count": count, "spot": spot,
+            "billable_seconds": billable, "training_seconds": training}
+
+
+def test_cost_without_prices_reports_instance_seconds():
+    cost = outcomes.cost_summary([usage("tok", "processing", 60, 60, 4), usage("a0", billable=300, training=900,
+                                                                                 count=2, spot=True)], {})
+    assert cost["billable_instance_seconds"] == 840 and cost["training_instance_seconds"] == 2040
+    assert cost["cost_usd"] is None and cost["price_source"] is None
+    assert cost["spot_saving"] == round(1 - 300 / 900, 4)
+    assert cost["run_spot_saving"] == round(1 - 840 / 2040, 4)
+
+
+def test_cost_with_prices_and_on_demand():
+    cost = outcomes.cost_summary([usage("a0", billable=3600, training=3600, count=2)], {"ml.g5.2xlarge": 1.5})
+    assert cost["cost_usd"] == 3.0 and cost["spot_saving"] == 0.0
+
+
+def test_processing_usage_from_its_run_time():
+    desc = {"ProcessingJobName": "p", "ProcessingResources": {"ClusterConfig": {"InstanceCount": 3,
+                                                                                "InstanceType": "ml.c5.2xlarge"}},
+            "ProcessingStartTime": datetime(2025, 1, 1, tzinfo=UTC), "ProcessingEndTime": datetime(2025, 1, 1, 0, 2,
+                                                                                                   tzinfo=UTC)}
+    assert outcomes.job_usage("processing", desc)["billable_seconds"] == 120
+
+
+def test_final_metrics_keep_non_finite_values_as_text():
+    desc = {"FinalMetricDataList": [{"MetricName": "a", "Value": 1}, {"MetricName": "b", "Value": float("inf")}]}
+    assert outcomes.final_metrics(desc) == {"a": 1.0, "b": "inf"}
+
+
+def test_parse_error_variants():
+    assert messages.parse_error({"Error": "States.Timeout", "Cause": "Task timed out"}) == ("States.Timeout",
+                                                                                            "Task timed out")
+    cause = json.dumps({"errorMessage": "boom", "errorType": "KeyError"})
+    assert messages.parse_error({"Error": "States.TaskFailed", "Cause": cause}) == ("KeyError", "boom")
+    assert messages.parse_error(None) == ("UnknownError", "(no cause given)")
+
+
+def test_subject_is_short_ascii(settings):
+    summary = {"run_id": "r" * 200, "error": "SpecError", "reason": "x\u00e9", "links": {}}
+    subject, message = messages.failure_notification(settings, summary)
+    assert len(subject) <= 100 and subject.isascii() and "\n" not in subject
+    assert "Fix the fields listed above" in message
