@@ -131,10 +131,13 @@ def stop_hosts(hosts: Sequence[HostProcess], grace_seconds: float) -> None:
     _signal_all(targets, signal.SIGTERM)
     deadline = time.monotonic() + grace_seconds
     while time.monotonic() < deadline:
-        alive = [p for p in targets if _alive(p)]
-        # Workers started in new sessions after the first scan are found again by token.
-        if not alive and not any(h.processes() for h in hosts):
-            break
+        if not any(_alive(p) for p in targets):
+            # Workers started in new sessions after the first scan are found again by token.
+            late = [p for h in hosts for p in h.processes()]
+            if not late:
+                break
+            _signal_all(late, signal.SIGTERM)
+            targets += late
         time.sleep(0.1)
     leftovers = {p.pid: p for p in targets if _alive(p)}
     for host in hosts:

@@ -44,7 +44,11 @@ def test_stop_hosts_kills_the_whole_tree(tmp_path: Path):
 def test_exit_code_and_tail(tmp_path: Path):
     host = HostProcess(
         "algo-2",
-        [sys.executable, "-c", "import sys; print('one', flush=True); print('two', file=sys.stderr); sys.exit(3)"],
+        [
+            sys.executable,
+            "-c",
+            "import sys; print('one', flush=True); print('two', file=sys.stderr); sys.exit(3)",
+        ],
         env={"PATH": "/usr/bin:/bin"},
         cwd=tmp_path,
         log_path=tmp_path / "algo-2.log",

@@ -153,8 +153,13 @@ def test_script_error_fails_the_job_with_the_error_as_reason(harness: Harness, c
 
     received: list[dict[str, Any]] = []
     deadline = time.monotonic() + 30  # events are asynchronous: the last one may follow the status change
-    while not any(e["detail"]["TrainingJobStatus"] == "Failed" for e in received) and time.monotonic() < deadline:
-        messages = sqs.receive_message(QueueUrl=queue, MaxNumberOfMessages=10, WaitTimeSeconds=0).get("Messages", [])
+    while (
+        not any(e["detail"]["TrainingJobStatus"] == "Failed" for e in received)
+        and time.monotonic() < deadline
+    ):
+        messages = sqs.receive_message(QueueUrl=queue, MaxNumberOfMessages=10, WaitTimeSeconds=0).get(
+            "Messages", []
+        )
         received += [json.loads(m["Body"]) for m in messages]
         time.sleep(0 if messages else 0.2)
     final = [e for e in received if e["detail"]["TrainingJobStatus"] == "Failed"]
@@ -230,6 +235,24 @@ def test_fsx_channel_is_a_local_folder(harness: Harness, code_uri: str):
     assert done["TrainingJobStatus"] == "Completed", done.get("FailureReason")
     model = json.loads(untar(harness.read("models/run-1/plain-fsx/output/model.tar.gz"))["model.json"])
     assert model == {"steps": 3, "files": ["shard-0.jsonl"]}
+
+
+@pytest.mark.slow
+def test_processes_per_host_sets_torchruns_process_count(harness: Harness, code_uri: str):
+    harness.sm.settings.processes_per_host = 2
+    request = training_request(
+        "plain-two-procs",
+        code_uri,
+        "plain.py",
+        hyperparameters={"sagemaker_torch_distributed_enabled": "true", "steps": "1"},
+    )
+    harness.sagemaker.create_training_job(**request)
+    done = harness.wait_training("plain-two-procs")
+    assert done["TrainingJobStatus"] == "Completed", done.get("FailureReason")
+    files = untar(harness.read("models/run-1/plain-two-procs/output/model.tar.gz"))
+    ranks = {name: json.loads(body) for name, body in files.items() if name.startswith("rank-")}
+    assert sorted(ranks) == ["rank-0.json", "rank-1.json"]
+    assert all(r == {"world_size": 2, "master": "127.0.0.1"} for r in ranks.values())
 
 
 def test_empty_channel_fails_before_any_process_starts(harness: Harness, code_uri: str):

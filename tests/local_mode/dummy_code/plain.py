@@ -22,3 +22,8 @@ for step in range(1, args.steps + 1):
 channel = os.environ.get("SM_CHANNEL_TRAIN")
 files = sorted(os.listdir(channel)) if channel else []
 Path(os.environ["SM_MODEL_DIR"], "model.json").write_text(json.dumps({"steps": args.steps, "files": files}))
+if "RANK" in os.environ:  # launched by torchrun: one file per process
+    rank_file = Path(os.environ["SM_MODEL_DIR"], f"rank-{os.environ['RANK']}.json")
+    rank_file.write_text(
+        json.dumps({"world_size": int(os.environ["WORLD_SIZE"]), "master": os.environ["MASTER_ADDR"]})
+    )
