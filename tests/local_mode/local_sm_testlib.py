@@ -10,6 +10,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import botocore.session
+from botocore.validate import ParamValidator
+
 from local_mode.job_settings import JobEvent
 from local_mode.sagemaker_backend import LocalSageMaker
 
@@ -18,6 +21,7 @@ REGION = "us-east-1"
 BUCKET = "local-sm-tests"
 ROLE = "arn:aws:iam::123456789012:role/sagemaker-execution"
 METRIC_REGEX = "METRIC {}=([-+0-9.eE]+|nan|inf)"
+SAGEMAKER = botocore.session.get_session().get_service_model("sagemaker")
 
 
 def tarball(folder: Path) -> bytes:
@@ -98,3 +102,16 @@ def training_request(name: str, code_uri: str, program: str, **overrides: Any) -
     }
     request.update(overrides)
     return request
+
+
+def assert_valid_output(operation: str, response: dict[str, Any]) -> None:
+    """A response dict satisfies botocore's output shape: no unknown keys, required ones present, types."""
+    shape = SAGEMAKER.operation_model(operation).output_shape
+    report = ParamValidator().validate(response, shape)
+    assert not report.has_errors(), report.generate_report()
+    assert response.get("TrainingJobStatus", "InProgress") in SAGEMAKER.shape_for("TrainingJobStatus").enum
+    assert (
+        response.get("ProcessingJobStatus", "InProgress") in SAGEMAKER.shape_for("ProcessingJobStatus").enum
+    )
+    for transition in response.get("SecondaryStatusTransitions", []):
+        assert transition["Status"] in SAGEMAKER.shape_for("SecondaryStatus").enum

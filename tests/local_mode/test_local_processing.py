@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 import pytest
-from local_sm_testlib import BUCKET, HERE, ROLE, Harness
+from local_sm_testlib import BUCKET, HERE, ROLE, Harness, assert_valid_output
 
 
 def processing_request(name: str, arguments: list[str], instances: int = 2) -> dict[str, Any]:
@@ -127,3 +128,18 @@ def test_missing_entrypoint_is_a_client_error(harness: Harness):
     done = harness.wait_processing("no-entry", timeout=30)
     assert done["ProcessingJobStatus"] == "Failed"
     assert done["FailureReason"].startswith("ClientError: ContainerEntrypoint is required")
+
+
+def test_stop_processing_job(harness: Harness):
+    upload_inputs(harness)
+    harness.sagemaker.create_processing_job(
+        **processing_request("tok-stop", ["-c", "import time; time.sleep(120)"], 1)
+    )
+    deadline = time.monotonic() + 30
+    while not harness.sm.job("tok-stop").hosts and time.monotonic() < deadline:
+        time.sleep(0.1)
+    harness.sagemaker.stop_processing_job(ProcessingJobName="tok-stop")
+    done = harness.wait_processing("tok-stop", timeout=60)
+    assert done["ProcessingJobStatus"] == "Stopped"
+    assert harness.keys("outputs/") == []
+    assert_valid_output("DescribeProcessingJob", harness.sm.job("tok-stop").describe())

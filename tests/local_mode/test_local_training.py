@@ -10,23 +10,9 @@ import time
 from typing import Any
 
 import boto3
-import botocore.session
 import pytest
 from botocore.exceptions import ClientError
-from botocore.validate import ParamValidator
-from local_sm_testlib import BUCKET, REGION, Harness, training_request
-
-SAGEMAKER = botocore.session.get_session().get_service_model("sagemaker")
-
-
-def assert_valid_output(operation: str, response: dict[str, Any]) -> None:
-    """A response dict satisfies botocore's output shape: no unknown keys, required ones present, types."""
-    shape = SAGEMAKER.operation_model(operation).output_shape
-    report = ParamValidator().validate(response, shape)
-    assert not report.has_errors(), report.generate_report()
-    assert response.get("TrainingJobStatus", "InProgress") in SAGEMAKER.shape_for("TrainingJobStatus").enum
-    for transition in response.get("SecondaryStatusTransitions", []):
-        assert transition["Status"] in SAGEMAKER.shape_for("SecondaryStatus").enum
+from local_sm_testlib import BUCKET, REGION, Harness, assert_valid_output, training_request
 
 
 def statuses(response: dict[str, Any]) -> list[str]:
