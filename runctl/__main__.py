@@ -1,0 +1,5 @@
+import sys
+
+from runctl.cli import main
+
+sys.exit(main())

@@ -1,0 +1,106 @@
+"""Command line: python -m runctl submit SPEC [--name] | status RUN | stop RUN."""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import json
+import os
+import sys
+from typing import Any
+
+import boto3
+from botocore.exceptions import BotoCoreError, ClientError
+
+from runctl import core
+
+
+def _parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--state-machine-arn", help=f"fine-tune state machine (default: ${core.ARN_ENV}, else the "
+                                                    f"{core.OUTPUT_KEY} output of stack <project>-<env>-pipeline)")
+    common.add_argument("--project", help=f"project name for the stack lookup (default: ${core.PROJECT_ENV} or hfsm)")
+    common.add_argument("--env", help=f"environment for the stack lookup (default: ${core.ENVIRONMENT_ENV} or dev)")
+    common.add_argument("--region", help="AWS region (default: the AWS configuration)")
+    common.add_argument("--profile", help="AWS profile")
+    common.add_argument("--json", action="store_true", help="print JSON instead of text")
+    parser = argparse.ArgumentParser(prog="python -m runctl", description="Start, watch and stop fine-tuning runs.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    submit = sub.add_parser("submit", parents=[common], help="start a run from a run spec file")
+    submit.add_argument("spec", help="run spec JSON file (docs/run_spec.md)")
+    submit.add_argument("--name", help="run name, overriding the spec's `name`")
+    submit.add_argument("--execution-name", help="execution name (default: the new run id)")
+    status = sub.add_parser("status", parents=[common], help="show a run's state")
+    status.add_argument("run", help="run id (the execution name) or execution ARN")
+    stop = sub.add_parser("stop", parents=[common], help="stop a run and its SageMaker jobs")
+    stop.add_argument("run", help="run id (the execution name) or execution ARN")
+    stop.add_argument("--keep-jobs", action="store_true", help="stop only the execution, not running jobs")
+    return parser
+
+
+def _clients(args: argparse.Namespace) -> core.Clients:
+    return core.Clients(boto3.session.Session(profile_name=args.profile, region_name=args.region))
+
+
+def _print(args: argparse.Namespace, data: dict[str, Any], lines: list[str]) -> None:
+    print(json.dumps(data, indent=2, default=str) if args.json else "\n".join(lines))
+
+
+def _status_lines(info: dict[str, Any]) -> list[str]:
+    lines = [f"Run:        {info.get('run_id') or '(not planned yet)'}", f"Status:     {info['status']}",
+             f"Execution:  {info['execution_arn']}", f"Started:    {info['started']}"]
+    if info.get("stopped"):
+        lines.append(f"Stopped:    {info['stopped']}")
+    if info.get("job"):
+        job = info.get("job_status") or {}
+        detail = " / ".join(str(v) for v in (job.get("status"), job.get("secondary_status")) if v)
+        lines.append(f"Job:        {info['job']} (attempt {info.get('attempt')}) {detail}".rstrip())
+        if job.get("failure_reason"):
+            lines.append(f"Reason:     {job['failure_reason']}")
+    if info.get("error"):
+        lines += [f"Error:      {info['error']}", f"Cause:      {info.get('cause')}"]
+    if info.get("result"):
+        result = info["result"]
+        lines += [f"Model:      {result.get('model_uri')}", f"Package:    {result.get('model_package_arn')}",
+                  f"Metrics:    {json.dumps(result.get('metrics'))}"]
+    lines.append(f"Console:    {info['console_url']}")
+    return lines
+
+
+def _user() -> str:
+    try:
+        return getpass.getuser()
+    except OSError:
+        return os.environ.get("USER", "unknown user")
+
+
+def main(argv: list[str] | None = None, clients: core.Clients | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        clients = clients or _clients(args)
+        arn = core.resolve_state_machine_arn(clients, arn=args.state_machine_arn, project=args.project,
+                                             environment=args.env)
+        if args.command == "submit":
+            spec = core.load_spec(args.spec, args.name)
+            started = core.submit(clients, arn, spec, execution_name=args.execution_name)
+            _print(args, started, [f"Run:        {started['run_id']}", f"Execution:  {started['execution_arn']}",
+                                   f"Console:    {started['console_url']}",
+                                   f"Follow it:  python -m runctl status {started['run_id']}"])
+        elif args.command == "status":
+            info = core.status(clients, core.execution_arn_for(arn, args.run))
+            _print(args, info, _status_lines(info))
+        else:
+            result = core.stop(clients, core.execution_arn_for(arn, args.run), keep_jobs=args.keep_jobs,
+                               who=_user())
+            what = "stopped" if result["stopped_execution"] else f"was already {result['previous_status']}"
+            lines = [f"Execution {result['execution_arn']} {what}"]
+            lines += [f"Stopped job {name}" for name in result["stopped_jobs"]]
+            lines.append(f"Console:    {result['console_url']}")
+            _print(args, result, lines)
+    except core.RunctlError as err:
+        print(f"runctl: error: {err}", file=sys.stderr)
+        return 2
+    except (ClientError, BotoCoreError) as err:
+        print(f"runctl: AWS error: {err}", file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,211 @@
+"""What the CLI does, as functions over boto3 clients (tested with moto)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+OUTPUT_KEY = "FineTuneStateMachineArn"
+ARN_ENV = "RUNCTL_STATE_MACHINE_ARN"
+PROJECT_ENV, ENVIRONMENT_ENV = "RUNCTL_PROJECT", "RUNCTL_ENV"
+NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,31}$")
+RUN_ID_RE = re.compile(r"^(?P<name>[a-z][a-z0-9-]{0,31})-(?P<ts>\d{14})-(?P<hex>[0-9a-f]{4})$")
+MAX_INPUT_BYTES = 256 * 1024
+
+
+class RunctlError(Exception):
+    """A problem the user can fix; printed without a traceback."""
+
+
+class Clients:
+    """The three clients runctl uses, made on first use from `session` unless given."""
+
+    def __init__(self, session: Any = None, *, sfn: Any = None, sagemaker: Any = None,
+                 cloudformation: Any = None) -> None:
+        self._session = session
+        self._given = {"stepfunctions": sfn, "sagemaker": sagemaker, "cloudformation": cloudformation}
+
+    def _client(self, service: str) -> Any:
+        if self._given[service] is None:
+            self._given[service] = self._session.client(service)
+        return self._given[service]
+
+    @property
+    def sfn(self) -> Any:
+        return self._client("stepfunctions")
+
+    @property
+    def sagemaker(self) -> Any:
+        return self._client("sagemaker")
+
+    @property
+    def cloudformation(self) -> Any:
+        return self._client("cloudformation")
+
+
+def resolve_state_machine_arn(clients: Clients, *, arn: str | None, project: str | None,
+                              environment: str | None) -> str:
+    """--state-machine-arn, else $RUNCTL_STATE_MACHINE_ARN, else output FineTuneStateMachineArn of stack
+    <project>-<env>-pipeline (project/env from options, $RUNCTL_PROJECT/$RUNCTL_ENV, default hfsm/dev)."""
+    arn = arn or os.environ.get(ARN_ENV)
+    if arn:
+        return arn
+    stack = f"{project or os.environ.get(PROJECT_ENV, 'hfsm')}-{environment or os.environ.get(ENVIRONMENT_ENV, 'dev')}" \
+            "-pipeline"
+    try:
+        outputs = clients.cloudformation.describe_stacks(StackName=stack)["Stacks"][0].get("Outputs", [])
+    except ClientError as err:
+        raise RunctlError(f"cannot read stack {stack} ({err.response['Error'].get('Message', err)}); pass "
+                          f"--state-machine-arn or set {ARN_ENV}") from err
+    for output in outputs:
+        if output["OutputKey"] == OUTPUT_KEY:
+            return output["OutputValue"]
+    raise RunctlError(f"stack {stack} has no output {OUTPUT_KEY}; pass --state-machine-arn or set {ARN_ENV}")
+
+
+def console_url(execution_arn: str) -> str:
+    region = execution_arn.split(":")[3]
+    return (f"https://{region}.console.aws.amazon.com/states/home?region={region}"
+            f"#/v2/executions/details/{execution_arn}")
+
+
+def execution_arn_for(state_machine_arn: str, run: str) -> str:
+    if run.startswith("arn:") and ":execution:" in run:
+        return run
+    if not re.match(r"^[A-Za-z0-9_-]{1,80}$", run):
+        raise RunctlError(f"{run!r} is neither an execution ARN nor a run id / execution name")
+    return state_machine_arn.replace(":stateMachine:", ":execution:", 1) + f":{run}"
+
+
+def load_spec(path: str, name: str | None) -> dict[str, Any]:
+    try:
+        spec = json.loads(Path(path).read_text())
+    except OSError as err:
+        raise RunctlError(f"cannot read {path}: {err.strerror}") from err
+    except json.JSONDecodeError as err:
+        raise RunctlError(f"{path} is not valid JSON: {err}") from err
+    if not isinstance(spec, dict):
+        raise RunctlError(f"{path}: a run spec is a JSON object")
+    if name is not None:
+        spec["name"] = name
+    if not isinstance(spec.get("name"), str) or not NAME_RE.match(spec["name"]):
+        raise RunctlError("the spec's name must be 1-32 characters [a-z0-9-] starting with a letter "
+                          "(set it in the spec or with --name)")
+    return spec
+
+
+def new_run_id(name: str, now: datetime | None = None) -> str:
+    stamp = (now or datetime.now(UTC)).strftime("%Y%m%d%H%M%S")
+    return f"{name}-{stamp}-{secrets.token_hex(2)}"
+
+
+def submit(clients: Clients, state_machine_arn: str, spec: dict[str, Any], *,
+           execution_name: str | None = None) -> dict[str, str]:
+    """Start an execution named after a new run id; Prepare validates the spec and uses that run id."""
+    run_id = new_run_id(spec["name"])
+    payload = json.dumps({"spec": spec, "run_id": run_id})
+    if len(payload.encode()) > MAX_INPUT_BYTES:
+        raise RunctlError(f"the spec is {len(payload.encode())} bytes; Step Functions accepts {MAX_INPUT_BYTES}")
+    name = execution_name or run_id
+    arn = clients.sfn.start_execution(stateMachineArn=state_machine_arn, name=name, input=payload)["executionArn"]
+    return {"run_id": run_id, "execution_arn": arn, "console_url": console_url(arn)}
+
+
+def _latest_state(clients: Clients, execution_arn: str) -> dict[str, Any]:
+    """The most recent full state object a step left behind (its `run`, `job`, `status`), if any."""
+    try:
+        pages = clients.sfn.get_paginator("get_execution_history").paginate(
+            executionArn=execution_arn, reverseOrder=True, includeExecutionData=True,
+            PaginationConfig={"MaxItems": 500, "PageSize": 100})
+        events = [e for page in pages for e in page.get("events", [])]
+    except ClientError:
+        return {}
+    for event in events:
+        for key in ("stateExitedEventDetails", "stateEnteredEventDetails", "executionStartedEventDetails"):
+            text = (event.get(key) or {}).get("output") or (event.get(key) or {}).get("input")
+            try:
+                state = json.loads(text) if text else None
+            except json.JSONDecodeError:
+                continue
+            if isinstance(state, dict) and ("run" in state or "job" in state):
+                return state
+    return {}
+
+
+def _describe_job(clients: Clients, job: dict[str, Any]) -> dict[str, Any] | None:
+    try:
+        if job.get("job_type") == "processing":
+            desc = clients.sagemaker.describe_processing_job(ProcessingJobName=job["job_name"])
+            return {"status": desc["ProcessingJobStatus"], "secondary_status": None}
+        desc = clients.sagemaker.describe_training_job(TrainingJobName=job["job_name"])
+        return {"status": desc["TrainingJobStatus"], "secondary_status": desc.get("SecondaryStatus"),
+                "failure_reason": desc.get("FailureReason")}
+    except (ClientError, KeyError):
+        return None
+
+
+def status(clients: Clients, execution_arn: str) -> dict[str, Any]:
+    try:
+        execution = clients.sfn.describe_execution(executionArn=execution_arn)
+    except ClientError as err:
+        raise RunctlError(f"no execution {execution_arn}: {err.response['Error'].get('Message', err)}") from err
+    state = _latest_state(clients, execution_arn)
+    run = state.get("run") if isinstance(state.get("run"), dict) else {}
+    job = state.get("job") if isinstance(state.get("job"), dict) else {}
+    result: dict[str, Any] = {
+        "execution_arn": execution_arn, "status": execution["status"],
+        "started": str(execution.get("startDate", "")), "stopped": str(execution.get("stopDate", "") or ""),
+        "run_id": run.get("run_id") or _run_id_from_name(execution.get("name", "")),
+        "attempt": state.get("attempt"), "job": job.get("job_name"), "console_url": console_url(execution_arn),
+    }
+    if job and execution["status"] == "RUNNING":
+        result["job_status"] = _describe_job(clients, job)
+    elif isinstance(state.get("status"), dict):
+        result["job_status"] = {k: state["status"].get(k) for k in ("state", "status", "secondary_status",
+                                                                      "failure_reason")}
+    if execution.get("error") or execution.get("cause"):
+        result["error"], result["cause"] = execution.get("error"), execution.get("cause")
+    if execution["status"] == "SUCCEEDED" and execution.get("output"):
+        output = json.loads(execution["output"])
+        summary = output.get("result") if isinstance(output, dict) else None
+        if isinstance(summary, dict):
+            result["result"] = {k: summary.get(k) for k in ("model_uri", "model_package_arn", "metrics", "cost")}
+    return result
+
+
+def _run_id_from_name(name: str) -> str | None:
+    return name if RUN_ID_RE.match(name) else None
+
+
+def stop(clients: Clients, execution_arn: str, *, keep_jobs: bool = False, who: str = "runctl") -> dict[str, Any]:
+    """Stop the execution first (no new job starts), then the run's SageMaker jobs still in progress."""
+    info = status(clients, execution_arn)
+    stopped_execution = False
+    if info["status"] == "RUNNING":
+        clients.sfn.stop_execution(executionArn=execution_arn, error="runctl.Stopped",
+                                   cause=f"stopped by {who} with runctl")
+        stopped_execution = True
+    jobs: list[str] = []
+    match = RUN_ID_RE.match(info.get("run_id") or "")
+    if match and not keep_jobs:
+        unique = f"{match['ts']}-{match['hex']}"  # job names keep this tail even when cut to 63 characters
+        sm = clients.sagemaker
+        for page in sm.get_paginator("list_training_jobs").paginate(NameContains=unique, StatusEquals="InProgress"):
+            for job in page["TrainingJobSummaries"]:
+                sm.stop_training_job(TrainingJobName=job["TrainingJobName"])
+                jobs.append(job["TrainingJobName"])
+        for page in sm.get_paginator("list_processing_jobs").paginate(NameContains=unique,
+                                                                      StatusEquals="InProgress"):
+            for job in page["ProcessingJobSummaries"]:
+                sm.stop_processing_job(ProcessingJobName=job["ProcessingJobName"])
+                jobs.append(job["ProcessingJobName"])
+    return {"execution_arn": execution_arn, "previous_status": info["status"],
+            "stopped_execution": stopped_execution, "stopped_jobs": jobs, "run_id": info.get("run_id"),
+            "console_url": console_url(execution_arn)}

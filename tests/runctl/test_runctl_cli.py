@@ -1,0 +1,156 @@
+"""runctl against moto: submit, status, stop, and finding the state machine."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from moto import mock_aws
+from moto.sagemaker.models import sagemaker_backends
+
+from runctl import core
+from runctl.cli import main
+
+REGION, ACCOUNT = "us-east-1", "123456789012"
+REPO = Path(__file__).resolve().parents[2]
+PASS = json.dumps({"StartAt": "Wait", "States": {"Wait": {"Type": "Wait", "Seconds": 3600, "End": True}}})
+COMMON = ["--region", REGION]
+
+
+@pytest.fixture
+def aws(monkeypatch):
+    monkeypatch.delenv(core.ARN_ENV, raising=False)
+    monkeypatch.delenv(core.PROJECT_ENV, raising=False)
+    monkeypatch.delenv(core.ENVIRONMENT_ENV, raising=False)
+    with mock_aws():
+        import boto3
+
+        sfn = boto3.client("stepfunctions", region_name=REGION)
+        arn = sfn.create_state_machine(name="hfsm-dev-fine-tune", definition=PASS,
+                                       roleArn=f"arn:aws:iam::{ACCOUNT}:role/sfn")["stateMachineArn"]
+        yield {"arn": arn, "sfn": sfn, "sagemaker": boto3.client("sagemaker", region_name=REGION),
+               "cloudformation": boto3.client("cloudformation", region_name=REGION)}
+
+
+@pytest.fixture
+def spec_file(tmp_path):
+    path = tmp_path / "spec.json"
+    path.write_text((REPO / "examples" / "question-answering.json").read_text())
+    return path
+
+
+class _RecordingSageMaker:
+    """moto has no StopTrainingJob: record those calls, pass everything else to moto."""
+
+    def __init__(self, client):
+        self._client, self.stopped = client, []
+
+    def stop_training_job(self, TrainingJobName):  # noqa: N803 - boto3's parameter name
+        self.stopped.append(TrainingJobName)
+        sagemaker_backends[ACCOUNT][REGION].training_jobs[TrainingJobName].training_job_status = "Stopped"
+
+    def __getattr__(self, name):
+        return getattr(self._client, name)
+
+
+def run_cli(capsys, *argv, clients=None):
+    code = main(list(argv), clients=clients)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_submit_prints_the_execution_and_console_url(aws, spec_file, capsys):
+    code, out, _ = run_cli(capsys, "submit", str(spec_file), "--name", "qa-try", "--state-machine-arn", aws["arn"],
+                           *COMMON)
+    assert code == 0
+    run_id = out.split("Run:", 1)[1].split()[0]
+    assert core.RUN_ID_RE.match(run_id) and run_id.startswith("qa-try-")
+    execution_arn = aws["arn"].replace(":stateMachine:", ":execution:") + f":{run_id}"
+    assert f"Execution:  {execution_arn}" in out
+    assert (f"Console:    https://{REGION}.console.aws.amazon.com/states/home?region={REGION}"
+            f"#/v2/executions/details/{execution_arn}") in out
+    execution = aws["sfn"].describe_execution(executionArn=execution_arn)
+    payload = json.loads(execution["input"])
+    assert payload["run_id"] == run_id and payload["spec"]["name"] == "qa-try"
+    assert payload["spec"]["task"] == "question-answering"
+
+
+def test_state_machine_from_env_or_stack_output(aws, spec_file, capsys, monkeypatch):
+    code, _, err = run_cli(capsys, "submit", str(spec_file), *COMMON)
+    assert code == 2 and "cannot read stack hfsm-dev-pipeline" in err
+    template = {"Resources": {"Topic": {"Type": "AWS::SNS::Topic"}},
+                "Outputs": {core.OUTPUT_KEY: {"Value": aws["arn"]}}}
+    aws["cloudformation"].create_stack(StackName="hfsm-prod-pipeline", TemplateBody=json.dumps(template))
+    code, out, _ = run_cli(capsys, "submit", str(spec_file), "--env", "prod", "--json", *COMMON)
+    assert code == 0 and json.loads(out)["execution_arn"].startswith(aws["arn"].replace("stateMachine", "execution"))
+    monkeypatch.setenv(core.ARN_ENV, aws["arn"])
+    assert run_cli(capsys, "submit", str(spec_file), *COMMON)[0] == 0
+    assert len(aws["sfn"].list_executions(stateMachineArn=aws["arn"])["executions"]) == 2
+
+
+def test_status_by_run_id_and_by_arn(aws, spec_file, capsys):
+    code, out, _ = run_cli(capsys, "submit", str(spec_file), "--json", "--state-machine-arn", aws["arn"], *COMMON)
+    started = json.loads(out)
+    for ref in (started["run_id"], started["execution_arn"]):
+        code, out, _ = run_cli(capsys, "status", ref, "--state-machine-arn", aws["arn"], *COMMON)
+        assert code == 0
+        assert "Status:     RUNNING" in out and f"Run:        {started['run_id']}" in out
+        assert f"Console:    {started['console_url']}" in out
+    code, _, err = run_cli(capsys, "status", "nope-20250101000000-abcd", "--state-machine-arn", aws["arn"], *COMMON)
+    assert code == 2 and "no execution" in err
+
+
+def test_stop_ends_the_execution_and_the_runs_jobs(aws, spec_file, capsys):
+    _, out, _ = run_cli(capsys, "submit", str(spec_file), "--json", "--state-machine-arn", aws["arn"], *COMMON)
+    started = json.loads(out)
+    tail = started["run_id"].split("-", 1)[1][-19:]
+    for name in (f"hfsm-squad-distilbert-{tail}-train0", "hfsm-other-20200101000000-ffff-train0"):
+        aws["sagemaker"].create_training_job(
+            TrainingJobName=name, RoleArn=f"arn:aws:iam::{ACCOUNT}:role/sm",
+            AlgorithmSpecification={"TrainingImage": "img", "TrainingInputMode": "File"},
+            OutputDataConfig={"S3OutputPath": "s3://b/models/"}, StoppingCondition={"MaxRuntimeInSeconds": 60},
+            ResourceConfig={"InstanceType": "ml.g5.2xlarge", "InstanceCount": 1, "VolumeSizeInGB": 10})
+        sagemaker_backends[ACCOUNT][REGION].training_jobs[name].training_job_status = "InProgress"
+    aws["sagemaker"].create_processing_job(
+        ProcessingJobName=f"hfsm-squad-distilbert-{tail}-tokmap0", RoleArn=f"arn:aws:iam::{ACCOUNT}:role/sm",
+        AppSpecification={"ImageUri": "img"}, StoppingCondition={"MaxRuntimeInSeconds": 60},
+        ProcessingResources={"ClusterConfig": {"InstanceType": "ml.c5.2xlarge", "InstanceCount": 1,
+                                               "VolumeSizeInGB": 10}})
+    sagemaker_backends[ACCOUNT][REGION].processing_jobs[f"hfsm-squad-distilbert-{tail}-tokmap0"] \
+        .processing_job_status = "InProgress"
+    clients = core.Clients(sfn=aws["sfn"], sagemaker=_RecordingSageMaker(aws["sagemaker"]),
+                           cloudformation=aws["cloudformation"])
+    code, out, _ = run_cli(capsys, "stop", started["run_id"], "--state-machine-arn", aws["arn"], *COMMON,
+                           clients=clients)
+    assert code == 0
+    assert f"Execution {started['execution_arn']} stopped" in out
+    assert f"Stopped job hfsm-squad-distilbert-{tail}-tokmap0" in out
+    assert f"Stopped job hfsm-squad-distilbert-{tail}-train0" in out and "hfsm-other" not in out
+    assert aws["sfn"].describe_execution(executionArn=started["execution_arn"])["status"] == "ABORTED"
+    jobs = sagemaker_backends[ACCOUNT][REGION].training_jobs
+    assert jobs[f"hfsm-squad-distilbert-{tail}-train0"].training_job_status == "Stopped"
+    assert jobs["hfsm-other-20200101000000-ffff-train0"].training_job_status == "InProgress"
+    code, out, _ = run_cli(capsys, "stop", started["run_id"], "--state-machine-arn", aws["arn"], *COMMON,
+                           clients=clients)
+    assert "was already ABORTED" in out and "Stopped job" not in out
+
+
+def test_bad_spec_files(aws, tmp_path, capsys):
+    bad = tmp_path / "bad.json"
+    bad.write_text("{oops")
+    code, _, err = run_cli(capsys, "submit", str(bad), "--state-machine-arn", aws["arn"], *COMMON)
+    assert code == 2 and "is not valid JSON" in err
+    bad.write_text(json.dumps({"name": "Bad Name"}))
+    code, _, err = run_cli(capsys, "submit", str(bad), "--state-machine-arn", aws["arn"], *COMMON)
+    assert code == 2 and "name must be 1-32 characters" in err
+    code, _, err = run_cli(capsys, "submit", str(tmp_path / "missing.json"), "--state-machine-arn", aws["arn"], *COMMON)
+    assert code == 2 and "cannot read" in err
+
+
+def test_module_entry_point():
+    result = subprocess.run([sys.executable, "-m", "runctl", "--help"], cwd=REPO, capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 0 and "submit" in result.stdout and "status" in result.stdout
