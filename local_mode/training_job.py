@@ -172,6 +172,8 @@ class TrainingJob(LocalJob):
 
     def _attempt(self) -> str:
         attempt_dir = self.work_dir / f"attempt-{self.attempt}"
+        # A restart gets new "instances": the old host folders (model copies, checkpoints) only cost disk.
+        shutil.rmtree(self.work_dir / f"attempt-{self.attempt - 1}", ignore_errors=True)
         self._transition("Downloading", "Downloading input data")
         self._attempt_started = time.monotonic()
         with self.lock:

@@ -103,7 +103,9 @@ def test_distributed_spot_job_is_interrupted_and_resumes_from_its_s3_checkpoints
     assert steps[0] == 1 and steps[-1] == 6 and 3 in steps
     summaries = harness.sagemaker.list_training_jobs(StatusEquals="Completed")["TrainingJobSummaries"]
     assert [s["TrainingJobName"] for s in summaries] == [request["TrainingJobName"]]
-    logs = harness.sm.job(request["TrainingJobName"]).work_dir / "logs"
+    work_dir = harness.sm.job(request["TrainingJobName"]).work_dir
+    assert not (work_dir / "attempt-1").exists() and (work_dir / "attempt-2" / "algo-2").is_dir()
+    logs = work_dir / "logs"
     assert sorted(p.relative_to(logs).as_posix() for p in logs.rglob("*.log")) == [
         "attempt-1/algo-1.log", "attempt-1/algo-2.log", "attempt-2/algo-1.log", "attempt-2/algo-2.log",
     ]  # fmt: skip
