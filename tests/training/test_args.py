@@ -1,0 +1,64 @@
+"""Hyperparameters: the schema file, parsing as the toolkit passes them, and validation."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hftrain import args as hp
+
+
+def test_hyperparameters_json_matches_the_dataclasses():
+    on_disk = json.loads(hp.SCHEMA_FILE.read_text())
+    assert on_disk == hp.hyperparameter_schema(), "run: cd training_code && python -m hftrain.args --write"
+    for name in ("task", "model_name_or_path", "save_steps", "fsdp", "fsdp_config", "ddp_backend", "checkpoint_dir"):
+        assert name in on_disk
+    assert on_disk["task"]["choices"] == list(hp.TASKS)
+    assert "smddp" in on_disk["ddp_backend"]["choices"]
+    assert on_disk["fsdp_config"]["type"] == "object"
+    assert on_disk["resume"]["type"] == "boolean"
+    for entry in on_disk.values():
+        assert set(entry) <= {"type", "help", "choices"} and entry["type"]
+
+
+def test_toolkit_style_arguments(tmp_path, monkeypatch):
+    monkeypatch.setenv("SAGEMAKER_BASE_DIR", str(tmp_path))
+    m, d, t = hp.parse_args([
+        "--task", "summarization", "--model_name_or_path", "facebook/bart-base", "--save_steps", "25",
+        "--pad_to_max_length", "False", "--resume", "True", "--fsdp", "full_shard auto_wrap",
+        "--fsdp_config", '{"min_num_params": 1000}', "--lr_scheduler_kwargs", "power=2.0,lr_end=0.0",
+    ])
+    assert d.task == "summarization" and m.model_name_or_path == "facebook/bart-base"
+    assert t.checkpoint_dir == str(tmp_path / "checkpoints") == t.output_dir
+    assert t.save_steps == 25 and t.resume is True and d.pad_to_max_length is False
+    assert t.fsdp_config["min_num_params"] == 1000
+    assert t.lr_scheduler_kwargs == {"power": 2.0, "lr_end": 0.0}
+    assert d.val_max_target_length == d.max_target_length
+
+
+def test_hardware_defaults_on_cpu(tmp_path, monkeypatch):
+    monkeypatch.setenv("SAGEMAKER_BASE_DIR", str(tmp_path))
+    _, _, t = hp.parse_args(["--task", "text-classification"])
+    assert not t.bf16 and not t.fp16  # no GPU here: fp32
+    assert t.dataloader_num_workers == 0 and t.dataloader_pin_memory is False
+    assert t.use_cpu is True
+    assert t.ddp_find_unused_parameters is False
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        ([], "task is required"),
+        (["--task", "qa"], "invalid choice"),
+        (["--task", "summarization", "--learning_rat", "1e-4"], "unknown hyperparameter(s): learning_rat"),
+        (["--task", "summarization", "--output_dir", "/x"], "output_dir is managed"),
+        (["--task", "question-answering", "--max_seq_length", "64", "--doc_stride", "64"], "doc_stride"),
+        (["--task", "summarization", "--ddp_backend", "smddp"], "smdistributed"),
+        (["--task", "summarization", "--save_steps", "0"], "save_steps"),
+        (["--task", "summarization", "--precision", "fp8"], "invalid choice"),
+    ],
+)
+def test_bad_hyperparameters_are_named(argv, message, tmp_path, monkeypatch):
+    monkeypatch.setenv("SAGEMAKER_BASE_DIR", str(tmp_path))
+    with pytest.raises(hp.ArgumentError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        hp.parse_args(argv)
