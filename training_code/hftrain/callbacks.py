@@ -13,7 +13,7 @@ from transformers import TrainerCallback
 
 from . import checkpoints, distributed
 
-logger = logging.getLogger("hftrain." + __name__.rsplit(".", 1)[-1])
+logger = logging.getLogger(__name__)
 
 
 def format_metric(value: float) -> str:

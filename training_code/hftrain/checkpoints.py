@@ -29,7 +29,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-logger = logging.getLogger("hftrain." + __name__.rsplit(".", 1)[-1])
+logger = logging.getLogger(__name__)
 
 PREFIX = "checkpoint-"
 MARKER_PREFIX = "_complete."

@@ -14,7 +14,7 @@ import logging
 import os
 from pathlib import Path
 
-logger = logging.getLogger("hftrain." + __name__.rsplit(".", 1)[-1])
+logger = logging.getLogger(__name__)
 
 
 class DataError(ValueError):

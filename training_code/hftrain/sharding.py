@@ -31,7 +31,7 @@ import torch
 
 from .distributed import all_gather_objects
 
-logger = logging.getLogger("hftrain." + __name__.rsplit(".", 1)[-1])
+logger = logging.getLogger(__name__)
 
 
 def owned_rows(num_rows: int, group_rank: int, group_size: int) -> int:

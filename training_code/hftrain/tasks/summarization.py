@@ -67,6 +67,8 @@ class Summarization(Task):
             self.prefix = self.data_args.source_prefix
         elif config.model_type in ("t5", "mt5", "umt5", "longt5"):
             self.prefix = "summarize: "
+        else:
+            self.prefix = ""
 
     def _tokenize(self, dataset, tokenizer, config, map_kwargs, desc, target_length):
         a = self.data_args
