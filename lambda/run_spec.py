@@ -315,7 +315,8 @@ def _spot(c: _Checker, spot: Any, settings: Settings, max_runtime: int | None) -
     body = c.obj(spot, "spot", {"enabled": False, "max_wait_seconds": False}) or {}
     enabled = c.boolean(body.get("enabled", settings.spot_default), "spot.enabled")
     default_wait = max(settings.default_max_wait_seconds, max_runtime or 0)
-    wait = c.integer(body.get("max_wait_seconds", default_wait), "spot.max_wait_seconds", 1, 10**8)
+    wait = c.integer(body.get("max_wait_seconds", min(default_wait, MAX_RUNTIME_LIMIT)), "spot.max_wait_seconds", 1,
+                     MAX_RUNTIME_LIMIT)
     return {"enabled": enabled, "max_wait_seconds": wait}
 
 

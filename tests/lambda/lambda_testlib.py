@@ -189,7 +189,7 @@ def valid_specs(draw: Any, with_fsx: bool = False) -> dict[str, Any]:
     spot: dict[str, Any] = {}
     _maybe(draw, spot, "enabled", st.booleans())
     if draw(st.booleans()):
-        spot["max_wait_seconds"] = draw(st.integers(runtime if "max_runtime_seconds" in spec else 86400, 10**6))
+        spot["max_wait_seconds"] = draw(st.integers(runtime if "max_runtime_seconds" in spec else 86400, 28 * 86400))
     spec["spot"] = spot
     _maybe(draw, spec, "checkpoint", st.builds(lambda n: {"every_steps": n}, st.integers(1, 10**6)))
     options = draw(st.lists(st.fixed_dictionaries({}, optional={"instance_type": st.sampled_from(types),

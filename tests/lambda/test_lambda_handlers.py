@@ -12,7 +12,7 @@ import pytest
 from botocore.exceptions import ClientError
 from errors import FallbackExhaustedError, JobFailedError, PreflightError, ResourceLimitExceeded, SpecError
 from errors import ThrottlingException as ThrottlingError
-from lambda_testlib import ACCOUNT, REGION, SETTINGS
+from lambda_testlib import ACCOUNT, REGION, SETTINGS, sagemaker_request_errors
 from moto.sagemaker.models import sagemaker_backends
 from moto.sns.models import sns_backends
 
@@ -291,7 +291,11 @@ def test_finish_registers_the_model_and_notifies(state, context, set_settings):
     fake.final_metric_data_list = [{"MetricName": "eval_f1", "Value": 71.25}, {"MetricName": "train_loss", "Value": 0.5},
                                    {"MetricName": "eval_loss", "Value": float("nan")}]
     fake.resource_config = {**fake.resource_config, "InstanceCount": 2}
+    sent: dict[str, Any] = {}
+    aws.client("sagemaker").meta.events.register(
+        "provide-client-params.sagemaker.CreateModelPackage", lambda params, **_: sent.update(params))
     summary = strict_json(handlers.finish({"run": run, "job": job}, context))
+    assert sagemaker_request_errors("CreateModelPackage", sent) == []
 
     assert summary["status"] == "Succeeded" and summary["metrics"] == {"eval_f1": 71.25, "train_loss": 0.5,
                                                                        "eval_loss": "nan"}
