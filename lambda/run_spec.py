@@ -29,6 +29,8 @@ DEFAULT_SPECIAL_TOKENS = {
     "bpe": ["<s>", "<pad>", "</s>", "<unk>", "<mask>"],
     "wordpiece": ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"],
 }
+# The tokenizer jobs' own rules (training_code/tokenizer_mr/settings.py), checked here before any job starts.
+WORDPIECE_REQUIRED_TOKENS = ("[CLS]", "[SEP]", "[UNK]")
 FSDP_OPTIONS = ("full_shard", "shard_grad_op", "hybrid_shard", "hybrid_shard_zero2", "no_shard", "offload",
                 "auto_wrap")
 FSDP_SHARDING_MODES = ("full_shard", "shard_grad_op", "hybrid_shard", "hybrid_shard_zero2", "no_shard")
@@ -452,6 +454,37 @@ def _tags(c: _Checker, tags: Any) -> dict[str, str]:
     return dict(tags)
 
 
+@lru_cache(maxsize=1)
+def byte_level_alphabet() -> frozenset[str]:
+    """The 256 symbols of the byte-level (GPT-2) pre-tokenizer: printable bytes map to themselves."""
+    keep = [*range(ord("!"), ord("~") + 1), *range(0xA1, 0xAC + 1), *range(0xAE, 0xFF + 1)]
+    chars, extra = [], 0
+    for byte in range(256):
+        if byte in keep:
+            chars.append(chr(byte))
+        else:
+            chars.append(chr(256 + extra))
+            extra += 1
+    return frozenset(chars)
+
+
+def _tokenizer_vocabulary(c: _Checker, kind: str | None, vocab: Any, special: Any) -> None:
+    """The vocabulary must hold the initial symbols; wordpiece (BERT style) needs [CLS], [SEP], [UNK]."""
+    if not isinstance(special, list) or not all(isinstance(t, str) for t in special):
+        return
+    if kind == "wordpiece":
+        missing = [t for t in WORDPIECE_REQUIRED_TOKENS if t not in special]
+        if missing:
+            c.add("tokenizer.special_tokens", f"wordpiece needs {', '.join(missing)} (BERT style)")
+    if kind in TOKENIZER_TYPES and isinstance(vocab, int) and not isinstance(vocab, bool):
+        if kind == "bpe":
+            floor, what = len(byte_level_alphabet() | set(special)), "the 256-symbol byte-level alphabet plus the special tokens"
+        else:
+            floor, what = len(set(special)) + 1, "the special tokens plus one character"
+        if vocab < floor:
+            c.add("tokenizer.vocab_size", f"{vocab} is smaller than {what} ({floor}); use at least {floor}")
+
+
 def _tokenizer(c: _Checker, tokenizer: Any, settings: Settings, data: dict[str, Any]) -> dict[str, Any]:
     body = c.obj(tokenizer, "tokenizer", {
         "type": True, "vocab_size": False, "min_frequency": False, "special_tokens": False, "text_field": False,
@@ -468,6 +501,7 @@ def _tokenizer(c: _Checker, tokenizer: Any, settings: Settings, data: dict[str, 
     elif len(json.dumps(special)) > 256:
         c.add("tokenizer.special_tokens", f"encoded as JSON it is {len(json.dumps(special))} characters; one "
                                           "container argument holds at most 256")
+    _tokenizer_vocabulary(c, kind, body.get("vocab_size", DEFAULTS["tokenizer_vocab_size"]), special)
     channel = body.get("channel", "train")
     if c.choice(channel, "tokenizer.channel", CHANNELS) is not None:
         if channel not in data:

@@ -203,7 +203,7 @@ def valid_specs(draw: Any, with_fsx: bool = False) -> dict[str, Any]:
     if draw(st.booleans()):
         tokenizer: dict[str, Any] = {"type": draw(st.sampled_from(run_spec.TOKENIZER_TYPES)),
                                      "channel": draw(st.sampled_from(s3_channels))}
-        _maybe(draw, tokenizer, "vocab_size", st.integers(100, 100000))
+        _maybe(draw, tokenizer, "vocab_size", st.integers(300, 100000))
         _maybe(draw, tokenizer, "instance_count", st.integers(1, SETTINGS["max_instance_count"]))
         _maybe(draw, tokenizer, "lowercase", st.booleans())
         _maybe(draw, tokenizer, "instance_type", st.sampled_from(SETTINGS["tokenizer_instance_types"]))
