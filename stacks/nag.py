@@ -7,8 +7,6 @@ what was applied (for the README and the tests).
 
 from __future__ import annotations
 
-import json
-
 from aws_cdk import Acknowledgment, Stack, Validations
 from constructs import IConstruct
 
@@ -85,8 +83,8 @@ def _pipeline(stack: Stack, config: EnvironmentConfig) -> None:
 
     machines = stack.state_machines
     for machine, handlers in ((machines.tokenizer, ("prepare", "start_processing", "check_job", "notify_failure")),
-                              (machines.fine_tune, ("prepare", "start_training", "check_job", "plan_fallback",
-                                                    "finish", "notify_failure"))):
+                              (machines.fine_tune, ("prepare", "start_processing", "start_training", "check_job",
+                                                    "plan_fallback", "finish", "notify_failure"))):
         policy = _policy(machine.role)
         _iam5(policy, "*", "State machine logging to CloudWatch Logs (logs:CreateLogDelivery and related vended-"
                            "log calls) and X-Ray tracing support no resource-level permissions.")
@@ -94,12 +92,6 @@ def _pipeline(stack: Stack, config: EnvironmentConfig) -> None:
             _iam5(policy, f"<{_logical_id(stack, fns[handler].function)}.Arn>:*",
                   "lambda:InvokeFunction on the function's qualified ARNs (versions/aliases) of this project's "
                   "own function, as CDK's LambdaInvoke grants.")
-    tokenizer_ref = json.dumps({"Fn::Select": [6, {"Fn::Split": [":", {"Ref": _logical_id(
-        stack, machines.tokenizer)}]}]}, separators=(",", ":"))
-    _iam5(_policy(machines.fine_tune.role), f"arn:aws:states:{region}:{account}:execution:{tokenizer_ref}*",
-          "The fine-tune pipeline runs the tokenizer pipeline as a child execution (.sync:2) and must describe and "
-          "stop its executions, whose names are generated at run time; scoped to that one state machine.")
-
     deployment = next(c for c in stack.node.children if c.node.id.startswith("Custom::CDKBucketDeployment"))
     why = ("CDK's BucketDeployment provider copies the content-addressed training-code bundle into code/<sha>/ at "
            "deploy time; its role and runtime are managed by aws-cdk-lib.")

@@ -40,13 +40,14 @@ class _Builder:
         self.functions = functions
         self.fail = sfn.Fail(scope, "RunFailed", comment="The run failed: the error and cause say why",
                              error_path="$.error.Error", cause_path="$.error.Cause")
-        notify = self.invoke("NotifyFailure", "notify_failure", sfn.TaskInput.from_json_path_at("$"),
+        notify = self.invoke("NotifyFailure", "notify_failure", None,
                              "$.notification", catch=False)
         notify.add_catch(self.fail, result_path="$.notification_error")
         self.on_error = notify.next(self.fail)
 
-    def invoke(self, state_id: str, handler: str, payload: sfn.TaskInput, result_path: str,
+    def invoke(self, state_id: str, handler: str, payload: sfn.TaskInput | None, result_path: str,
                catch: bool = True) -> tasks.LambdaInvoke:
+        """payload None: the function gets the whole state (no Parameters, which must be an object)."""
         task = tasks.LambdaInvoke(
             self.scope, state_id, lambda_function=self.functions[handler], payload=payload,
             payload_response_only=True, result_path=result_path, retry_on_service_exceptions=False,
@@ -85,7 +86,7 @@ class _Builder:
 def tokenizer_definition(scope: Construct, functions: dict[str, lambda_.IFunction]) -> sfn.IChainable:
     """[Prepare, unless started with a planned run] -> map processing job (N hosts) -> reduce job (1 host)."""
     b = _Builder(scope, functions)
-    prepare = b.invoke("Prepare", "prepare", sfn.TaskInput.from_json_path_at("$"), "$")
+    prepare = b.invoke("Prepare", "prepare", None, "$")
     map_start, map_done = b.processing_stage("TokenizerMap", "map")
     reduce_start, reduce_done = b.processing_stage("TokenizerReduce", "reduce")
     done = sfn.Succeed(scope, "TokenizerReady", comment="tokenizer.json and friends are in the run's outputs")
@@ -98,22 +99,20 @@ def tokenizer_definition(scope: Construct, functions: dict[str, lambda_.IFunctio
     return planned
 
 
-def fine_tune_definition(scope: Construct, functions: dict[str, lambda_.IFunction],
-                         tokenizer_machine: sfn.IStateMachine) -> sfn.IChainable:
-    """Prepare -> [tokenizer pipeline] -> training job (with fallback attempts) -> Finish."""
+def fine_tune_definition(scope: Construct, functions: dict[str, lambda_.IFunction]) -> sfn.IChainable:
+    """Prepare -> [tokenizer map -> reduce] -> training job (with fallback attempts) -> Finish.
+
+    The tokenizer stage is the same states as the tokenizer pipeline (built by the same code), inline, so a run
+    is one execution with one history."""
     b = _Builder(scope, functions)
-    prepare = b.invoke("Prepare", "prepare", sfn.TaskInput.from_json_path_at("$"), "$")
-    tokenizer = tasks.StepFunctionsStartExecution(
-        scope, "TrainTokenizer", state_machine=tokenizer_machine,
-        integration_pattern=sfn.IntegrationPattern.RUN_JOB, associate_with_parent=True,
-        input=sfn.TaskInput.from_object({
-            "run": sfn.JsonPath.object_at("$.run"), "poll_seconds": sfn.JsonPath.number_at("$.poll_seconds")}),
-        result_selector={"status.$": "$.Status"}, result_path="$.tokenizer",
-        task_timeout=sfn.Timeout.duration(TOKENIZER_TIMEOUT))
-    tokenizer.add_catch(b.on_error, result_path="$.error")
+    prepare = b.invoke("Prepare", "prepare", None, "$")
+    map_start, map_done = b.processing_stage("TokenizerMap", "map")
+    reduce_start, reduce_done = b.processing_stage("TokenizerReduce", "reduce")
+    map_done.when(sfn.Condition.string_equals("$.status.state", "completed"), reduce_start)
 
     start = b.invoke("StartTraining", "start_training", sfn.TaskInput.from_object({
         "run": sfn.JsonPath.object_at("$.run"), "attempt": sfn.JsonPath.number_at("$.attempt")}), "$.job")
+    reduce_done.when(sfn.Condition.string_equals("$.status.state", "completed"), start)
     wait, outcome = b.watch("Training")
     start.next(wait)
     fallback = b.invoke("PlanFallback", "plan_fallback", sfn.TaskInput.from_object({
@@ -128,7 +127,7 @@ def fine_tune_definition(scope: Construct, functions: dict[str, lambda_.IFunctio
     outcome.otherwise(b.job_failed("TrainingFailed", "TrainingJobFailed"))
 
     use_tokenizer = sfn.Choice(scope, "TokenizerStage?")
-    use_tokenizer.when(sfn.Condition.boolean_equals("$.tokenizer_enabled", True), tokenizer.next(start))
+    use_tokenizer.when(sfn.Condition.boolean_equals("$.tokenizer_enabled", True), map_start)
     use_tokenizer.otherwise(start)
     return prepare.next(use_tokenizer)
 
@@ -156,6 +155,6 @@ class PipelineStateMachines(Construct):
             self, "FineTune", state_machine_name=f"{config.prefix}-fine-tune",
             state_machine_type=sfn.StateMachineType.STANDARD,
             definition_body=sfn.DefinitionBody.from_chainable(
-                fine_tune_definition(ft_scope, functions, self.tokenizer)),
+                fine_tune_definition(ft_scope, functions)),
             timeout=FINE_TUNE_TIMEOUT, tracing_enabled=True, logs=log_options,
             comment="Fine-tuning run: prepare, optional tokenizer stage, training with fallback, finish")

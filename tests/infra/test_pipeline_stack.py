@@ -91,11 +91,13 @@ def test_definitions_retry_catch_timeout_on_every_task(any_env: Synthesized) -> 
         assert fail and fail[0]["ErrorPath"] == "$.error.Error" and fail[0]["CausePath"] == "$.error.Cause"
 
 
-def test_fine_tune_runs_tokenizer_as_child_and_loops_on_jobs(any_env: Synthesized) -> None:
+def test_fine_tune_runs_tokenizer_stage_and_loops_on_jobs(any_env: Synthesized) -> None:
     defs = list(_definitions(any_env).values())
     fine = next(d for d in defs if "StartTraining" in d["States"])
-    tok = next(d for d in defs if "StartTokenizerMap" in d["States"])
-    assert fine["States"]["TrainTokenizer"]["Resource"].endswith("states:startExecution.sync:2")
+    tok = next(d for d in defs if "StartTraining" not in d["States"])
+    assert fine["States"]["TokenizerStage?"]["Choices"][0]["Next"] == "StartTokenizerMap"
+    assert fine["States"]["TokenizerReduceStatus"]["Choices"][1]["Next"] == "StartTraining"
+    assert set(tok["States"]) < set(fine["States"]) | {"IsPlanned", "TokenizerReady"}
     assert fine["States"]["WaitTraining"]["SecondsPath"] == "$.poll_seconds"
     choices = fine["States"]["TrainingStatus"]["Choices"]
     assert {c["StringEquals"]: c["Next"] for c in choices} == {

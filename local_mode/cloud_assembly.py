@@ -1,0 +1,79 @@
+"""Reads what `cdk synth` wrote (cdk.out): stacks in deployment order, templates, and asset files.
+
+The local mode's only interface to the infrastructure: it never imports `stacks/`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+class AssemblyError(RuntimeError):
+    """cdk.out is missing or is not what `cdk synth` writes; the message says how to fix it."""
+
+
+@dataclass(frozen=True)
+class StackArtifact:
+    name: str
+    template: dict[str, Any]
+    account: str
+    region: str
+
+
+class CloudAssembly:
+    def __init__(self, outdir: Path) -> None:
+        self.outdir = Path(outdir)
+        manifest_path = self.outdir / "manifest.json"
+        if not manifest_path.exists():
+            raise AssemblyError(f"{manifest_path} not found: run `make synth ENV=dev` first")
+        manifest = json.loads(manifest_path.read_text())
+        artifacts = manifest["artifacts"]
+        stacks = {name: a for name, a in artifacts.items() if a["type"] == "aws:cloudformation:stack"}
+        if not stacks:
+            raise AssemblyError(f"{manifest_path} holds no stacks")
+        self.stacks = [self._stack(name, stacks[name]) for name in _deploy_order(stacks)]
+        self.assets: dict[str, Path] = {}
+        for a in artifacts.values():
+            if a["type"] != "cdk:asset-manifest":
+                continue
+            files = json.loads((self.outdir / a["properties"]["file"]).read_text()).get("files", {})
+            for entry in files.values():
+                for dest in entry["destinations"].values():
+                    self.assets[dest["objectKey"]] = self.outdir / entry["source"]["path"]
+
+    def _stack(self, name: str, artifact: dict[str, Any]) -> StackArtifact:
+        template = json.loads((self.outdir / artifact["properties"]["templateFile"]).read_text())
+        env = artifact["environment"].removeprefix("aws://")
+        account, region = env.split("/", 1)
+        return StackArtifact(name=name, template=template, account=account, region=region)
+
+    def stack(self, suffix: str) -> StackArtifact:
+        (match,) = [s for s in self.stacks if s.name.endswith(f"-{suffix}")]
+        return match
+
+    def asset_path(self, object_key: str) -> Path:
+        try:
+            return self.assets[object_key]
+        except KeyError as exc:
+            raise AssemblyError(f"asset {object_key} is not in {self.outdir}: synthesize again") from exc
+
+
+def _deploy_order(stacks: dict[str, dict[str, Any]]) -> list[str]:
+    order: list[str] = []
+
+    def visit(name: str, seen: tuple[str, ...]) -> None:
+        if name in order:
+            return
+        if name in seen:
+            raise AssemblyError(f"stack dependency cycle through {name}")
+        for dep in stacks[name].get("dependencies", []):
+            if dep in stacks:
+                visit(dep, (*seen, name))
+        order.append(name)
+
+    for name in sorted(stacks):
+        visit(name, ())
+    return order

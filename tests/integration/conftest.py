@@ -1,0 +1,37 @@
+"""The dev app synthesized once; each test deploys it into a fresh moto account."""
+
+from __future__ import annotations
+
+import copy
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from moto import mock_aws
+
+from stacks.app_builder import build_app, cdk_json_context
+
+DEV_ACCOUNT = cdk_json_context()["environments"]["dev"]["account"]
+
+
+@pytest.fixture(scope="session")
+def dev_outdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    outdir = tmp_path_factory.mktemp("cdk-out-dev")
+    build_app(context=copy.deepcopy(cdk_json_context()), env_name="dev", outdir=str(outdir)).app.synth()
+    return outdir
+
+
+@pytest.fixture
+def pipeline(dev_outdir: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[object]:
+    from pipeline_harness import Pipeline
+
+    # The templates name the dev account literally (bucket names, ARNs): moto must use the same one.
+    monkeypatch.setenv("MOTO_ACCOUNT_ID", DEV_ACCOUNT)
+    with mock_aws(config={"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}}):
+        p = Pipeline(dev_outdir)
+        try:
+            yield p
+        finally:
+            p.emulator.close()
+    os.environ.pop("MOTO_ACCOUNT_ID", None)

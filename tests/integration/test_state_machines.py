@@ -1,0 +1,191 @@
+"""The synthesized state machines executed by moto's Step Functions interpreter: every path of a run."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import pytest
+from pipeline_harness import COMPLETED, FAILED, INTERRUPTED, MAX_WAIT, RUNNING, Pipeline, ScriptedSageMaker
+
+pytestmark = pytest.mark.slow
+
+SPEC: dict[str, Any] = {
+    "version": 1,
+    "name": "tickets",
+    "task": "text-classification",
+    # dev has no NAT gateway: models come from S3 (a Hub id fails pre-flight)
+    "model": "s3://hfsm-dev-data-111111111111-us-east-1/base-models/roberta/",
+    "data": {"train": {"s3": "datasets/tickets/train/", "distribution": "ShardedByS3Key"},
+             "validation": {"s3": "datasets/tickets/validation/"}},
+    "compute": {"instance_type": "ml.g5.2xlarge", "instance_count": 2},
+    "distribution": {"strategy": "ddp"},
+    "spot": {"enabled": True},
+    "max_runtime_seconds": 3600,
+    "fallback": {"options": [{"spot": False}]},
+    "hyperparameters": {"num_train_epochs": 1, "label_column": "label"},
+}
+
+
+def spec(**changes: Any) -> dict[str, Any]:
+    out = copy.deepcopy(SPEC)
+    out.update(changes)
+    return out
+
+
+def with_data(p: Pipeline) -> Pipeline:
+    p.put_dataset("datasets/tickets/train/", 4)
+    p.put_dataset("datasets/tickets/validation/", 1)
+    p.s3.put_object(Bucket=p.dep.data_bucket, Key="base-models/roberta/config.json", Body=b"{}")
+    return p
+
+
+def test_success_registers_model_and_notifies(pipeline: Pipeline) -> None:
+    p = with_data(pipeline)
+    with ScriptedSageMaker(attempts=[[RUNNING, RUNNING, COMPLETED]]).installed() as sm:
+        desc = p.wait(p.start(spec()))
+    assert desc["status"] == "SUCCEEDED", desc
+    states = p.entered_states(desc["executionArn"])
+    assert states[0] == "Prepare" and "StartTraining" in states and states[-1] == "RunSucceeded"
+    assert states.count("CheckTraining") == 3
+    assert len(sm.created) == 1
+    packages = p.model_packages()
+    assert len(packages) == 1 and packages[0]["ModelApprovalStatus"] == "PendingManualApproval"
+    # Job names fall under the ARN pattern the Lambda roles are scoped to (hfsm-dev-*).
+    (job,) = p.sm.list_training_jobs()["TrainingJobSummaries"]
+    assert job["TrainingJobName"].startswith("hfsm-dev-")
+    request = p.sm.describe_training_job(TrainingJobName=job["TrainingJobName"])
+    assert request["EnableManagedSpotTraining"] is True
+    assert request["CheckpointConfig"]["S3Uri"].startswith("s3://hfsm-dev-artifacts-")
+    assert request["HyperParameters"]["sagemaker_program"] == '"train.py"'
+    result = json.loads(desc["output"])["result"]
+    assert result["model_package_arn"] == packages[0]["ModelPackageArn"]
+    (note,) = p.published()
+    assert "SUCCEEDED" in note["subject"].upper() or "succeeded" in note["message"].lower()
+    assert result["summary_uri"] in note["message"] or job["TrainingJobName"] in note["message"]
+
+
+def test_training_job_failure_fails_the_run_and_notifies(pipeline: Pipeline) -> None:
+    p = with_data(pipeline)
+    with ScriptedSageMaker(attempts=[[RUNNING, FAILED]]).installed() as sm:
+        desc = p.wait(p.start(spec()))
+    assert desc["status"] == "FAILED"
+    assert desc["error"] == "TrainingJobFailed" and "CUDA out of memory" in desc["cause"]
+    assert len(sm.created) == 1, "an algorithm error is not retried with another instance"
+    assert p.model_packages() == []
+    (note,) = p.published()
+    assert "CUDA out of memory" in note["message"]
+
+
+def test_spot_interruptions_then_success_keep_one_job(pipeline: Pipeline) -> None:
+    p = with_data(pipeline)
+    with ScriptedSageMaker(attempts=[[RUNNING, INTERRUPTED, RUNNING, INTERRUPTED, COMPLETED]]).installed() as sm:
+        desc = p.wait(p.start(spec()))
+    assert desc["status"] == "SUCCEEDED"
+    assert len(sm.created) == 1, "SageMaker restarts an interrupted spot job itself; no new attempt"
+    assert p.entered_states(desc["executionArn"]).count("CheckTraining") == 5
+
+
+def test_max_wait_exceeded_falls_back_to_on_demand_with_same_checkpoints(pipeline: Pipeline) -> None:
+    p = with_data(pipeline)
+    with ScriptedSageMaker(attempts=[[RUNNING, MAX_WAIT], [RUNNING, COMPLETED]]).installed() as sm:
+        desc = p.wait(p.start(spec()))
+    assert desc["status"] == "SUCCEEDED", desc.get("cause")
+    states = p.entered_states(desc["executionArn"])
+    assert states.count("StartTraining") == 2 and "PlanFallback" in states
+    jobs = sorted(p.sm.list_training_jobs()["TrainingJobSummaries"], key=lambda j: j["CreationTime"])
+    first, second = (p.sm.describe_training_job(TrainingJobName=j["TrainingJobName"]) for j in jobs)
+    assert first["TrainingJobName"] != second["TrainingJobName"]
+    assert first["CheckpointConfig"]["S3Uri"] == second["CheckpointConfig"]["S3Uri"]
+    assert first["EnableManagedSpotTraining"] is True and not second.get("EnableManagedSpotTraining")
+    assert len(sm.created) == 2
+
+
+def test_fallback_exhausted_fails_clearly(pipeline: Pipeline) -> None:
+    p = with_data(pipeline)
+    with ScriptedSageMaker(attempts=[[MAX_WAIT]]).installed() as sm:
+        desc = p.wait(p.start(spec()))
+    assert desc["status"] == "FAILED"
+    assert desc["error"] == "FallbackExhaustedError"
+    assert len(sm.created) == 2  # the spot attempt and the one on-demand fallback
+
+
+def test_invalid_spec_fails_fast_naming_the_field_and_starts_no_job(pipeline: Pipeline) -> None:
+    p = with_data(pipeline)
+    bad = spec(compute={"instance_type": "ml.p5.48xlarge", "instance_count": 99}, tsk="typo")
+    with ScriptedSageMaker().installed() as sm:
+        desc = p.wait(p.start(bad))
+    assert desc["status"] == "FAILED" and desc["error"] == "SpecError"
+    for field in ("compute.instance_type", "compute.instance_count", "tsk"):
+        assert field in desc["cause"]
+    assert sm.created == [] and p.sm.list_training_jobs()["TrainingJobSummaries"] == []
+    (note,) = p.published()
+    assert "compute.instance_type" in note["message"]
+
+
+def test_throttled_create_is_retried_then_succeeds(pipeline: Pipeline) -> None:
+    """boto3 retries a throttled call itself; the run goes on with one job."""
+    p = with_data(pipeline)
+    with ScriptedSageMaker(refuse_creates=[("ThrottlingException", "Rate exceeded")]).installed() as sm:
+        desc = p.wait(p.start(spec()))
+    assert desc["status"] == "SUCCEEDED", desc.get("cause")
+    assert len(sm.created) == 1 and sm.refused == ["ThrottlingException"]
+
+
+def test_full_quota_is_retried_by_the_state_machine_then_succeeds(pipeline: Pipeline) -> None:
+    """ResourceLimitExceeded (no free instances in the account quota) fails the Lambda; the task's Retry with
+    backoff tries again, and the second start creates the job."""
+    p = with_data(pipeline)
+    with ScriptedSageMaker(refuse_creates=[("ResourceLimitExceeded", "quota for ml.g5.2xlarge reached")],
+                           ).installed() as sm:
+        desc = p.wait(p.start(spec()))
+    assert desc["status"] == "SUCCEEDED", desc.get("cause")
+    assert len(sm.created) == 1 and sm.refused == ["ResourceLimitExceeded"]
+    failed = [e for e in p.history(desc["executionArn"]) if e["type"] == "LambdaFunctionFailed"]
+    assert [e["lambdaFunctionFailedEventDetails"]["error"] for e in failed] == ["ResourceLimitExceeded"]
+
+
+def test_tokenizer_stage_runs_map_then_reduce_then_training(pipeline: Pipeline) -> None:
+    p = with_data(pipeline)
+    tok = spec(tokenizer={"type": "bpe", "vocab_size": 8000, "instance_type": "ml.c5.2xlarge",
+                          "instance_count": 2})
+    with ScriptedSageMaker().installed():
+        desc = p.wait(p.start(tok))
+    assert desc["status"] == "SUCCEEDED", desc.get("cause")
+    assert [e for e in p.entered_states(desc["executionArn"]) if e.startswith("Start")] == [
+        "StartTokenizerMap", "StartTokenizerReduce", "StartTraining"]
+    assert len(p.sm.list_processing_jobs()["ProcessingJobSummaries"]) == 2
+    (train,) = p.sm.list_training_jobs()["TrainingJobSummaries"]
+    channels = {c["ChannelName"] for c in p.sm.describe_training_job(
+        TrainingJobName=train["TrainingJobName"])["InputDataConfig"]}
+    assert "tokenizer" in channels
+
+
+def test_uploaded_spec_starts_one_run_per_object_version(pipeline: Pipeline) -> None:
+    p = with_data(pipeline)
+    body = json.dumps(spec(name="uploaded")).encode()
+    with ScriptedSageMaker().installed():
+        p.s3.put_object(Bucket=p.dep.data_bucket, Key="runs/uploaded.json", Body=body)
+        (execution,) = p.sfn.list_executions(stateMachineArn=p.dep.fine_tune_arn)["executions"]
+        # EventBridge delivers at least once: the same event again starts nothing new.
+        trigger = p.dep.functions["trigger"]
+        event = next(e for n, e in p.emulator.router.invocations if n == trigger)
+        result, errored = p.emulator.router.invoke(trigger, event)
+        assert not errored and result["execution_arn"] == execution["executionArn"]
+        desc = p.wait(execution["executionArn"])
+    assert desc["status"] == "SUCCEEDED", desc.get("cause")
+    assert len(p.sfn.list_executions(stateMachineArn=p.dep.fine_tune_arn)["executions"]) == 1
+    assert len(p.sm.list_training_jobs()["TrainingJobSummaries"]) == 1
+
+
+def test_invalid_uploaded_spec_is_reported_and_starts_no_job(pipeline: Pipeline) -> None:
+    p = with_data(pipeline)
+    with ScriptedSageMaker().installed() as sm:
+        p.s3.put_object(Bucket=p.dep.data_bucket, Key="runs/broken.json", Body=b'{"version": 1, "name": "x"')
+        (execution,) = p.sfn.list_executions(stateMachineArn=p.dep.fine_tune_arn)["executions"]
+        desc = p.wait(execution["executionArn"])
+    assert desc["status"] == "FAILED" and desc["error"] == "SpecError"
+    assert sm.created == []
+    (note,) = p.published()
+    assert "runs/broken.json" in note["message"] or "JSON" in note["message"]
