@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("tokenizer_mr.bpe")
 
 _SHIFT = 32
 _LOW32 = (1 << 32) - 1
@@ -314,7 +314,8 @@ def learn_bpe(
     # pushed later (re-pushed or new) go to a heap; a pop takes the better of the two heads.
     totals = pair_totals.tolist()
     if wrap:
-        init = [(_rust_u64(c), p, j) for j, (c, p) in enumerate(zip(totals, uniq_pairs.tolist())) if _wrap_i32(c) > 0]
+        pairs_l = uniq_pairs.tolist()
+        init = [(_rust_u64(c), pairs_l[j], j) for j, c in enumerate(totals) if _wrap_i32(c) > 0]
         init.sort(key=lambda e: (-e[0], e[1]))
         s_count = [e[0] for e in init]
         s_pair = [e[1] for e in init]

@@ -54,13 +54,28 @@ def read_host_info() -> HostInfo:
     return HostInfo(current, hosts)
 
 
+class _StdoutHandler(logging.StreamHandler):
+    """Writes to whatever `sys.stdout` is at the time (stays correct when tests swap it)."""
+
+    @property
+    def stream(self):  # type: ignore[override]
+        return sys.stdout
+
+    @stream.setter
+    def stream(self, value) -> None:
+        pass
+
+
 def setup_logging(name: str) -> None:
-    logging.basicConfig(
-        level=os.environ.get("TOKENIZER_LOG_LEVEL", "INFO"),
-        format=f"%(asctime)s %(levelname)s {name}: %(message)s",
-        stream=sys.stdout,
-        force=True,
-    )
+    """Our records (logger `tokenizer_mr`) go to stdout, one line each, with the job name; root is untouched."""
+    logger = logging.getLogger("tokenizer_mr")
+    for h in list(logger.handlers):
+        logger.removeHandler(h)
+    handler = _StdoutHandler()
+    handler.setFormatter(logging.Formatter(f"%(asctime)s %(levelname)s {name}: %(message)s"))
+    logger.addHandler(handler)
+    logger.setLevel(os.environ.get("TOKENIZER_LOG_LEVEL", "INFO"))
+    logger.propagate = False
 
 
 def write_exit_message(text: str) -> None:

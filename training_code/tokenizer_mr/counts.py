@@ -193,7 +193,7 @@ def merge_counts(files: list[Path], settings: TokenizerSettings, row_budget: int
     running: pa.Table | None = None
     pending: list[pa.Table] = []
     pending_rows = 0
-    for i, (f, h) in enumerate(headers, 1):
+    for i, (f, _header) in enumerate(headers, 1):
         table = pq.read_table(f, columns=["word", "count"])
         log.info("read %s (%d/%d): %d unique words", f.name, i, len(headers), table.num_rows)
         pending.append(table)

@@ -68,11 +68,15 @@ def save_tokenizer(
     kwargs: dict[str, Any] = dict(roles)
     if "mask_token" in kwargs and settings.resolved_style == "roberta":
         kwargs["mask_token"] = AddedToken(kwargs["mask_token"], lstrip=True, special=True)  # as RoBERTa's
+    if settings.resolved_style == "bert":  # BERT models take segment ids
+        kwargs["model_input_names"] = ["input_ids", "token_type_ids", "attention_mask"]
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, model_max_length=settings.model_max_length, **kwargs)
     written = [Path(p).name for p in fast.save_pretrained(str(output_dir))]
     cfg_path = output_dir / "tokenizer_config.json"
     cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
     cfg["tokenizer_class"] = "PreTrainedTokenizerFast"
+    if "model_input_names" in kwargs:
+        cfg["model_input_names"] = kwargs["model_input_names"]
     cfg_path.write_text(json.dumps(cfg, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     written += tok.model.save(str(output_dir))
     written = [Path(p).name for p in written]

@@ -18,7 +18,15 @@ from .container import (
     peak_rss_bytes,
     read_host_info,
 )
-from .counts import count_words, count_words_python, counting_works, find_counts_files, make_header, merge_counts, write_counts
+from .counts import (
+    count_words,
+    count_words_python,
+    counting_works,
+    find_counts_files,
+    make_header,
+    merge_counts,
+    write_counts,
+)
 from .reader import ReadStats, iter_sequences, list_input_files
 from .settings import TokenizerSettings
 
@@ -157,16 +165,21 @@ def check_memory(n_words: int, n_chars: int, *, skip: bool) -> None:
         )
 
 
-def learn(settings: TokenizerSettings, words: list[str], counts, *, prefixed_order=None):
-    """Learn the vocabulary from merged counts (errors on settings that cannot fit the vocabulary)."""
-    cfg = BpeConfig(
-        vocab_size=int(settings.vocab_size),
+def bpe_config(settings: TokenizerSettings) -> BpeConfig:
+    """The trainer settings that tokenizers' BpeTrainer / WordPieceTrainer get for these settings."""
+    return BpeConfig(
+        vocab_size=int(settings.vocab_size or 0),
         min_frequency=settings.min_frequency,
         special_tokens=settings.specials,
         limit_alphabet=settings.limit_alphabet,
         initial_alphabet=settings.initial_alphabet(),
         continuing_subword_prefix=settings.continuing_subword_prefix(),
     )
+
+
+def learn(settings: TokenizerSettings, words: list[str], counts, *, prefixed_order=None):
+    """Learn the vocabulary from merged counts (errors on settings that cannot fit the vocabulary)."""
+    cfg = bpe_config(settings)
 
     def check_initial(initial: int) -> None:
         if settings.vocab_size < initial:
