@@ -8,6 +8,7 @@ as in the training container. See sm_framework_shim.py for the one substitution 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -160,12 +161,10 @@ def run_hosts(hosts: list[Host], *, timeout: float = 600, extra_env: dict | None
     deadline = time.time() + timeout
     results = []
     try:
-        for host, proc, handle, log_path in procs:
+        for _host, proc, _handle, _log in procs:
             remaining = max(1.0, deadline - time.time())
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=remaining)
-            except subprocess.TimeoutExpired:
-                pass
     finally:
         for host, proc, handle, log_path in procs:
             if proc.poll() is None:

@@ -9,7 +9,11 @@ import tarfile
 import pytest
 import synth
 from conftest import layout_job
-from transformers import AutoModelForQuestionAnswering, AutoModelForSeq2SeqLM, AutoModelForSequenceClassification
+from transformers import (
+    AutoModelForQuestionAnswering,
+    AutoModelForSeq2SeqLM,
+    AutoModelForSequenceClassification,
+)
 
 FAST = {"save_steps": 1000, "logging_steps": 1, "per_device_train_batch_size": 4, "learning_rate": 1e-3}
 
@@ -67,10 +71,9 @@ def test_summarization(kind, tiny_models, tmp_path, run_inprocess):
 
 
 def test_t5_gets_the_task_prefix():
-    from transformers import BartConfig, T5Config
-
     from hftrain.args import DataArguments
     from hftrain.tasks import get_task
+    from transformers import BartConfig, T5Config
 
     task = get_task("summarization", DataArguments(task="summarization"))
     task.check_model(T5Config())

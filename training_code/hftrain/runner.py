@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import os
 import sys
 import tarfile
@@ -41,6 +42,11 @@ def make_trainer_class(base):
                 return super().get_train_dataloader()
             return self._train_loader_factory()
 
+        def _load_from_checkpoint(self, resume_from_checkpoint, model=None):
+            super()._load_from_checkpoint(resume_from_checkpoint, model)
+            if not (self.is_fsdp_enabled or self.is_deepspeed_enabled):
+                reload_legacy_named_weights(resume_from_checkpoint, model if model is not None else self.model)
+
         def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
             weight = inputs.pop("loss_weight", None)
             out = super().compute_loss(model, inputs, return_outputs=return_outputs,
@@ -54,6 +60,43 @@ def make_trainer_class(base):
 
     SageMakerTrainer.__name__ = f"SageMaker{base.__name__}"
     return SageMakerTrainer
+
+
+_LEGACY_NAMES = (("LayerNorm.gamma", "LayerNorm.weight"), ("LayerNorm.beta", "LayerNorm.bias"))
+
+
+def reload_legacy_named_weights(checkpoint: str, model) -> int:
+    """Restore weights the Trainer's resume misses in transformers 5.3.
+
+    save_pretrained writes BERT/RoBERTa-style `LayerNorm.weight/bias` under their legacy names
+    `LayerNorm.gamma/beta`; from_pretrained renames them back, but Trainer._load_from_checkpoint loads the
+    state dict as-is (strict=False), so those parameters silently keep their pre-resume values. Returns the
+    number of tensors restored.
+    """
+    from safetensors.torch import load_file
+
+    index = os.path.join(checkpoint, "model.safetensors.index.json")
+    if os.path.isfile(index):
+        with open(index) as handle:
+            files = sorted(set(json.load(handle)["weight_map"].values()))
+    elif os.path.isfile(os.path.join(checkpoint, "model.safetensors")):
+        files = ["model.safetensors"]
+    else:
+        return 0
+    wanted = set(model.state_dict().keys())
+    restored = {}
+    for name in files:
+        for key, tensor in load_file(os.path.join(checkpoint, name), device="cpu").items():
+            new_key = key
+            for old, new in _LEGACY_NAMES:
+                if key.endswith(old):
+                    new_key = key[: -len(old)] + new
+            if new_key != key and new_key in wanted:
+                restored[new_key] = tensor
+    if restored:
+        model.load_state_dict(restored, strict=False)
+        logger.info("restored %d legacy-named tensors (LayerNorm gamma/beta) from %s", len(restored), checkpoint)
+    return len(restored)
 
 
 # ---------------------------------------------------------------- model location
@@ -404,7 +447,17 @@ def run(model_args, data_args, training_args) -> int:
     if training_args.eval_strategy != "no" and eval_features is None:
         raise DataError("eval_strategy is set but there is no validation data")
 
-    result = trainer.train(resume_from_checkpoint=resume_path)
+    steps_per_epoch = math.ceil(layout.plan.num_batches / training_args.gradient_accumulation_steps)
+    total_steps = training_args.max_steps if training_args.max_steps > 0 else math.ceil(
+        training_args.num_train_epochs * steps_per_epoch)
+    if resumed_step is not None and resumed_step >= total_steps:
+        # the previous attempt finished training but not the final save: don't train a step more
+        logger.info("training finished at %s already: writing the final model from it", resume_path)
+        trainer._load_from_checkpoint(resume_path)
+        metrics = {"train_global_step": float(resumed_step)}
+    else:
+        result = trainer.train(resume_from_checkpoint=resume_path)
+        metrics = {k: v for k, v in result.metrics.items() if isinstance(v, int | float)}
     if sigterm.stopped:
         if rank == 0:
             logger.warning("stopped by SIGTERM at step %d after saving a checkpoint", trainer.state.global_step)
@@ -412,7 +465,6 @@ def run(model_args, data_args, training_args) -> int:
         distributed.barrier()
         return 0
 
-    metrics = {k: v for k, v in result.metrics.items() if isinstance(v, int | float)}
     if eval_features is not None and training_args.eval_at_end:
         eval_kwargs = {}
         if data_args.task == "summarization":
