@@ -49,10 +49,12 @@ def _log(message: str, **fields: Any) -> None:
 
 # --- trigger ---------------------------------------------------------------------------------------------
 def trigger(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
-    """EventBridge "Object Created" for runs/*.json -> StartExecution named after (bucket, key, version).
+    """EventBridge "Object Created" for runs/*.json -> StartExecution named after (bucket, key, content).
 
-    Env: STATE_MACHINE_ARN. A repeated event for the same object version gets the same execution name, so
-    Step Functions refuses (or idempotently repeats) the start: one object version, one run.
+    Env: STATE_MACHINE_ARN. The name comes from the object's ETag (its content), so a repeated event for one
+    object version, and the same spec uploaded again, get the same execution name: Step Functions refuses (or
+    idempotently repeats) the start, and one spec content starts one run. A changed spec is a new run; to run
+    an unchanged spec again, use `runctl submit`.
     """
     detail = event.get("detail") or {}
     bucket = (detail.get("bucket") or {}).get("name", "")
@@ -61,7 +63,7 @@ def trigger(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
     if not (key.startswith("runs/") and key.endswith(".json")):
         _log("ignored: not a runs/*.json object", bucket=bucket, key=key)
         return {"started": False, "reason": "not a runs/*.json object"}
-    identity = version or obj.get("sequencer") or obj.get("etag") or event.get("id", "")
+    identity = obj.get("etag") or version or obj.get("sequencer") or event.get("id", "")
     name = naming.execution_name_for_object(bucket, key, identity)
     state_machine = os.environ["STATE_MACHINE_ARN"]
     payload = json.dumps({"source": {"bucket": bucket, "key": key, "version_id": version}}, sort_keys=True)

@@ -31,7 +31,7 @@ REDUCE_OUTPUT_DIR = "/opt/ml/processing/output/tokenizer"
 
 # Metric definitions match the training script's `METRIC <name>=<value>` lines (CONTRACTS.md).
 METRIC_VALUE_REGEX = "([-+0-9.eE]+|nan|inf)"
-COMMON_METRICS = ("train_loss", "eval_loss", "epoch", "learning_rate", "train_runtime",
+COMMON_METRICS = ("loss", "grad_norm", "train_loss", "eval_loss", "epoch", "learning_rate", "train_runtime",
                   "train_samples_per_second", "train_steps_per_second", "eval_runtime",
                   "eval_samples_per_second")
 TASK_METRICS = {
@@ -61,7 +61,7 @@ def tags(settings: Settings, run: dict[str, Any]) -> list[dict[str, str]]:
 
 def training_job_name(run: dict[str, Any], settings: Settings, attempt: int) -> str:
     planned = run["job_names"]["train"]
-    return planned[attempt] if attempt < len(planned) else naming.job_name(settings.project, run["run_id"],
+    return planned[attempt] if attempt < len(planned) else naming.job_name(settings.name_prefix, run["run_id"],
                                                                            "train", attempt)
 
 

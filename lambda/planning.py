@@ -52,7 +52,7 @@ def plan_run(
 ) -> dict[str, Any]:
     """The `run` object that travels in the state machine's state as `$.run` (see docs/run_spec.md)."""
     max_attempts = spec["fallback"]["max_attempts"]
-    project = settings.project
+    project = settings.name_prefix  # job names: <project>-<env>-<run_id>-<stage><attempt>
     return {
         "run_id": run_id,
         "spec": spec,

@@ -147,6 +147,11 @@ class Settings:
             internet_access=True if internet is None else internet,
         )
 
+    @property
+    def name_prefix(self) -> str:
+        """`<project>-<environment>`: every job name starts with it (the Lambda roles are scoped to it)."""
+        return f"{self.project}-{self.environment}"
+
 
 def parse_settings(text: str | None) -> Settings:
     if not text:

@@ -73,13 +73,15 @@ def _pipeline(stack: Stack, config: EnvironmentConfig) -> None:
     _iam5(_policy(fns["prepare"].role), f"{data}/runs/*", "Prepare reads the uploaded run specs under runs/.")
     for name in ("prepare", "start_training", "check_job", "finish"):
         _iam5(_policy(fns[name].role), f"{sm}:training-job/{prefix}-*", JOB_NAMES)
-    for name in ("start_processing", "check_job"):
+    for name in ("start_processing", "check_job", "finish"):
         _iam5(_policy(fns[name].role), f"{sm}:processing-job/{prefix}-*", JOB_NAMES)
     finish = _policy(fns["finish"].role)
     _iam5(finish, f"{sm}:model-package/{prefix}-models/*",
           "Model package ARNs get a version number at registration; scoped to the project's package group.")
     _iam5(finish, f"{artifacts}/models/*", "Finish reads the model artifact metadata of its run under models/.")
     _iam5(finish, f"{artifacts}/outputs/*", "Finish writes the run summary and metrics under outputs/.")
+    _iam5(_policy(fns["notify_failure"].role), f"{artifacts}/outputs/*",
+          "A failed run's summary.json is written under outputs/<run_id>/.")
 
     machines = stack.state_machines
     for machine, handlers in ((machines.tokenizer, ("prepare", "start_processing", "check_job", "notify_failure")),

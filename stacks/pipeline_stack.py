@@ -152,8 +152,8 @@ class PipelineStack(Stack):
                     "sagemaker:DescribeTrainingJob", "sagemaker:DescribeProcessingJob"])]),
             "plan_fallback": ("Pick the next fallback attempt after a spot timeout or capacity error", []),
             "finish": ("Collect metrics and cost, register the model, notify", [
-                iam.PolicyStatement(sid="DescribeTrainingJobs", actions=["sagemaker:DescribeTrainingJob"],
-                                    resources=[training_jobs]),
+                iam.PolicyStatement(sid="DescribeRunJobs", resources=[training_jobs, processing_jobs], actions=[
+                    "sagemaker:DescribeTrainingJob", "sagemaker:DescribeProcessingJob"]),
                 iam.PolicyStatement(sid="RegisterModel", actions=["sagemaker:CreateModelPackage",
                                                                   "sagemaker:AddTags"],
                                     resources=[f"{sm}:model-package/{group_name}/*",
@@ -163,7 +163,10 @@ class PipelineStack(Stack):
                 iam.PolicyStatement(sid="ReadModelArtifacts", actions=["s3:GetObject"],
                                     resources=[f"{self.artifacts_arn}/{MODELS_PREFIX}*"]),
                 use_key, publish]),
-            "notify_failure": ("Publish a failed run's error and summary", [use_key, publish]),
+            "notify_failure": ("Publish a failed run's error and summary", [
+                use_key, publish,
+                iam.PolicyStatement(sid="WriteRunSummary", actions=["s3:PutObject"],
+                                    resources=[f"{self.artifacts_arn}/{OUTPUTS_PREFIX}*"])]),
         }
         code = lambda_code()
         return {

@@ -111,17 +111,29 @@ def test_fallback_exhausted_fails_clearly(pipeline: Pipeline) -> None:
     assert len(sm.created) == 2  # the spot attempt and the one on-demand fallback
 
 
-def test_invalid_spec_fails_fast_naming_the_field_and_starts_no_job(pipeline: Pipeline) -> None:
+def test_invalid_spec_fails_fast_naming_every_field_and_starts_no_job(pipeline: Pipeline) -> None:
     p = with_data(pipeline)
-    bad = spec(compute={"instance_type": "ml.p5.48xlarge", "instance_count": 99}, tsk="typo")
+    bad = spec(task="translation", tsk="typo", compute={"instance_type": "ml.g5.2xlarge", "instance_count": "two"})
     with ScriptedSageMaker().installed() as sm:
         desc = p.wait(p.start(bad))
     assert desc["status"] == "FAILED" and desc["error"] == "SpecError"
-    for field in ("compute.instance_type", "compute.instance_count", "tsk"):
-        assert field in desc["cause"]
+    for field in ("task", "tsk", "compute.instance_count"):
+        assert f"- {field}:" in desc["cause"], field
     assert sm.created == [] and p.sm.list_training_jobs()["TrainingJobSummaries"] == []
     (note,) = p.published()
-    assert "compute.instance_type" in note["message"]
+    assert "compute.instance_count" in note["message"]
+
+
+def test_spec_beyond_the_environment_fails_preflight_with_every_problem(pipeline: Pipeline) -> None:
+    p = with_data(pipeline)
+    bad = spec(compute={"instance_type": "ml.p5.48xlarge", "instance_count": 9},
+               data={"train": {"s3": "datasets/empty/", "distribution": "ShardedByS3Key"}})
+    with ScriptedSageMaker().installed() as sm:
+        desc = p.wait(p.start(bad))
+    assert desc["status"] == "FAILED" and desc["error"] == "PreflightError"
+    for fragment in ("compute.instance_type", "ml.p5.48xlarge", "compute.instance_count", "data.train"):
+        assert fragment in desc["cause"], fragment
+    assert sm.created == []
 
 
 def test_throttled_create_is_retried_then_succeeds(pipeline: Pipeline) -> None:

@@ -51,8 +51,11 @@ def state(data, context):
 
 
 # --- trigger ---------------------------------------------------------------------------------------------
-def s3_event(key: str, version: str | None = "v1", sequencer: str = "0064D3901D00059242") -> dict[str, Any]:
-    obj = {"key": key, "size": 10, "etag": "abc", "sequencer": sequencer}
+def s3_event(key: str, version: str | None = "v1", sequencer: str = "0064D3901D00059242",
+             etag: str | None = "abc") -> dict[str, Any]:
+    obj = {"key": key, "size": 10, "sequencer": sequencer}
+    if etag:
+        obj["etag"] = etag
     if version:
         obj["version-id"] = version
     return {"version": "0", "id": "e-1", "detail-type": "Object Created", "source": "aws.s3", "account": ACCOUNT,
@@ -72,7 +75,7 @@ def state_machine(aws_account, monkeypatch):
     return arn
 
 
-def test_trigger_starts_one_run_per_object_version(state_machine, context):
+def test_trigger_starts_one_run_per_spec_content(state_machine, context):
     sfn = aws.client("stepfunctions")
     first = handlers.trigger(s3_event("runs/squad.json"), context)
     assert first["started"] is True
@@ -86,13 +89,17 @@ def test_trigger_starts_one_run_per_object_version(state_machine, context):
     after_end = handlers.trigger(s3_event("runs/squad.json"), context)  # ... or after the run ended
     assert after_end == {"started": False, "already_started": True, "execution_arn": first["execution_arn"],
                          "execution_name": first["execution_name"]}
-    handlers.trigger(s3_event("runs/squad.json", version="v2"), context)  # a new version is a new run
+    # The same content uploaded again (a new version, same ETag) is the same run ...
+    same = handlers.trigger(s3_event("runs/squad.json", version="v2"), context)
+    assert same["execution_arn"] == first["execution_arn"] and same["started"] is False
+    # ... a changed spec is a new run.
+    handlers.trigger(s3_event("runs/squad.json", version="v3", etag="def"), context)
     assert len(sfn.list_executions(stateMachineArn=state_machine)["executions"]) == 2
 
 
-def test_trigger_without_versions_uses_the_sequencer_and_ignores_other_keys(state_machine, context):
-    a = handlers.trigger(s3_event("runs/x.json", version=None, sequencer="01"), context)
-    b = handlers.trigger(s3_event("runs/x.json", version=None, sequencer="02"), context)
+def test_trigger_without_etag_uses_version_then_sequencer_and_ignores_other_keys(state_machine, context):
+    a = handlers.trigger(s3_event("runs/x.json", version=None, sequencer="01", etag=None), context)
+    b = handlers.trigger(s3_event("runs/x.json", version=None, sequencer="02", etag=None), context)
     assert a["execution_name"] != b["execution_name"]
     assert handlers.trigger(s3_event("datasets/x.json"), context)["started"] is False
     assert handlers.trigger(s3_event("runs/x.txt"), context)["started"] is False
@@ -160,7 +167,7 @@ def test_prepare_honours_a_run_id_and_refuses_used_job_names(data, context):
     with pytest.raises(SpecError, match="run_id: expected squad-<yyyymmddHHMMSS>-<4 hex digits>"):
         handlers.prepare({"spec": SPEC, "run_id": "other-20250101000000-abcd"}, context)
     handlers.start_training({"run": state["run"], "attempt": 0}, context)
-    with pytest.raises(PreflightError, match="name: training job hfsm-squad-20250101000000-abcd-train0 already"):
+    with pytest.raises(PreflightError, match="name: training job hfsm-dev-squad-20250101000000-abcd-train0 already"):
         handlers.prepare({"spec": SPEC, "run_id": "squad-20250101000000-abcd"}, context)
 
 

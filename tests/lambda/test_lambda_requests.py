@@ -59,7 +59,7 @@ def test_hyperparameters_per_distribution_strategy(settings, strategy, extra):
     compute = {"instance_type": "ml.p4d.24xlarge", "instance_count": 1 if strategy == "none" else 2}
     request = training(settings, compute=compute, distribution={"strategy": strategy})
     name = request["TrainingJobName"]
-    assert name == "hfsm-dist-20250102030405-" + name.split("-")[-2] + "-train0"
+    assert name == "hfsm-dev-dist-20250102030405-" + name.split("-")[-2] + "-train0"
     assert request["HyperParameters"] == {
         **RESERVED, "sagemaker_job_name": json.dumps(name), **extra,
         "task": '"question-answering"', "model_name_or_path": '"distilbert/distilbert-base-uncased"',
