@@ -82,6 +82,8 @@ def layout_hosts(
         base = root / host
         config = base / "input" / "config"
         config.mkdir(parents=True, exist_ok=True)
+        for made in ("model", "output/data", "checkpoints"):  # SageMaker creates these before the job starts
+            (base / made).mkdir(parents=True, exist_ok=True)
         hps = {
             "sagemaker_program": "train.py",
             "sagemaker_submit_directory": str(sourcedir),

@@ -1,0 +1,110 @@
+"""The real sagemaker-training toolkit runs train.py from a sourcedir.tar.gz: 2 hosts x 2 processes
+(torchrun, gloo), with replicated input and with sharded, uneven input."""
+
+from __future__ import annotations
+
+import collections
+import json
+import tarfile
+from pathlib import Path
+
+import pytest
+import smhost
+import synth
+
+HPS = {"task": "text-classification", "num_train_epochs": 2, "per_device_train_batch_size": 4, "save_steps": 5,
+       "logging_steps": 5, "save_total_limit": 2, "learning_rate": 1e-3}
+
+
+@pytest.fixture(scope="module")
+def code_and_model(tiny_models, tmp_path_factory):
+    root = tmp_path_factory.mktemp("toolkit-code")
+    sourcedir = smhost.build_sourcedir(root / "sourcedir.tar.gz")
+    archive = root / "model.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        for path in tiny_models["bert"].iterdir():
+            tar.add(path, arcname=path.name)
+    return sourcedir, archive
+
+
+def _seen(trace_dir: Path) -> tuple[dict[int, collections.Counter], int]:
+    seen: dict[int, collections.Counter] = collections.defaultdict(collections.Counter)
+    zero = 0
+    for path in trace_dir.glob("seen-*.jsonl"):
+        for line in path.read_text().splitlines():
+            record = json.loads(line)
+            seen[record["epoch"]].update(record["ids"])
+            zero += record["zero_weight"]
+    return seen, zero
+
+
+def _common_checks(results, all_ids):
+    for result in results:
+        assert result.returncode == 0, f"{result.host.name} failed:\n{result.log[-4000:]}"
+        assert (result.host.output_dir / "success").exists()
+    first, second = results[0].host, results[1].host
+    # global rank 0 (on algo-1) writes the model, the metrics and the log lines, once
+    assert (first.model_dir / "model.safetensors").exists()
+    assert not any(second.model_dir.iterdir())
+    metrics = json.loads((first.output_dir / "data" / "metrics.json").read_text())
+    assert "train_loss" in metrics and "eval_accuracy" in metrics
+    assert "METRIC train_loss=" in results[0].log and "METRIC train_loss=" not in results[1].log
+    assert "PROGRESS global_step=" in results[0].log
+    assert "torchrun --nnodes 2 --nproc_per_node 2" in results[0].log
+    # no two nodes write a file of the same name into the (shared) checkpoint prefix
+    names = [
+        {p.relative_to(h.checkpoint_dir).as_posix() for p in h.checkpoint_dir.rglob("*") if p.is_file()}
+        for h in (first, second)
+    ]
+    assert names[0] and names[1] and not (names[0] & names[1])
+    assert any(n.endswith("_complete.algo-2.json") for n in names[1])
+    assert {n for n in names[1] if n.endswith(".pth")} and all("rng_state_" in n for n in names[1] if n.endswith(".pth"))
+
+
+@pytest.mark.slow
+def test_sharded_uneven_input_every_example_once_per_epoch(code_and_model, tmp_path):
+    sourcedir, archive = code_and_model
+    rows = synth.cls_examples(70, 5)
+    files = {
+        "algo-1": [synth.write_jsonl(tmp_path / "data" / "part-0.jsonl", rows[:37]),
+                   synth.write_jsonl(tmp_path / "data" / "part-1.jsonl", rows[37:57])],
+        "algo-2": [synth.write_jsonl(tmp_path / "data" / "part-2.jsonl", rows[57:])],
+    }
+    validation = synth.write_jsonl(tmp_path / "data" / "val.jsonl", synth.cls_examples(20, 6))
+    hosts = smhost.layout_hosts(
+        tmp_path / "hosts", hosts=["algo-1", "algo-2"], hyperparameters=HPS,
+        channels={"train": files, "validation": {"algo-1": [validation], "algo-2": [validation]},
+                  "model": {"algo-1": [archive], "algo-2": [archive]}},
+        distribution={"train": "ShardedByS3Key"}, sourcedir=sourcedir, processes_per_host=2,
+    )
+    results = smhost.run_hosts(hosts, timeout=420, extra_env={"HFTRAIN_TRACE_DIR": str(tmp_path / "trace")})
+    _common_checks(results, [r["id"] for r in rows])
+    seen, zero_weight = _seen(tmp_path / "trace")
+    assert sorted(seen) == [0, 1]
+    for epoch, counter in seen.items():
+        assert sorted(counter) == sorted(r["id"] for r in rows), f"epoch {epoch}"
+        assert set(counter.values()) == {1}, f"epoch {epoch}: an example was used twice"
+    # 57 rows on algo-1 -> 29 + 28, 13 on algo-2 -> 7 + 6: 8 batches for everyone, algo-2 fills 1 + 2
+    assert zero_weight == 2 * 3
+    assert "sharded input, rows per rank [29, 28, 7, 6], 8 batches per epoch" in results[0].log
+
+
+@pytest.mark.slow
+def test_replicated_input_uses_a_distributed_sampler(code_and_model, tmp_path):
+    sourcedir, archive = code_and_model
+    rows = synth.cls_examples(50, 7)
+    train = synth.write_jsonl(tmp_path / "data" / "train.jsonl", rows)
+    validation = synth.write_jsonl(tmp_path / "data" / "val.jsonl", synth.cls_examples(20, 8))
+    hosts = smhost.layout_hosts(
+        tmp_path / "hosts", hosts=["algo-1", "algo-2"], hyperparameters={**HPS, "num_train_epochs": 1},
+        channels={"train": {"algo-1": [train], "algo-2": [train]},
+                  "validation": {"algo-1": [validation], "algo-2": [validation]},
+                  "model": {"algo-1": [archive], "algo-2": [archive]}},
+        distribution={}, sourcedir=sourcedir, processes_per_host=2,
+    )
+    results = smhost.run_hosts(hosts, timeout=420, extra_env={"HFTRAIN_TRACE_DIR": str(tmp_path / "trace")})
+    _common_checks(results, [r["id"] for r in rows])
+    seen, zero_weight = _seen(tmp_path / "trace")
+    assert set(seen[0].values()) == {1} and sorted(seen[0]) == sorted(r["id"] for r in rows)
+    assert zero_weight == 0
+    assert "replicated input, rows per rank [13, 13, 12, 12]" in results[0].log
