@@ -82,6 +82,8 @@ def test_bpe_processing_jobs_through_runproc(processing_host, runproc_env, tmp_p
     toks = tok.convert_ids_to_tokens(enc["input_ids"])
     assert toks[0] == "<s>" and toks[-1] == "</s>" and toks.count("</s>") == 3  # <s> A </s></s> B </s>
     assert tok.decode(enc["input_ids"], skip_special_tokens=True) == "naïve caféПривет мир"
+    masked = tok.convert_ids_to_tokens(tok("mir <mask>")["input_ids"])
+    assert masked[-2] == "<mask>" and masked[-3] != "Ġ"  # <mask> takes the space before it, as in RoBERTa
 
 
 def test_wordpiece_reduce_in_process_writes_a_bert_tokenizer(tmp_path, monkeypatch, capsys):

@@ -104,18 +104,9 @@ def _rust_u64(value: int) -> int:
     return _wrap_i32(value) & _U64
 
 
-def _initial_alphabet(counts: np.ndarray, cfg: BpeConfig, cps: np.ndarray, lengths: np.ndarray) -> list[str]:
-    """Step 2: the kept alphabet characters, in code-point order."""
-    if cps.size:
-        weights = np.repeat(counts.astype(np.uint64), lengths)
-        order = np.argsort(cps, kind="stable")
-        sorted_cps = cps[order]
-        starts = np.flatnonzero(np.r_[True, sorted_cps[1:] != sorted_cps[:-1]])
-        char_counts = dict(
-            zip(sorted_cps[starts].tolist(), np.add.reduceat(weights[order], starts).tolist(), strict=True)
-        )
-    else:
-        char_counts = {}
+def _initial_alphabet(cfg: BpeConfig, uniq_cps: np.ndarray, char_weights: np.ndarray) -> list[str]:
+    """Step 2: the kept alphabet characters, in code-point order (`char_weights`: count of each char)."""
+    char_counts = dict(zip(uniq_cps.tolist(), char_weights.tolist(), strict=True))
     for ch in cfg.initial_alphabet:
         char_counts[ord(ch)] = 1 << 64  # usize::MAX: above any real count
     kept = list(char_counts.items())
@@ -131,6 +122,25 @@ def _initial_alphabet(counts: np.ndarray, cfg: BpeConfig, cps: np.ndarray, lengt
             )
         kept = kept[to_remove:]
     return [chr(cp) for cp in sorted(cp for cp, _ in kept)]
+
+
+def _char_table(cps: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Distinct code points (ascending), the index of each character among them, and each one's total weight.
+    Counting by code point (no sort); `weights` per character (its word's count)."""
+    if cps.size == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)
+    top = int(cps.max()) + 1
+    present = np.bincount(cps, minlength=top) > 0
+    uniq = np.flatnonzero(present)
+    lut = np.zeros(top, dtype=np.int64)
+    lut[uniq] = np.arange(uniq.size)
+    inverse = lut[cps]
+    if float(weights.sum(dtype=np.float64)) < 2**53:  # float64 sums are exact below 2**53
+        sums = np.rint(np.bincount(inverse, weights=weights.astype(np.float64), minlength=uniq.size)).astype(np.int64)
+    else:
+        sums = np.zeros(uniq.size, dtype=np.int64)
+        np.add.at(sums, inverse, weights)
+    return uniq, inverse, sums
 
 
 def _ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
@@ -160,10 +170,12 @@ def learn_bpe(
     counts_arr = np.asarray(counts, dtype=np.int64).reshape(-1)
     if counts_arr.shape[0] != len(words):
         raise ValueError("words and counts differ in length")
-    if any(not w for w in words):  # an empty word holds no character and no pair
-        nonempty = [i for i, w in enumerate(words) if w]
-        words = [words[i] for i in nonempty]
+    lengths = np.fromiter(map(len, words), dtype=np.int64, count=len(words))
+    if lengths.size and not lengths.all():  # an empty word holds no character and no pair
+        nonempty = np.flatnonzero(lengths)
+        words = [words[i] for i in nonempty.tolist()]
         counts_arr = counts_arr[nonempty]
+        lengths = lengths[nonempty]
     n_words = len(words)
     if n_words and int(counts_arr.min()) < 1:
         raise ValueError("word counts must be >= 1")
@@ -185,14 +197,14 @@ def learn_bpe(
     for tok in cfg.special_tokens:
         add(tok)
 
-    # All characters as code points.
-    lengths = np.fromiter(map(len, words), dtype=np.int64, count=n_words)
+    # All characters as code points; the distinct ones with their counts (weighted by the word counts).
     joined = "".join(words)
-    cps = np.frombuffer(joined.encode("utf-32-le"), dtype=np.uint32) if joined else np.zeros(0, np.uint32)
+    cps = np.frombuffer(joined.encode("utf-32-le"), dtype=np.uint32).astype(np.int64) if joined else np.zeros(0, np.int64)
     del joined
+    uniq_cps, inverse, char_weights = _char_table(cps, np.repeat(counts_arr, lengths))
 
     # 2. alphabet
-    for ch in _initial_alphabet(counts_arr, cfg, cps, lengths):
+    for ch in _initial_alphabet(cfg, uniq_cps, char_weights):
         add(ch)
 
     # 3. words as token ids. A character belongs to the alphabet when its one-char string is a token (a
@@ -200,8 +212,7 @@ def learn_bpe(
     n_chars = int(cps.size)
     word_start = np.zeros(n_words + 1, dtype=np.int64)
     np.cumsum(lengths, out=word_start[1:])
-    uniq_cps, inverse = np.unique(cps, return_inverse=True)
-    del cps
+    del cps, char_weights
     base_ids = np.array([w2id.get(chr(cp), -1) for cp in uniq_cps.tolist()], dtype=np.int64)
     ids = base_ids[inverse]
     variant = None  # 1: prefixed (not first), 2: suffixed (last), 3: both
@@ -392,8 +403,8 @@ def learn_bpe(
         if len(pos) >= _VECTOR_MIN_WORDS:
             n_vector_steps += 1
             n_word_merges += _merge_numpy(
-                np.asarray(pos, dtype=np.int64), a, b, new, sym_v, nxt_v, prv_v, mark, ws_start, ws_len,
-                counts_arr, pair_counts, pushes,
+                np.asarray(pos, dtype=np.int64), a, b, new, len(id2w), sym_v, nxt_v, prv_v, mark, ws_start,
+                ws_len, counts_arr, pair_counts, pushes,
             )
         else:
             if type(pos) is not tuple:
@@ -494,6 +505,7 @@ def _merge_numpy(
     a: int,
     b: int,
     new: int,
+    n_ids: int,
     sym: np.ndarray,
     nxt: np.ndarray,
     prv: np.ndarray,
@@ -504,16 +516,14 @@ def _merge_numpy(
     pair_counts: dict[int, int],
     pushes: list,
 ) -> int:
-    """One merge step over the words `pos`, vectorized; same effects as the Python loop in `learn_bpe`.
-
-    Returns the number of merged occurrences; appends (pair, words) for every pair that gained occurrences.
-    """
-    pos = np.unique(pos)
-    slot = _ranges(ws_start[pos], ws_len[pos])
-    slot_word = np.repeat(pos, ws_len[pos])
+    """One merge step over the words `pos` (ascending, unique), vectorized; the same effects as the Python loop
+    in `learn_bpe`. Returns the number of merged occurrences; appends (pair, words) for every pair that gained
+    occurrences."""
+    lens = ws_len[pos]
+    slot = _ranges(ws_start[pos], lens)
     hit = sym[slot] == a
     s = slot[hit]
-    s_word = slot_word[hit]
+    s_word = np.repeat(pos, lens)[hit]
     r = nxt[s]
     ok = r >= 0
     s, r, s_word = s[ok], r[ok], s_word[ok]
@@ -528,40 +538,56 @@ def _merge_numpy(
         run_id = np.cumsum(~chained) - 1
         keep = ((np.arange(s.size) - start_idx[run_id]) % 2) == 0
         s, r, s_word = s[keep], r[keep], s_word[keep]
-    p = prv[s].astype(np.int64)
-    q = nxt[r].astype(np.int64)
+    p = prv[s]
+    q = nxt[r]
     c = counts[s_word]
-    # Left neighbour as the sequential loop sees it: the new token if the previous occurrence just merged.
-    mark[r] = True
+    # Left neighbour as the sequential loop sees it: the new token if the previous occurrence just merged;
+    # right neighbour: the symbol as it was (a following occurrence merges after this one).
     has_p = p >= 0
     pp = p[has_p]
+    mark[r] = True
     left = sym[pp].astype(np.int64)
     left[mark[pp]] = new
     mark[r] = False
     has_q = q >= 0
-    right = sym[q[has_q]].astype(np.int64)
-    cp = c[has_p]
-    cq = c[has_q]
-    gained_keys = np.concatenate(((left << _SHIFT) | new, (new << _SHIFT) | right))
-    keys = np.concatenate(((left << _SHIFT) | a, gained_keys, (b << _SHIFT) | right))
-    deltas = np.concatenate((-cp, cp, cq, -cq))
+    qq = q[has_q]
+    right = sym[qq].astype(np.int64)
     # apply to the words
     sym[s] = new
     sym[r] = -1
     nxt[s] = q
-    prv[q[has_q]] = s[has_q]
-    # pair counts
-    uk, inv = np.unique(keys, return_inverse=True)
-    # float64 sums are exact: every partial sum is below 2**53
-    sums = np.rint(np.bincount(inv, weights=deltas.astype(np.float64), minlength=uk.size)).astype(np.int64)
+    prv[qq] = s[has_q]
+    # Pair count changes: (L, a) -c and (L, new) +c for each left neighbour L; (b, R) -c and (new, R) +c for
+    # each right neighbour R. Sum them per neighbour id (no sorting), then touch each pair once.
     get = pair_counts.get
-    for k, d in zip(uk.tolist(), sums.tolist(), strict=True):
-        pair_counts[k] = get(k, 0) + d
-    # words where each pair gained occurrences
-    gained_words = np.concatenate((s_word[has_p], s_word[has_q]))
-    if gained_words.size == 0:
+    for ids_, w, lo_hi in ((left, c[has_p], True), (right, c[has_q], False)):
+        if ids_.size == 0:
+            continue
+        if n_ids <= 4 * ids_.size + 4096:
+            sums = np.bincount(ids_, weights=w.astype(np.float64), minlength=n_ids)  # exact below 2**53
+            nz = np.flatnonzero(sums)
+            vals = np.rint(sums[nz]).astype(np.int64).tolist()
+            nz = nz.tolist()
+        else:
+            uniq, inv = np.unique(ids_, return_inverse=True)
+            vals = np.rint(np.bincount(inv, weights=w.astype(np.float64))).astype(np.int64).tolist()
+            nz = uniq.tolist()
+        if lo_hi:  # left neighbours
+            lost = [(x << _SHIFT) | a for x in nz]
+            gained = [(x << _SHIFT) | new for x in nz]
+        else:
+            lost = [(b << _SHIFT) | x for x in nz]
+            gained = [(new << _SHIFT) | x for x in nz]
+        for k, d in zip(lost, vals, strict=True):
+            pair_counts[k] = get(k, 0) - d
+        for k, d in zip(gained, vals, strict=True):
+            pair_counts[k] = get(k, 0) + d
+    # words where each pair gained occurrences (ascending, unique per pair)
+    gained_keys = np.concatenate(((left << _SHIFT) | new, (np.int64(new) << _SHIFT) | right))
+    if gained_keys.size == 0:
         return int(s.size)
-    order = np.lexsort((gained_words, gained_keys))
+    gained_words = np.concatenate((s_word[has_p], s_word[has_q]))
+    order = np.argsort(gained_keys, kind="stable")  # stable: words stay ascending within a pair
     gk = gained_keys[order]
     gw = gained_words[order]
     first = np.r_[True, (gk[1:] != gk[:-1]) | (gw[1:] != gw[:-1])]

@@ -152,6 +152,14 @@ def available_memory_bytes() -> int | None:
 
 
 def peak_rss_bytes() -> int:
+    """Peak resident memory of this process (VmHWM: unlike ru_maxrss, not inherited from a forking parent)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
     import resource
 
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024

@@ -4,7 +4,8 @@ Written to the output directory:
 - `tokenizer.json`: normalizer, pre-tokenizer, model (the learned vocabulary, and merges for BPE), the special
   tokens as added tokens, the post-processor for single texts and pairs, the decoder;
 - `tokenizer_config.json`: tokenizer class (`PreTrainedTokenizerFast`, loadable by transformers 4.x and 5.x),
-  `model_max_length` and the special-token roles (bos/eos/unk/sep/pad/cls/mask);
+  `model_max_length`, the special-token roles (bos/eos/unk/sep/pad/cls/mask) and the model input names
+  (written directly: the reduce does not need to import transformers);
 - `vocab.json` + `merges.txt` (BPE) or `vocab.txt` (WordPiece), for tools that read those;
 - `tokenizer_stats.json`: settings and training figures (not read by transformers).
 """
@@ -46,7 +47,9 @@ def build_tokenizer(settings: TokenizerSettings, result: BpeResult) -> Tokenizer
     if norm is not None:
         tok.normalizer = norm
     tok.pre_tokenizer = settings.pre_tokenizer()
-    tok.add_special_tokens([AddedToken(t, special=True) for t in settings.specials])
+    # RoBERTa's <mask> swallows the space before it (lstrip), as in roberta-base's tokenizer.json
+    lstrip = {"<mask>"} if settings.resolved_style == "roberta" else set()
+    tok.add_special_tokens([AddedToken(t, special=True, lstrip=t in lstrip) for t in settings.specials])
     tok.post_processor = post_processor(settings, lambda t: vocab[t])
     tok.decoder = decoder(settings)
     return tok
@@ -57,31 +60,35 @@ def special_token_roles(settings: TokenizerSettings) -> dict[str, str]:
     return {role: t for role, t in _ROLES[settings.resolved_style].items() if t in present}
 
 
+def tokenizer_config(settings: TokenizerSettings) -> dict[str, Any]:
+    cfg: dict[str, Any] = {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "backend": "tokenizers",
+        "model_max_length": settings.model_max_length,
+        "clean_up_tokenization_spaces": False,
+        "model_input_names": (
+            ["input_ids", "token_type_ids", "attention_mask"]  # BERT models take segment ids
+            if settings.resolved_style == "bert"
+            else ["input_ids", "attention_mask"]
+        ),
+    }
+    cfg.update(special_token_roles(settings))
+    return cfg
+
+
 def save_tokenizer(
     settings: TokenizerSettings, tok: Tokenizer, output_dir: Path, stats: dict[str, Any]
 ) -> list[str]:
     """Write the tokenizer files; returns their names."""
-    from transformers import PreTrainedTokenizerFast  # imported late: slow, and only the reduce needs it
-
     output_dir.mkdir(parents=True, exist_ok=True)
-    roles = special_token_roles(settings)
-    kwargs: dict[str, Any] = dict(roles)
-    if "mask_token" in kwargs and settings.resolved_style == "roberta":
-        kwargs["mask_token"] = AddedToken(kwargs["mask_token"], lstrip=True, special=True)  # as RoBERTa's
-    if settings.resolved_style == "bert":  # BERT models take segment ids
-        kwargs["model_input_names"] = ["input_ids", "token_type_ids", "attention_mask"]
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, model_max_length=settings.model_max_length, **kwargs)
-    written = [Path(p).name for p in fast.save_pretrained(str(output_dir))]
-    cfg_path = output_dir / "tokenizer_config.json"
-    cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
-    cfg["tokenizer_class"] = "PreTrainedTokenizerFast"
-    if "model_input_names" in kwargs:
-        cfg["model_input_names"] = kwargs["model_input_names"]
-    cfg_path.write_text(json.dumps(cfg, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    written += tok.model.save(str(output_dir))
-    written = [Path(p).name for p in written]
+    tok.save(str(output_dir / "tokenizer.json"))
+    (output_dir / "tokenizer_config.json").write_text(
+        json.dumps(tokenizer_config(settings), indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
+    )
+    written = ["tokenizer.json", "tokenizer_config.json"]
+    written += [Path(p).name for p in tok.model.save(str(output_dir))]
     (output_dir / "tokenizer_stats.json").write_text(
         json.dumps({"settings": settings.describe(), **stats}, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
     )
     written.append("tokenizer_stats.json")
-    return sorted(set(written))
+    return sorted(written)
