@@ -42,6 +42,26 @@ def make_trainer_class(base):
                 return super().get_train_dataloader()
             return self._train_loader_factory()
 
+        def _load_optimizer_and_scheduler(self, checkpoint):
+            # Under DDP transformers maps the optimizer state to args.device; on CPU (gloo) that is "cpu:0",
+            # a location torch.load cannot restore to. Plain "cpu" is the same memory.
+            if self.args.device.type != "cpu" or self.args.world_size <= 1:
+                return super()._load_optimizer_and_scheduler(checkpoint)
+            import torch
+
+            original = torch.load
+
+            def load(*args, **kwargs):
+                if isinstance(kwargs.get("map_location"), torch.device):
+                    kwargs["map_location"] = "cpu"
+                return original(*args, **kwargs)
+
+            torch.load = load
+            try:
+                return super()._load_optimizer_and_scheduler(checkpoint)
+            finally:
+                torch.load = original
+
         def _load_from_checkpoint(self, resume_from_checkpoint, model=None):
             super()._load_from_checkpoint(resume_from_checkpoint, model)
             if not (self.is_fsdp_enabled or self.is_deepspeed_enabled):
@@ -234,9 +254,9 @@ def find_resume_point(training_args, env) -> tuple[str | None, list[int]]:
         if not info.complete and distributed.rank() == 0:
             logger.warning("skipping partial checkpoint %s: %s", info.path, info.reason)
     local_complete = [info.step for info in infos if info.complete]
-    agreed = checkpoints.choose_resume_step(distributed.all_gather_objects(local_complete))
-    known = sorted(set.intersection(*[set(s) for s in distributed.all_gather_objects(local_complete)])) \
-        if local_complete else []
+    everyone = distributed.all_gather_objects(local_complete)  # every rank calls this exactly once
+    agreed = checkpoints.choose_resume_step(everyone)
+    known = sorted(set.intersection(*[set(steps) for steps in everyone]))
     # partial directories newer than the resume point can never be used: remove them (node leaders)
     if distributed.local_rank() == 0:
         for info in infos:
