@@ -42,6 +42,7 @@ test-fast: setup
 	$(VENV)/bin/pytest -q -m "not slow"
 
 demo: setup
+	$(MAKE) synth ENV=dev
 	$(PY) -m local_mode demo
 
 bench: setup

@@ -63,7 +63,8 @@ def trigger(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
     if not (key.startswith("runs/") and key.endswith(".json")):
         _log("ignored: not a runs/*.json object", bucket=bucket, key=key)
         return {"started": False, "reason": "not a runs/*.json object"}
-    identity = obj.get("etag") or version or obj.get("sequencer") or event.get("id", "")
+    etag = obj.get("etag") or obj.get("eTag")  # AWS documents "etag"; some emitters write "eTag"
+    identity = etag or version or obj.get("sequencer") or event.get("id", "")
     name = naming.execution_name_for_object(bucket, key, identity)
     state_machine = os.environ["STATE_MACHINE_ARN"]
     payload = json.dumps({"source": {"bucket": bucket, "key": key, "version_id": version}}, sort_keys=True)

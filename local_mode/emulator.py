@@ -284,8 +284,11 @@ class Emulator:
             Code={"ZipFile": zipped.getvalue()}, Environment={"Variables": env},
             Timeout=int(props.get("Timeout", 60)))["FunctionArn"]
         if code_dir is not None and props["Handler"].startswith("handlers."):
+            # What the Lambda runtime adds to a function's own variables.
+            runtime_env = {"AWS_REGION": stack.region, "AWS_DEFAULT_REGION": stack.region,
+                           "AWS_LAMBDA_FUNCTION_NAME": name}
             self.router.register(FunctionSpec(name=name, code_dir=code_dir, handler=props["Handler"],
-                                              environment=env))
+                                              environment={**env, **runtime_env}))
             dep.functions[props["Handler"].split(".", 1)[1]] = name
         return Physical(name, {"Arn": arn})
 

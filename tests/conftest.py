@@ -6,6 +6,8 @@ import os
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 # `lambda` is a keyword: Lambda modules are imported top-level, as the Lambda runtime does.
 for sub in ("lambda", "training_code"):
@@ -25,3 +27,15 @@ os.environ["JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION"] = "1"
 os.environ["JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION"] = "20"
 os.environ["HF_DATASETS_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
+
+
+@pytest.fixture(scope="session")
+def dev_outdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The dev app synthesized once per session (what `make synth ENV=dev` writes to cdk.out)."""
+    import copy
+
+    from stacks.app_builder import build_app, cdk_json_context
+
+    outdir = tmp_path_factory.mktemp("cdk-out-dev")
+    build_app(context=copy.deepcopy(cdk_json_context()), env_name="dev", outdir=str(outdir)).app.synth()
+    return outdir

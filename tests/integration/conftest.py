@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -10,16 +9,9 @@ from pathlib import Path
 import pytest
 from moto import mock_aws
 
-from stacks.app_builder import build_app, cdk_json_context
+from stacks.app_builder import cdk_json_context
 
 DEV_ACCOUNT = cdk_json_context()["environments"]["dev"]["account"]
-
-
-@pytest.fixture(scope="session")
-def dev_outdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    outdir = tmp_path_factory.mktemp("cdk-out-dev")
-    build_app(context=copy.deepcopy(cdk_json_context()), env_name="dev", outdir=str(outdir)).app.synth()
-    return outdir
 
 
 @pytest.fixture

@@ -1,0 +1,74 @@
+"""End to end, offline: the synthesized app in the emulator, the real Lambda code, the local SageMaker running
+the real training code (tokenizer map/reduce, then QA fine-tuning on 2 hosts with a spot interruption)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from local_mode.demo import build_inputs, demo_spec
+from local_mode.report import write_report
+from local_mode.session import LocalSession
+
+pytestmark = pytest.mark.slow
+
+
+def test_local_run_end_to_end(dev_outdir: Path, tmp_path: Path) -> None:
+    from transformers import AutoModelForQuestionAnswering, AutoTokenizer
+
+    inputs = build_inputs(tmp_path / "inputs")
+    with LocalSession(dev_outdir, tmp_path / "run") as s:
+        s.upload_folder(inputs)
+        spec = demo_spec(s.dep.data_bucket)
+        spec["hyperparameters"]["max_steps"] = 24
+        outcome = s.run_spec(spec, interrupt_at_step=8)
+        assert outcome.status == "SUCCEEDED", outcome.cause
+        result = outcome.output["result"]
+        run_id = result["run_id"]
+
+        # The execution visited every stage, in order.
+        visited = list(dict.fromkeys(outcome.states))
+        for earlier, later in [("Prepare", "StartTokenizerMap"), ("StartTokenizerMap", "StartTokenizerReduce"),
+                               ("StartTokenizerReduce", "StartTraining"), ("StartTraining", "Finish")]:
+            assert visited.index(earlier) < visited.index(later)
+        assert visited[-1] == "RunSucceeded"
+
+        # The model artifact is in emulated S3 and loads; its tokenizer is the reduce's output.
+        model_dir = s.download_model(result["model_uri"], tmp_path / "artifacts")
+        AutoModelForQuestionAnswering.from_pretrained(model_dir)
+        tokenizer = AutoTokenizer.from_pretrained(model_dir)
+        reduce_out = s.s3.get_object(Bucket=s.dep.artifacts_bucket,
+                                     Key=f"outputs/{run_id}/tokenizer/tokenizer/tokenizer.json")
+        reduce_vocab = json.loads(reduce_out["Body"].read())["model"]["vocab"]
+        assert tokenizer.get_vocab() == reduce_vocab
+
+        # The spot interruption happened and training resumed from a checkpoint: the step count goes on.
+        (job,) = [j for j in s.sagemaker.jobs if j.name.endswith("train0")]
+        desc = s.sagemaker.wait(job.name, timeout=10)
+        assert "Interrupted" in [t["Status"] for t in desc["SecondaryStatusTransitions"]]
+        logs = sorted((tmp_path / "run" / "sagemaker" / job.name / "logs").glob("attempt-*"))
+        assert len(logs) == 2
+        resumed = [int(m) for m in re.findall(r"PROGRESS global_step=(\d+)", (logs[1] / "algo-1.log").read_text())]
+        assert resumed[0] > 1 and resumed[-1] == 24
+        assert desc["BillableTimeInSeconds"] < desc["TrainingTimeInSeconds"]
+
+        # Registered, notified, summarized.
+        packages = s.sagemaker_client().list_model_packages(ModelPackageGroupName="hfsm-dev-models")
+        assert len(packages["ModelPackageSummaryList"]) == 1
+        assert result["metrics"]["eval_f1"] >= 0 and "spot_saving" in result["cost"]
+        report = write_report(tmp_path / "report", outcome, model_dir)
+        assert (report.parent / "loss.png").stat().st_size > 1000 and len(outcome.losses) >= 5
+
+        # The same spec uploaded again is the same run.
+        before = len(s.executions())
+        s.upload_spec(spec)
+        assert len(s.executions()) == before
+
+        # A bad spec fails fast, names the field, and starts no job.
+        jobs_before = len(s.sagemaker.jobs)
+        bad = s.run_spec({**spec, "name": "bad-spec", "compute": {"instance_type": "p3.2xlarge"}})
+        assert bad.status == "FAILED" and bad.error == "SpecError" and "compute.instance_type" in bad.cause
+        assert len(s.sagemaker.jobs) == jobs_before
