@@ -79,6 +79,8 @@ class EnvironmentConfig:
     inter_container_encryption: bool = False
     default_max_runtime_seconds: int = 86_400
     poll_seconds: int = 60
+    # On-demand USD per instance-hour, for the cost in run summaries (spot is billed from BillableTimeInSeconds).
+    instance_prices: dict[str, float] = field(default_factory=dict)
 
     @property
     def prefix(self) -> str:
@@ -162,6 +164,10 @@ def _validate(cfg: EnvironmentConfig, where: str) -> list[str]:
     _check(errors, 60 <= cfg.default_max_runtime_seconds <= 28 * 86_400, f"{where}.default_max_runtime_seconds",
            cfg.default_max_runtime_seconds, "60 s to 28 days (2419200 s), SageMaker's limit")
     _check(errors, 1 <= cfg.poll_seconds <= 3600, f"{where}.poll_seconds", cfg.poll_seconds, "1 to 3600 seconds")
+    for t, price in cfg.instance_prices.items():
+        _check(errors, bool(INSTANCE_TYPE.match(t)) and isinstance(price, int | float) and not isinstance(price, bool)
+               and price >= 0, f"{where}.instance_prices", {t: price},
+               "ml.<family>.<size> -> a non-negative USD price per instance-hour")
     return errors
 
 
@@ -169,7 +175,7 @@ _TYPES: dict[str, type | tuple[type, ...]] = {
     "account": str, "region": str, "vpc_cidr": str, "nat_gateway": bool, "max_instance_count": int,
     "spot_default": bool, "log_retention_days": int, "removal_policy": str, "checkpoint_expiry_days": int,
     "noncurrent_version_expiry_days": int, "inter_container_encryption": bool,
-    "default_max_runtime_seconds": int, "poll_seconds": int, "tags": dict,
+    "default_max_runtime_seconds": int, "poll_seconds": int, "tags": dict, "instance_prices": dict,
     "availability_zones": list, "training_instance_types": list, "processing_instance_types": list,
     "notification_emails": list, "fsx": dict,
     "transformers_version": str, "pytorch_version": str, "processing_pytorch_version": str,

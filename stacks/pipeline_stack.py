@@ -95,6 +95,7 @@ class PipelineStack(Stack):
             "default_max_runtime_seconds": config.default_max_runtime_seconds,
             "default_max_wait_seconds": min(2 * config.default_max_runtime_seconds, 28 * 86_400),
             "poll_seconds": config.poll_seconds, "model_package_group": group_name,
+            "instance_prices": dict(config.instance_prices),
             "topic_arn": self.topic.topic_arn,
         }
         environment = {"PIPELINE_SETTINGS": self.to_json_string(settings), "LOG_LEVEL": "INFO"}

@@ -58,6 +58,8 @@ def test_prod_retains_and_encrypts_traffic_dev_does_not() -> None:
     ({"removal_policy": "keep"}, ["removal_policy", "'retain' or 'destroy'"]),
     ({"notification_emails": ["not-an-email"]}, ["notification_emails", "e-mail"]),
     ({"default_max_runtime_seconds": 30 * 86_400}, ["default_max_runtime_seconds", "28 days"]),
+    ({"instance_prices": {"g5.xlarge": 1.0}}, ["instance_prices", "g5.xlarge", "ml.<family>.<size>"]),
+    ({"instance_prices": {"ml.g5.xlarge": -1}}, ["instance_prices", "non-negative USD"]),
 ])
 def test_bad_values_name_key_value_and_allowed(changes: dict[str, Any], expected: list[str]) -> None:
     with pytest.raises(ConfigError) as err:

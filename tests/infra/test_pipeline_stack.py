@@ -48,6 +48,7 @@ def test_settings_carry_resolved_images_and_environment_limits(any_env: Synthesi
         assert uri in raw
     assert "huggingface-pytorch-training:2.9.0-transformers5.3.0-gpu" in images.training
     assert f'\\"max_instance_count\\":{any_env.config.max_instance_count}' in raw
+    assert '\\"instance_prices\\":{\\"ml.' in raw
     assert f'\\"inter_container_encryption\\":{str(any_env.config.inter_container_encryption).lower()}' in raw
 
 
