@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
@@ -41,7 +41,6 @@ class TokenizerSettings:
     limit_alphabet: int | None = None
     model_max_length: int = 512
     style: str = "auto"
-    extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     # ---- derived values -------------------------------------------------------------------------------------
     @property
