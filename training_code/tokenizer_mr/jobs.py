@@ -45,13 +45,16 @@ class MapSummary:
     unique_words: int
     parts: int
     seconds: float
+    cpu_seconds: float
     peak_rss: int
 
     def line(self) -> str:
         rate = self.input_bytes / self.seconds if self.seconds > 0 else 0.0
+        busy = self.cpu_seconds / self.seconds if self.seconds > 0 else 0.0
         return (
             f"host {self.host}: {self.files} files, {human_bytes(self.input_bytes)}, {self.sequences} sequences, "
             f"{self.words} words ({self.unique_words} unique in {self.parts} part(s)), {human_bytes(rate)}/s, "
+            f"{self.cpu_seconds:.0f} CPU s ({busy:.1f} of {os.cpu_count() or 1} cores busy), "
             f"peak memory {human_bytes(self.peak_rss)}"
         )
 
@@ -85,6 +88,7 @@ def run_map(
 ) -> MapSummary:
     """Count the words of this host's shard into `output_dir/counts-<host>.partNNNNN.parquet`."""
     t0 = time.perf_counter()
+    cpu0 = sum(os.times()[:2])  # user + system, all threads
     settings.validate(for_reduce=False)
     host = host or read_host_info()
     files = list_input_files(input_dir)
@@ -123,7 +127,8 @@ def run_map(
             break
     summary = MapSummary(
         host=host.current_host, files=stats.files, input_bytes=stats.bytes, sequences=stats.sequences,
-        words=words, unique_words=unique, parts=part, seconds=time.perf_counter() - t0, peak_rss=peak_rss_bytes(),
+        words=words, unique_words=unique, parts=part, seconds=time.perf_counter() - t0,
+        cpu_seconds=sum(os.times()[:2]) - cpu0, peak_rss=peak_rss_bytes(),
     )
     if stats.skipped_nulls:
         log.warning("skipped %d null %r values", stats.skipped_nulls, settings.text_field)

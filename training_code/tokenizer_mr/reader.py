@@ -84,8 +84,9 @@ class ProgressLog:
         pct = 100.0 * done_bytes / self.total if self.total else 100.0
         eta = (self.total - done_bytes) / rate if rate > 0 else float("nan")
         log.info(
-            "%s: %s / %s (%.0f%%), %s/s, ETA %.0f s %s",
-            self.label, human_bytes(done_bytes), human_bytes(self.total), pct, human_bytes(rate), eta, extra,
+            "%s: %s / %s (%.0f%%), %s/s, ETA %.0f s%s",
+            self.label, human_bytes(done_bytes), human_bytes(self.total), pct, human_bytes(rate), eta,
+            f" {extra}" if extra else "",
         )
 
 
