@@ -24,9 +24,9 @@ Everything that decides the result is reproduced, including the quirks (the merg
 reset; a pair can hold several queue entries, each merging only its own words; a repeated merge keeps its last
 rank; pair counts wrap like Rust's `i32`). Two choices in `tokenizers` depend on its random hash seed and
 so differ from run to run of `tokenizers` itself; here they are deterministic:
-- the ids of `prefix + char` tokens follow the order in which the (hash-ordered) words are visited; here they
-  follow code-point order, unless `prefixed_order` gives an explicit order (the tests use it to replay a
-  particular run of `tokenizers`);
+- the ids of `prefix + char` tokens follow the order in which the (hash-ordered) words are visited; here the
+  words are visited in sorted order (what tokenizers would do if its map iterated sorted), unless
+  `prefixed_order` gives an explicit order (the tests use it to replay a particular run of `tokenizers`);
 - with `limit_alphabet`, characters with equal counts at the cut are dropped in an unspecified order; here
   the higher code point is dropped first (a warning is logged when this happens).
 Queue entries with equal count and pair (possible only when a merge re-creates an existing token) pop in an
@@ -143,6 +143,27 @@ def _char_table(cps: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.nd
     return uniq, inverse, sums
 
 
+def _first_appearance(
+    words: Sequence[str],
+    lengths: np.ndarray,
+    word_start: np.ndarray,
+    decorated: np.ndarray,
+    combo_idx: np.ndarray,
+    n_combos: int,
+) -> list[int]:
+    """For each decorated-character kind, the position of its first occurrence when the words are visited in
+    sorted order (characters left to right): the order tokenizers would give if its word map iterated sorted."""
+    order = np.array(sorted(range(len(words)), key=words.__getitem__), dtype=np.int64)
+    start_when_sorted = np.empty(len(words), dtype=np.int64)
+    start_when_sorted[order] = np.cumsum(lengths[order]) - lengths[order]
+    char_pos = np.flatnonzero(decorated)
+    word_of = np.searchsorted(word_start, char_pos, side="right") - 1
+    visit = start_when_sorted[word_of] + (char_pos - word_start[word_of])
+    first = np.full(n_combos, np.iinfo(np.int64).max, dtype=np.int64)
+    np.minimum.at(first, combo_idx, visit)
+    return first.tolist()
+
+
 def _ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     """Concatenated `arange(start, start + length)` for each pair (vectorized)."""
     total = int(lengths.sum())
@@ -226,7 +247,7 @@ def learn_bpe(
         decorated = (ids >= 0) & (variant != 0)
         if decorated.any():
             combo = inverse[decorated].astype(np.int64) * 4 + variant[decorated]
-            uniq_combo = np.unique(combo)
+            uniq_combo, combo_idx = np.unique(combo, return_inverse=True)
             strings = []
             for code in uniq_combo.tolist():
                 s = chr(int(uniq_cps[code // 4]))
@@ -235,12 +256,15 @@ def learn_bpe(
                 if code & 2:
                     s = s + suffix
                 strings.append(s)
-            # New ids in code-point order, or in the given order (as if words were visited in that order).
-            rank = {s: i for i, s in enumerate(prefixed_order or ())}
+            if prefixed_order is not None:  # replay a given order (e.g. the one a tokenizers run used)
+                rank = {s: i for i, s in enumerate(prefixed_order)}
+                first_seen = [rank.get(s, len(rank) + i) for i, s in enumerate(strings)]
+            else:  # first appearance, visiting the words in sorted order and each word left to right
+                first_seen = _first_appearance(words, lengths, word_start, decorated, combo_idx, len(strings))
             new_ids = np.empty(len(strings), dtype=np.int64)
-            for i in sorted(range(len(strings)), key=lambda i: (rank.get(strings[i], len(rank)), i)):
+            for i in sorted(range(len(strings)), key=first_seen.__getitem__):
                 new_ids[i] = add(strings[i])
-            ids[decorated] = new_ids[np.searchsorted(uniq_combo, combo)]
+            ids[decorated] = new_ids[combo_idx]
         del variant, decorated
     del inverse, base_ids
     initial_size = len(id2w)
