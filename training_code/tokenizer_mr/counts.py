@@ -177,10 +177,16 @@ def check_complete(headers: list[tuple[Path, dict[str, Any]]]) -> list[str]:
             final[host] = int(h.get("part"))
     missing = sorted(expected - set(parts))
     if missing:
-        raise JobError(f"no counts from host(s) {', '.join(missing)}: the map job did not finish on every host")
+        raise JobError(
+            f"no counts from host(s) {', '.join(missing)}: the map job did not finish on every host, or the counts "
+            "prefix mixes several map runs (give each map run its own prefix)"
+        )
     for host, got in parts.items():
         if host not in final or sorted(got) != list(range(final[host] + 1)):
-            raise JobError(f"counts of host {host} are incomplete (parts {sorted(got)}): re-run the map job")
+            raise JobError(
+                f"counts of host {host} are incomplete or mixed (parts {sorted(got)}, last part "
+                f"{final.get(host, 'missing')}): re-run the map into an empty prefix"
+            )
     return sorted(parts)
 
 
