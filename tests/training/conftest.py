@@ -25,13 +25,15 @@ TRAIN_PY = REPO / "training_code" / "train.py"
 
 @pytest.fixture(scope="session")
 def tiny_models(tmp_path_factory):
-    """kind -> directory of a tiny pretrained-style model (bert, roberta, bart, t5), built lazily."""
+    """kind -> directory of a tiny pretrained-style model (bert, roberta, bart, t5; `-small` for 128 wide),
+    built lazily."""
     root = tmp_path_factory.mktemp("tiny-models")
 
     class Models(dict):
-        def __missing__(self, kind):
-            path = synth.build_model_dir(kind, root / kind)
-            self[kind] = path
+        def __missing__(self, key):  # "bert", or "bart-small" for the next size up
+            kind, _, size = key.partition("-")
+            path = synth.build_model_dir(kind, root / key, size=size or "tiny")
+            self[key] = path
             return path
 
     return Models()

@@ -128,6 +128,9 @@ class CheckpointCallback(TrainerCallback):
             distributed.barrier()
         return control
 
+    def on_epoch_end(self, args, state, control, **kwargs):  # save_strategy "epoch" decides here
+        return self.on_step_end(args, state, control, **kwargs)
+
     def on_save(self, args, state, control, **kwargs):
         step = state.global_step
         path = os.path.join(self.root, f"{checkpoints.PREFIX}{step}")

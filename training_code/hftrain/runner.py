@@ -464,6 +464,9 @@ def run(model_args, data_args, training_args) -> int:
         callbacks=callbacks,
         train_loader_factory=train_loader,
     )
+    from transformers.trainer_callback import PrinterCallback
+
+    trainer.remove_callback(PrinterCallback)  # METRIC lines carry the same numbers
     if training_args.eval_strategy != "no" and eval_features is None:
         raise DataError("eval_strategy is set but there is no validation data")
 
