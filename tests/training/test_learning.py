@@ -50,7 +50,7 @@ def test_question_answering_finds_the_marked_span(tiny_models, tmp_path, run_inp
     valid = synth.qa_examples(200, 2, context_words=(10, 25))
     base = layout_job(tmp_path, train=train, validation=valid)
     run = run_inprocess(base, {"task": "question-answering", "model_name_or_path": tiny_models["bert"],
-                               "max_steps": 250, "per_device_train_batch_size": 32, "learning_rate": 3e-3,
+                               "max_steps": 400, "per_device_train_batch_size": 32, "learning_rate": 3e-3,
                                "warmup_steps": 0.1, "weight_decay": 0.01, "max_seq_length": 64, "doc_stride": 16,
                                "save_steps": 1000, "logging_steps": 50})
     assert run.returncode == 0, run.output[-2000:]
