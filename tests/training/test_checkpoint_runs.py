@@ -7,9 +7,9 @@ import json
 import signal
 import time
 
+import hftrain_synth as synth
 import pytest
-import synth
-from conftest import layout_job, start_train
+from hftrain_testkit import layout_job, start_train
 from safetensors.torch import load_file
 
 HPS = {"task": "text-classification", "max_steps": 14, "save_steps": 4, "logging_steps": 1,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import gzip
 import json
 
+import hftrain_synth as synth
 import pytest
-import synth
 from hftrain import data, smenv
 
 

@@ -8,11 +8,11 @@ import json
 import os
 from pathlib import Path
 
+import hftrain_synth as synth
 import pytest
-import synth
-from conftest import layout_job
 from hftrain import metrics_qa
 from hftrain.tasks.summarization import rouge
+from hftrain_testkit import layout_job
 
 SUMM_MODEL, SUMM_STEPS = "bart", 500
 

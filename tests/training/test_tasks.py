@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 import tarfile
 
+import hftrain_synth as synth
 import pytest
-import synth
-from conftest import layout_job
+from hftrain_testkit import layout_job
 from transformers import (
     AutoModelForQuestionAnswering,
     AutoModelForSeq2SeqLM,
