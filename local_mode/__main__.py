@@ -22,7 +22,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work-dir", type=Path, default=None, help="default: .local-runs/<time>")
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help="tokenizer stage + QA fine-tuning on 2 hosts with a spot interruption")
-    demo.add_argument("--interrupt-at-step", type=int, default=12)
+    demo.add_argument("--interrupt-at-step", type=int, default=100)
     run = sub.add_parser("run", help="run any run spec locally")
     run.add_argument("spec", type=Path)
     run.add_argument("--data", type=Path, help="folder uploaded to the data bucket's root first "

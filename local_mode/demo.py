@@ -18,7 +18,7 @@ from local_mode.session import LocalSession, RunOutcome
 from local_mode.synthetic import build_model_dir, qa_examples, write_jsonl
 
 DEMO_NAME = "demo-qa"
-INTERRUPT_AT_STEP = 12
+INTERRUPT_AT_STEP = 100
 
 
 def demo_spec(data_bucket: str) -> dict[str, Any]:
@@ -39,9 +39,9 @@ def demo_spec(data_bucket: str) -> dict[str, Any]:
         "distribution": {"strategy": "ddp"},
         "spot": {"enabled": True},
         "max_runtime_seconds": 3600,
-        "checkpoint": {"every_steps": 5},
-        "hyperparameters": {"max_steps": 40, "per_device_train_batch_size": 16, "learning_rate": 0.003,
-                            "max_seq_length": 128, "doc_stride": 32, "logging_steps": 2, "warmup_ratio": 0.0,
+        "checkpoint": {"every_steps": 50},
+        "hyperparameters": {"max_steps": 300, "per_device_train_batch_size": 16, "learning_rate": 0.003,
+                            "max_seq_length": 128, "doc_stride": 32, "logging_steps": 10, "warmup_ratio": 0.0,
                             "seed": 7},
         "tags": {"purpose": "local-demo"},
     }

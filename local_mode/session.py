@@ -94,7 +94,7 @@ class LocalSession:
         if event.kind == "progress" and event.global_step is not None:
             self._step[event.job_name] = event.global_step
             last = self._last_step.get(event.job_name, -1)
-            if event.global_step >= last + 5 or event.global_step == event.max_steps:
+            if event.global_step >= last + 25 or event.global_step == event.max_steps:
                 self._last_step[event.job_name] = event.global_step
                 self.say(f"    {event.job_name}: step {event.global_step}/{event.max_steps}")
         elif event.kind == "metric" and event.metric_name in LOSS_METRICS and event.metric_value is not None:

@@ -23,7 +23,8 @@ def test_local_run_end_to_end(dev_outdir: Path, tmp_path: Path) -> None:
     with LocalSession(dev_outdir, tmp_path / "run") as s:
         s.upload_folder(inputs)
         spec = demo_spec(s.dep.data_bucket)
-        spec["hyperparameters"]["max_steps"] = 24
+        spec["hyperparameters"].update(max_steps=24, logging_steps=2)
+        spec["checkpoint"]["every_steps"] = 5
         outcome = s.run_spec(spec, interrupt_at_step=8)
         assert outcome.status == "SUCCEEDED", outcome.cause
         result = outcome.output["result"]
