@@ -4,7 +4,9 @@ checkpoints are skipped."""
 from __future__ import annotations
 
 import json
+import select
 import signal
+import subprocess
 import time
 
 import hftrain_synth as synth
@@ -17,16 +19,29 @@ HPS = {"task": "text-classification", "max_steps": 14, "save_steps": 4, "logging
 
 
 def _wait_for(proc, needle: str, timeout: float = 180) -> list[str]:
+    """Read lines until one contains `needle`; kill the process and fail on timeout (never hang)."""
     lines, deadline = [], time.time() + timeout
-    for line in proc.stdout:
+    while True:
+        remaining = deadline - time.time()
+        ready = select.select([proc.stdout], [], [], max(0.0, remaining))[0] if remaining > 0 else []
+        if not ready:
+            proc.kill()
+            pytest.fail(f"no {needle!r} within {timeout}s:\n{''.join(lines)[-3000:]}")
+        line = proc.stdout.readline()
+        if not line:
+            pytest.fail(f"process ended before {needle!r}:\n{''.join(lines)[-3000:]}")
         lines.append(line)
-        if needle in line or time.time() > deadline:
-            break
-    return lines
+        if needle in line:
+            return lines
 
 
 def _finish(proc, timeout: float = 240) -> str:
-    out, _ = proc.communicate(timeout=timeout)
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, _ = proc.communicate()
+        pytest.fail(f"still running after {timeout}s:\n{out[-3000:]}")
     return out
 
 
@@ -93,3 +108,36 @@ def test_sigterm_saves_a_checkpoint_and_exits_zero(tiny_models, tmp_path):
     step = int(saved[0].name.split("-")[1])
     assert 3 <= step < 100000
     assert not (base / "model" / "model.safetensors").exists()  # the final model is for finished runs
+
+
+@pytest.mark.slow
+def test_sigterm_through_torchrun_all_ranks_save_one_checkpoint(tiny_models, tmp_path):
+    """torchrun passes SIGTERM to its workers; they agree on one step and save one complete checkpoint."""
+    import sys
+    from pathlib import Path
+
+    from hftrain_smhost import free_port
+    from hftrain_testkit import TRAIN_PY, subprocess_env, to_argv
+
+    base = layout_job(tmp_path, train=synth.cls_examples(64, 4))
+    torchrun = str(Path(sys.executable).parent / "torchrun")
+    env = {**subprocess_env(base), "OMP_NUM_THREADS": "1"}
+    hps = {**HPS, "model_name_or_path": tiny_models["bert"], "max_steps": 100000, "save_steps": 100000}
+    proc = subprocess.Popen(
+        ["nice", "-n", "5", torchrun, "--nproc_per_node", "2", "--master_port", str(free_port()), str(TRAIN_PY), *to_argv(hps)],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
+    )
+    _wait_for(proc, "PROGRESS global_step=3 ")
+    sent = time.time()
+    proc.send_signal(signal.SIGTERM)
+    out = _finish(proc, timeout=60)
+    assert time.time() - sent < 30
+    assert out.count("SIGTERM received") == 2, out[-3000:]
+    assert "stopped by SIGTERM at step" in out
+    saved = sorted((base / "checkpoints").glob("checkpoint-*"))
+    assert len(saved) == 1, saved
+    names = {p.name for p in saved[0].iterdir()}
+    assert {"_complete.algo-1.json", "rng_state_0.pth", "rng_state_1.pth", "optimizer.pt"} <= names
+    from hftrain import checkpoints
+
+    assert checkpoints.inspect(str(saved[0]))[0]
