@@ -108,3 +108,24 @@ def test_replicated_input_uses_a_distributed_sampler(code_and_model, tmp_path):
     assert set(seen[0].values()) == {1} and sorted(seen[0]) == sorted(r["id"] for r in rows)
     assert zero_weight == 0
     assert "replicated input, rows per rank [13, 13, 12, 12]" in results[0].log
+
+
+@pytest.mark.slow
+def test_a_host_without_files_keeps_in_step(code_and_model, tmp_path):
+    """ShardedByS3Key with fewer objects than hosts: algo-2 gets nothing and still joins every step."""
+    sourcedir, archive = code_and_model
+    rows = synth.cls_examples(24, 9)
+    train = synth.write_jsonl(tmp_path / "data" / "only.jsonl", rows)
+    hosts = smhost.layout_hosts(
+        tmp_path / "hosts", hosts=["algo-1", "algo-2"], hyperparameters={**HPS, "num_train_epochs": 1},
+        channels={"train": {"algo-1": [train], "algo-2": []}, "model": {"algo-1": [archive], "algo-2": [archive]}},
+        distribution={"train": "ShardedByS3Key"}, sourcedir=sourcedir, processes_per_host=1,
+    )
+    results = smhost.run_hosts(hosts, timeout=300, extra_env={"HFTRAIN_TRACE_DIR": str(tmp_path / "trace")})
+    for result in results:
+        assert result.returncode == 0, f"{result.host.name} failed:\n{result.log[-4000:]}"
+    seen, zero_weight = _seen(tmp_path / "trace")
+    assert sorted(seen[0]) == sorted(r["id"] for r in rows) and set(seen[0].values()) == {1}
+    assert zero_weight == 6  # 24 rows / batch 4 = 6 steps; algo-2 runs all 6 with zero weight
+    assert "rows per rank [24, 0], 6 batches per epoch" in results[0].log
+    assert (hosts[0].model_dir / "model.safetensors").exists()

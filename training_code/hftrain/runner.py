@@ -182,6 +182,8 @@ def load_raw(data_args, env, which: str, cache_dir):
     if explicit:
         return load_local(explicit, data_format=data_args.data_format, cache_dir=cache_dir), False
     channel = env.channels.get(which)
+    if channel and not os.path.isdir(channel) and env.is_sharded(which):
+        return None, True  # ShardedByS3Key with fewer objects than hosts: this host got none
     if channel and os.path.isdir(channel):
         sharded = env.is_sharded(which)
         return load_local(channel, data_format=data_args.data_format, cache_dir=cache_dir, allow_empty=sharded), sharded
