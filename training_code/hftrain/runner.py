@@ -318,6 +318,8 @@ def run(model_args, data_args, training_args) -> int:
         )
     set_seed(training_args.seed)
     cache_dir = model_args.cache_dir
+    if data_args.task == "summarization" and training_args.generation_max_length is None:
+        training_args.generation_max_length = data_args.val_max_target_length  # also for evaluations mid-training
 
     # --- data
     task = get_task(data_args.task, data_args)
