@@ -25,9 +25,6 @@ class Task:
     def check_columns(self, dataset, what: str) -> None:
         """Check a further dataset against the resolved names."""
 
-    def keep_for_eval(self) -> list[str]:
-        return []
-
     # --- model ---
     def check_model(self, config) -> None:
         mapping = self.auto_model._model_mapping
@@ -62,9 +59,6 @@ class Task:
 
     def compute_metrics(self, eval_examples, eval_features, tokenizer):
         raise NotImplementedError
-
-    def trainer_kwargs(self) -> dict:
-        return {}
 
 
 def model_max_length(tokenizer, config) -> int:

@@ -35,9 +35,6 @@ class QuestionAnswering(Task):
         a = self.data_args
         require_columns(dataset, [a.question_column, a.context_column, a.answers_column], what)
 
-    def keep_for_eval(self) -> list[str]:
-        return []
-
     def _tokenize(self, tokenizer, config, questions, contexts, *, train: bool):
         a = self.data_args
         if not getattr(tokenizer, "is_fast", True):

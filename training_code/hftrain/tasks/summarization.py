@@ -118,6 +118,3 @@ class Summarization(Task):
             return out
 
         return compute
-
-    def trainer_kwargs(self) -> dict:
-        return {}
