@@ -37,7 +37,7 @@ for var in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):
     os.environ.setdefault(var, "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-import hftrain_synth as synth  # noqa: E402  (tests/training: generated data, tiny models from configs)
+from local_mode import synthetic as synth  # noqa: E402  (generated data, tiny models from configs)
 
 PEAK_BF16_TFLOPS = {"H200": 989.0, "H100": 989.0, "A100": 312.0, "A10G": 125.0, "L40S": 362.0, "L4": 121.0,
                     "V100": 125.0, "T4": 65.0}

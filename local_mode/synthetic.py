@@ -1,4 +1,4 @@
-"""Generated, learnable data and tiny models built from configs (no downloads), for tests and benchmarks.
+"""Generated, learnable data and tiny models built from configs (no downloads): the local demo, tests, benchmarks.
 
 Tasks:
 * question answering: the answer is the two words after the marker word "key" (v2: no marker, no answer);

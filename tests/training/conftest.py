@@ -14,8 +14,9 @@ HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
-import hftrain_synth as synth  # noqa: E402
 from hftrain_testkit import Run, to_argv  # noqa: E402
+
+from local_mode import synthetic as synth  # noqa: E402
 
 REPO = HERE.parents[1]
 TRAIN_PY = REPO / "training_code" / "train.py"

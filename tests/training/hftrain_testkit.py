@@ -9,7 +9,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-import hftrain_synth as synth
+from local_mode import synthetic as synth
 
 REPO = Path(__file__).resolve().parents[2]
 TRAIN_PY = REPO / "training_code" / "train.py"

@@ -9,10 +9,11 @@ import signal
 import subprocess
 import time
 
-import hftrain_synth as synth
 import pytest
 from hftrain_testkit import layout_job, start_train
 from safetensors.torch import load_file
+
+from local_mode import synthetic as synth
 
 HPS = {"task": "text-classification", "max_steps": 14, "save_steps": 4, "logging_steps": 1,
        "per_device_train_batch_size": 4, "learning_rate": 1e-3, "seed": 11, "warmup_steps": 2}

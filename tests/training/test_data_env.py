@@ -5,9 +5,10 @@ from __future__ import annotations
 import gzip
 import json
 
-import hftrain_synth as synth
 import pytest
 from hftrain import data, smenv
+
+from local_mode import synthetic as synth
 
 
 def test_env_from_config_files_and_variables(tmp_path):

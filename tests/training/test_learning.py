@@ -8,11 +8,12 @@ import json
 import os
 from pathlib import Path
 
-import hftrain_synth as synth
 import pytest
 from hftrain import metrics_qa
 from hftrain.tasks.summarization import rouge
 from hftrain_testkit import layout_job
+
+from local_mode import synthetic as synth
 
 SUMM_MODEL, SUMM_STEPS = "bart", 500
 

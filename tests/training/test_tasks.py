@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import tarfile
 
-import hftrain_synth as synth
 import pytest
 from hftrain_testkit import layout_job
 from transformers import (
@@ -14,6 +13,8 @@ from transformers import (
     AutoModelForSeq2SeqLM,
     AutoModelForSequenceClassification,
 )
+
+from local_mode import synthetic as synth
 
 FAST = {"save_steps": 1000, "logging_steps": 1, "per_device_train_batch_size": 4, "learning_rate": 1e-3}
 

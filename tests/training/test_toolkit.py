@@ -9,8 +9,9 @@ import tarfile
 from pathlib import Path
 
 import hftrain_smhost as smhost
-import hftrain_synth as synth
 import pytest
+
+from local_mode import synthetic as synth
 
 HPS = {"task": "text-classification", "num_train_epochs": 2, "per_device_train_batch_size": 4, "save_steps": 5,
        "logging_steps": 5, "save_total_limit": 2, "learning_rate": 1e-3}
