@@ -46,7 +46,6 @@ from local_mode.s3_channels import (
 TRAINING_MEMBERS = output_members("DescribeTrainingJob")
 PACKAGE_DIR = Path(__file__).resolve().parent
 REAL_FRAMEWORK_MODULE = "sagemaker_pytorch_container.training:main"  # what the PyTorch/HF DLCs set
-SHIM_FRAMEWORK_MODULE = "sagemaker_local_pytorch_shim:main"
 END_STATES = {
     "stopped": ("Stopped", "Training job stopped"),
     "max_runtime": ("MaxRuntimeExceeded", "Training job stopped: MaxRuntimeInSeconds exceeded"),
@@ -316,14 +315,13 @@ class TrainingJob(LocalJob):
         command = (
             [str(launcher)] if launcher.exists() else [sys.executable, "-m", "sagemaker_training.cli.train"]
         )
-        framework = REAL_FRAMEWORK_MODULE
-        shim_path = None
         if importlib.util.find_spec("sagemaker_pytorch_container") is None:
-            framework, shim_path = SHIM_FRAMEWORK_MODULE, str(PACKAGE_DIR / "container_shim")
+            raise RuntimeError("sagemaker-pytorch-training (the DLC's launcher module) is not installed: "
+                               "run `make setup` (requirements-dev.txt pins it)")
         self.hosts = []
         for host in hosts:
             env = self.base_env()
-            env.setdefault("SAGEMAKER_TRAINING_MODULE", framework)
+            env.setdefault("SAGEMAKER_TRAINING_MODULE", REAL_FRAMEWORK_MODULE)
             env.setdefault("GLOO_SOCKET_IFNAME", "lo")  # every "host" is this machine
             env.update(
                 {
@@ -336,8 +334,6 @@ class TrainingJob(LocalJob):
                     "PATH": f"{bin_dir}:{env['PATH']}",
                 }
             )
-            if shim_path and env["SAGEMAKER_TRAINING_MODULE"] == SHIM_FRAMEWORK_MODULE:
-                env["PYTHONPATH"] = shim_path + (f":{env['PYTHONPATH']}" if env.get("PYTHONPATH") else "")
             self.hosts.append(
                 HostProcess(
                     host.name,
