@@ -165,32 +165,32 @@ def _local() -> LocalSageMaker:
     return _active
 
 
-def _create_training_job(self: SageMakerResponse) -> ActionResult:
+def _create_job(self: SageMakerResponse, kind: str) -> ActionResult:
+    """moto records the job (after SageMaker's unique-name check), then the request body goes to a job thread."""
     request = json.loads(self.body)
     backend = self.sagemaker_backend
-    name = request.get("TrainingJobName", "")
-    if name in backend.training_jobs:
-        arn = FakeTrainingJob.arn_formatter(name, backend.account_id, backend.region_name)
+    title, jobs, fake = {
+        "training": ("Training", backend.training_jobs, FakeTrainingJob),
+        "processing": ("Processing", backend.processing_jobs, FakeProcessingJob),
+    }[kind]
+    name = request.get(f"{title}JobName", "")
+    if name in jobs:
+        arn = fake.arn_formatter(name, backend.account_id, backend.region_name)
         raise ResourceInUseException(
-            f"Training job names must be unique within an AWS account and region, and a training job with this name already exists ({arn})"
+            f"{title} job names must be unique within an AWS account and region, and a {kind} job with this name "
+            f"already exists ({arn})"
         )
-    result = _originals[(SageMakerResponse, "create_training_job")](self)
-    _local().start_training(backend, request)
+    result = _originals[(SageMakerResponse, f"create_{kind}_job")](self)
+    getattr(_local(), f"start_{kind}")(backend, request)
     return result
+
+
+def _create_training_job(self: SageMakerResponse) -> ActionResult:
+    return _create_job(self, "training")
 
 
 def _create_processing_job(self: SageMakerResponse) -> ActionResult:
-    request = json.loads(self.body)
-    backend = self.sagemaker_backend
-    name = request.get("ProcessingJobName", "")
-    if name in backend.processing_jobs:
-        arn = FakeProcessingJob.arn_formatter(name, backend.account_id, backend.region_name)
-        raise ResourceInUseException(
-            f"Processing job names must be unique within an AWS account and region, and a processing job with this name already exists ({arn})"
-        )
-    result = _originals[(SageMakerResponse, "create_processing_job")](self)
-    _local().start_processing(backend, request)
-    return result
+    return _create_job(self, "processing")
 
 
 def _stop_training_job_response(self: SageMakerResponse) -> ActionResult:
