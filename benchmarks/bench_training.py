@@ -1,21 +1,26 @@
-"""Training throughput of training_code/ against a baseline configured like the Hugging Face example scripts.
+"""Training throughput of training_code/ at its defaults against the Hugging Face example scripts, per task.
 
-Both runs use the same model, data (question answering with a SQuAD-like context-length distribution),
-batch size, optimizer, seed and number of examples (one epoch), through the same entry point
-(hftrain.runner.main); only the efficiency settings differ:
+    python benchmarks/bench_training.py                 # 3 tasks x 3 arms x 3 interleaved rounds + learning runs
+    python benchmarks/bench_training.py --tasks question-answering --rounds 5
+    python benchmarks/bench_training.py --smoke         # seconds: tiny data and steps (the test suite runs it)
 
-* baseline (like run_qa.py's defaults): pad every feature to max_seq_length, fp32, random batches;
-* ours (the defaults of this code): dynamic padding per batch, length-grouped batches, and on a GPU bf16
-  (fp16 where bf16 is missing); fused AdamW and SDPA attention are on in both.
+Three arms per task, on the same model (built from a config, random weights), data (generated, realistic length
+distributions: see workloads.py), batch size, learning rate, number of optimizer steps and seed:
 
-Printed: samples/s, useful tokens/s (non-padding), share of padded tokens, eval loss and F1/EM (the same
-examples and steps: the metric should be equal within noise), and the ratios ours/baseline from this one
-run. With the CPU defaults (a 0.1M-parameter model, 150 steps) the QA metric has not taken off yet; eval
-loss is the comparable figure there, F1 on the GPU run. `--device cuda` runs a BERT-large-sized model in bf16 and reports MFU
-(model FLOPs utilization: 6 x parameters x processed tokens per second / peak bf16 FLOP/s).
+* hf-default: the example script (run_qa.py / run_glue.py / run_summarization.py) with its defaults, rebuilt from
+  library pieces in hf_baselines.py: run_qa and run_glue pad every example to max_seq_length; fp32;
+* hf-best: the same script at its best flags: `--pad_to_max_length False` (dynamic padding),
+  `--train_sampling_strategy group_by_length`, the same precision as this code (fp32 on CPU);
+* ours: training_code's entry point (hftrain.runner.main) with no efficiency hyperparameter set: its defaults.
 
-    python benchmarks/bench_training.py                 # CPU, a few minutes on 2 cores
-    python benchmarks/bench_training.py --device cuda   # GPU: BERT-large config, bf16, MFU
+Rounds are interleaved (the arm order rotates every round) so that load from other processes on the machine hits
+every arm alike. The figure to trust is CPU time (process time of `Trainer.train`, one thread:
+torch.set_num_threads(1)); wall time is printed too. Throughput is training examples (QA: features) per CPU
+second. Padded share: padding tokens / processed tokens over all training batches. After the timing rounds each
+arm trains once for a learning-length run and one evaluator scores every arm's model on the same validation set
+(eval loss and the task metric), so equal metrics show the speed was not bought with worse training.
+
+Results: a table on stdout and JSON in --out (default benchmarks/results/, git-ignored).
 """
 
 from __future__ import annotations
@@ -23,160 +28,187 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
-import json
-import os
+import shutil
+import statistics
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "training_code"))
-sys.path.insert(0, str(REPO / "tests" / "training"))
-for var in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):
-    os.environ.setdefault(var, "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from local_mode import synthetic as synth  # noqa: E402  (generated data, tiny models from configs)
+import benchlib  # noqa: E402  (puts the repository root and training_code/ on sys.path)
+import hf_baselines  # noqa: E402
+import workloads  # noqa: E402
 
-PEAK_BF16_TFLOPS = {"H200": 989.0, "H100": 989.0, "A100": 312.0, "A10G": 125.0, "L40S": 362.0, "L4": 121.0,
-                    "V100": 125.0, "T4": 65.0}
+from local_mode import synthetic as synth  # noqa: E402
 
-
-def real_tokens(model_dir: Path, data_dir: Path, max_seq_length: int, doc_stride: int) -> tuple[int, int]:
-    """(features, non-padding tokens) of the training set, tokenized as the training code does."""
-    from hftrain.args import DataArguments
-    from hftrain.data import load_local
-    from hftrain.tasks import get_task
-    from transformers import AutoConfig, AutoTokenizer
-
-    task = get_task("question-answering", DataArguments(task="question-answering", max_seq_length=max_seq_length,
-                                                        doc_stride=doc_stride))
-    dataset = load_local(str(data_dir), cache_dir=str(data_dir.parent / "bench-cache"))
-    tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    features = task.tokenize_train(dataset, tokenizer, AutoConfig.from_pretrained(model_dir), {})
-    return len(features), sum(len(ids) for ids in features["input_ids"])
+ARMS = ("hf-default", "hf-best", "ours")
+METRIC = {"question-answering": "f1", "text-classification": "accuracy", "summarization": "rougeL"}
+CLAIM_BAR = 1.2  # ours / hf-best on samples per CPU second: below this, no speed-up is claimed
 
 
-def run_config(name: str, base: Path, model_dir: Path, hps: dict) -> dict:
-    from hftrain import runner
+def ours_hyperparameters(w: workloads.Workload, files: dict, model_dir: Path, steps: int, seed: int) -> dict:
+    hps = {"task": w.task, "model_name_or_path": model_dir, "train_path": files["train"].parent,
+           "max_steps": steps, "per_device_train_batch_size": w.batch_size, "learning_rate": w.learning_rate,
+           "warmup_steps": 0, "weight_decay": 0.01, "seed": seed, "save_steps": steps + 1,
+           "logging_steps": max(steps, 1), "max_seq_length": w.max_seq_length, "resume": False}
+    hps.update(w.extra)
+    return hps
 
-    os.environ["SAGEMAKER_BASE_DIR"] = str(base)
-    os.environ["HF_DATASETS_CACHE"] = str(base / "hf-cache")
-    argv = []
-    for key, value in {"model_name_or_path": model_dir, **hps}.items():
-        argv += [f"--{key}", str(value)]
-    buffer = io.StringIO()
-    started = time.time()
-    with contextlib.redirect_stdout(buffer):
-        code = runner.main(argv)
-    if code != 0:
-        raise SystemExit(f"{name} run failed with exit code {code}")
-    metrics = json.loads((base / "output" / "data" / "metrics.json").read_text())
-    processed = None
-    for line in buffer.getvalue().splitlines():
-        if line.startswith("METRIC num_input_tokens_seen="):
-            processed = float(line.split("=", 1)[1])
-    metrics["processed_tokens"] = processed
-    metrics["wall_seconds"] = time.time() - started
-    return metrics
+
+def run_arm(arm: str, w: workloads.Workload, files: dict, model_dir: Path, base: Path, steps: int, seed: int):
+    """(Measure, trained model, tokenizer) of one arm."""
+    from transformers import AutoModelForQuestionAnswering, AutoModelForSeq2SeqLM, AutoModelForSequenceClassification
+    from transformers import AutoTokenizer
+
+    with benchlib.TrainMeter() as meter:
+        if arm == "ours":
+            code, output = benchlib.run_ours(base, ours_hyperparameters(w, files, model_dir, steps, seed))
+            if code != 0:
+                raise SystemExit(f"ours ({w.task}) failed with exit code {code}:\n{output[-3000:]}")
+            auto = {"question-answering": AutoModelForQuestionAnswering, "text-classification":
+                    AutoModelForSequenceClassification, "summarization": AutoModelForSeq2SeqLM}[w.task]
+            model, tokenizer = auto.from_pretrained(base / "model"), AutoTokenizer.from_pretrained(base / "model")
+        else:
+            flags = (hf_baselines.example_defaults(w.task) if arm == "hf-default"
+                     else hf_baselines.example_best(w.task))
+            trainer, tokenizer = hf_baselines.build_trainer(
+                w.task, model_dir, files, flags, output_dir=base / "out", max_steps=steps, batch_size=w.batch_size,
+                learning_rate=w.learning_rate, seed=seed, max_seq_length=w.max_seq_length, task_extra=w.extra)
+            with contextlib.redirect_stdout(io.StringIO()):  # the examples' PrinterCallback lines
+                trainer.train()
+            model = trainer.model
+    if len(meter.runs) != 1:
+        raise SystemExit(f"{arm}: expected one Trainer.train call, saw {len(meter.runs)}")
+    return meter.runs[0], model, tokenizer
+
+
+def bench_task(w: workloads.Workload, work: Path, *, rounds: int, size: str, learn: bool, seed: int) -> dict:
+    model_dir = synth.build_model_dir(w.model_kind, work / f"{w.model_kind}-{size}", size=size)
+    files = workloads.write_data(w.task, work / f"data-{w.task}", train=w.train_examples, evaluation=w.eval_examples)
+    eval_rows = workloads.examples(w.task, w.eval_examples, 2)
+    counter = iter(range(10**6))
+
+    def fresh() -> Path:
+        return work / f"run-{w.task}-{next(counter)}"
+
+    for arm in ARMS:  # warm-up (not recorded): first-call costs of each code path
+        run_arm(arm, w, files, model_dir, fresh(), 2, seed)
+    timing: dict[str, list[dict]] = {arm: [] for arm in ARMS}
+    for r in range(rounds):
+        order = ARMS[r % len(ARMS):] + ARMS[: r % len(ARMS)]
+        for arm in order:
+            measure, _, _ = run_arm(arm, w, files, model_dir, fresh(), w.timing_steps, seed)
+            timing[arm].append(measure.as_dict())
+            print(f"  {w.task} round {r + 1}/{rounds} {arm:10} cpu {measure.cpu_s:6.2f} s  wall {measure.wall_s:6.2f} s"
+                  f"  {measure.samples / measure.cpu_s:8.1f} samples/cpu-s  padded {measure.padded_share:.1%}",
+                  flush=True)
+    learned: dict[str, dict] = {}
+    if learn:
+        for arm in ARMS:
+            measure, model, tokenizer = run_arm(arm, w, files, model_dir, fresh(), w.learn_steps, seed)
+            scores = benchlib.evaluate(w.task, model, tokenizer, eval_rows, max_seq_length=w.max_seq_length,
+                                       task_extra=w.extra, work=fresh())
+            learned[arm] = {**scores, "train": measure.as_dict()}
+            print(f"  {w.task} learning run {arm:10} ({w.learn_steps} steps, cpu {measure.cpu_s:.1f} s): "
+                  + ", ".join(f"{k} {v:.3f}" for k, v in scores.items()), flush=True)
+
+    def stat(arm: str, key: str) -> dict:
+        return benchlib.summary([m[key] for m in timing[arm]])
+
+    result = {"workload": {**w.__dict__}, "model_size": size, "rounds": timing, "learning": learned, "arms": {}}
+    for arm in ARMS:
+        result["arms"][arm] = {"cpu_s": stat(arm, "cpu_s"), "wall_s": stat(arm, "wall_s"),
+                               "samples_per_cpu_s": stat(arm, "samples_per_cpu_s"),
+                               "samples_per_wall_s": stat(arm, "samples_per_wall_s"),
+                               "padded_share": statistics.median(m["padded_share"] for m in timing[arm])}
+    for baseline in ("hf-default", "hf-best"):  # paired per round: the arms of one round ran side by side
+        ratios = [o["samples_per_cpu_s"] / b["samples_per_cpu_s"]
+                  for o, b in zip(timing["ours"], timing[baseline], strict=True)]
+        result[f"ratio_vs_{baseline}"] = benchlib.summary(ratios)
+    return result
+
+
+def render(results: dict, header: str) -> str:
+    lines = [header, ""]
+    lines.append("| task | arm | CPU s / run | samples / CPU s | padded | eval loss | metric |")
+    lines.append("| --- | --- | --- | --- | --- | --- | --- |")
+    for task, res in results.items():
+        for arm in ARMS:
+            a, learned = res["arms"][arm], res["learning"].get(arm, {})
+            metric = METRIC[task]
+            lines.append(
+                f"| {task} | {arm} | {benchlib.fmt_range(a['cpu_s'], 2)} | {benchlib.fmt_range(a['samples_per_cpu_s'])}"
+                f" | {a['padded_share']:.1%} | {learned.get('eval_loss', float('nan')):.3f}"
+                f" | {metric} {learned.get(metric, float('nan')):.3f} |")
+    lines += ["", "| task | ours / hf-default | ours / hf-best | speed-up over best flags claimed (>= "
+              f"{CLAIM_BAR}x) |", "| --- | --- | --- | --- |"]
+    for task, res in results.items():
+        d, b = res["ratio_vs_hf-default"], res["ratio_vs_hf-best"]
+        lines.append(f"| {task} | {benchlib.fmt_range(d, 2)}x | {benchlib.fmt_range(b, 2)}x | "
+                     f"{'yes' if b['median'] >= CLAIM_BAR else 'no'} |")
+    lines.append("")
+    lines.append("Ratios: samples per CPU second, median (min-max) of the per-round ratios (arms of one round ran "
+                 "side by side). Metric: F1 (0-100) for QA, accuracy (0-1), ROUGE-L (0-100), after the learning run.")
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
-    parser.add_argument("--examples", type=int, default=None, help="training examples (default: cpu 480, cuda 4096)")
-    parser.add_argument("--batch-size", type=int, default=None, help="per-device batch size (cpu 16, cuda 32)")
-    parser.add_argument("--epochs", type=float, default=None, help="training epochs (default: cpu 3, cuda 1)")
-    parser.add_argument("--learning-rate", type=float, default=None, help="default: cpu 3e-3, cuda 1e-4")
-    parser.add_argument("--model-size", choices=["tiny", "small", "large"], default=None,
-                        help="BERT-like config: tiny (64 wide), small (128), large (BERT-large); cpu tiny, cuda large")
-    parser.add_argument("--max-seq-length", type=int, default=384)
-    parser.add_argument("--doc-stride", type=int, default=128)
-    parser.add_argument("--peak-tflops", type=float, default=None, help="peak bf16 TFLOP/s of the GPU (MFU)")
-    parser.add_argument("--json", type=Path, default=None, help="also write the figures to this file")
+    parser.add_argument("--tasks", nargs="+", choices=list(workloads.WORKLOADS), default=list(workloads.WORKLOADS))
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved timing rounds (default 3)")
+    parser.add_argument("--steps", type=int, default=None, help="optimizer steps per timing run (default per task)")
+    parser.add_argument("--learn-steps", type=int, default=None, help="steps of the learning run (default per task)")
+    parser.add_argument("--no-learn", action="store_true", help="skip the learning runs and the evaluation")
+    parser.add_argument("--model-size", choices=["tiny", "small"], default="small",
+                        help="config size: tiny (64 wide) or small (128 wide, default); 2 layers either way")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1: CPU time is per core)")
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--smoke", action="store_true", help="tiny data, steps and models, 1 round (seconds)")
+    parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results")
     args = parser.parse_args(argv)
 
     import torch
+    import transformers
 
-    cuda = args.device == "cuda"
-    if cuda and not torch.cuda.is_available():
-        raise SystemExit("--device cuda: no CUDA device here")
-    examples = args.examples or (4096 if cuda else 800)
-    batch = args.batch_size or (32 if cuda else 16)
-    size = args.model_size or ("large" if cuda else "tiny")
-    epochs = args.epochs or (1 if cuda else 3)
-    learning_rate = args.learning_rate or (1e-4 if cuda else 3e-3)
+    torch.set_num_threads(args.threads)
+    benchlib.quiet()
+    if args.smoke:
+        args.rounds, args.model_size = 1, "tiny"
+    chosen = {}
+    for name in args.tasks:
+        w = workloads.WORKLOADS[name]
+        if args.smoke:
+            w = replace(w, train_examples=48, eval_examples=12, timing_steps=2, learn_steps=2,
+                        batch_size=min(w.batch_size, 8))
+        if args.steps:
+            w = replace(w, timing_steps=args.steps)
+        if args.learn_steps:
+            w = replace(w, learn_steps=args.learn_steps)
+        chosen[name] = w
+
     work = Path(tempfile.mkdtemp(prefix="bench-training-"))
-    model_dir = synth.build_model_dir("bert", work / f"bert-{size}", size=size)
-    data = work / "data"
-    synth.write_jsonl(data / "train" / "train.jsonl", synth.qa_examples(examples, 1, squad_lengths=True))
-    synth.write_jsonl(data / "validation" / "validation.jsonl",
-                      synth.qa_examples(max(64, examples // 8), 2, squad_lengths=True))
-    features, useful = real_tokens(model_dir, data / "train", args.max_seq_length, args.doc_stride)
-
-    common = {
-        "task": "question-answering", "train_path": data / "train", "validation_path": data / "validation",
-        "max_seq_length": args.max_seq_length, "doc_stride": args.doc_stride, "num_train_epochs": epochs,
-        "per_device_train_batch_size": batch, "per_device_eval_batch_size": 64, "learning_rate": learning_rate,
-        "warmup_steps": 0.1, "weight_decay": 0.01, "save_steps": 100000, "logging_steps": 100000, "seed": 7,
-        "include_num_input_tokens_seen": True, "dataloader_num_workers": 2 if cuda else 0,
-    }
-    baseline = {**common, "pad_to_max_length": True, "precision": "fp32", "train_sampling_strategy": "random"}
-    ours = {**common, "train_sampling_strategy": "group_by_length"}  # precision auto, dynamic padding
+    started = time.time()
     results = {}
-    for name, hps in (("baseline", baseline), ("ours", ours)):
-        results[name] = run_config(name, work / name, model_dir, hps)
-
-    params = sum(p.numel() for p in __import__("transformers").AutoModel.from_pretrained(model_dir).parameters())
-    rows = {}
-    for name, m in results.items():
-        runtime = m["train_runtime"]
-        processed = m["processed_tokens"] or float("nan")
-        row = {
-            "train_runtime_s": runtime,
-            "samples_per_s": features * epochs / runtime,
-            "useful_tokens_per_s": useful * epochs / runtime,
-            "processed_tokens_per_s": processed / runtime,
-            "padded_share": 1.0 - useful * epochs / processed,
-            "eval_loss": m.get("eval_loss"),
-            "eval_f1": m.get("eval_f1"),
-            "eval_exact_match": m.get("eval_exact_match"),
-        }
-        if cuda:
-            peak = args.peak_tflops
-            if peak is None:
-                device_name = torch.cuda.get_device_name()
-                peak = next((v for k, v in PEAK_BF16_TFLOPS.items() if k in device_name), None)
-            if peak:
-                row["mfu"] = 6 * params * processed / runtime / (peak * 1e12)
-                row["useful_mfu"] = 6 * params * useful * epochs / runtime / (peak * 1e12)
-        rows[name] = row
-
-    device = torch.cuda.get_device_name() if cuda else f"CPU ({os.cpu_count()} cores, torch {torch.__version__})"
-    print(f"bench_training: question answering, SQuAD-like lengths, {examples} examples -> {features} features "
-          f"(max_seq_length {args.max_seq_length}), BERT-{size} config ({params / 1e6:.1f}M parameters), "
-          f"batch {batch}, {epochs:g} epoch(s), {device}")
-    header = (f"{'':10}{'runtime s':>11}{'samples/s':>11}{'tokens/s':>11}{'padded':>8}{'eval loss':>10}{'F1':>8}"
-              f"{'EM':>8}")
-    if cuda:
-        header += f"{'MFU':>8}"
-    print(header)
-    for name, row in rows.items():
-        line = (f"{name:10}{row['train_runtime_s']:>11.1f}{row['samples_per_s']:>11.2f}"
-                f"{row['useful_tokens_per_s']:>11.0f}{row['padded_share']:>8.1%}{row['eval_loss']:>10.3f}{row['eval_f1']:>8.1f}"
-                f"{row['eval_exact_match']:>8.1f}")
-        if cuda and "mfu" in row:
-            line += f"{row['mfu']:>8.1%}"
-        print(line)
-    ratio = rows["ours"]["samples_per_s"] / rows["baseline"]["samples_per_s"]
-    token_ratio = rows["ours"]["useful_tokens_per_s"] / rows["baseline"]["useful_tokens_per_s"]
-    print(f"ratio ours/baseline: samples/s x{ratio:.2f}, useful tokens/s x{token_ratio:.2f}, "
-          f"padded share {rows['ours']['padded_share']:.1%} vs {rows['baseline']['padded_share']:.1%}, "
-          f"eval loss {rows['ours']['eval_loss']:.3f} vs {rows['baseline']['eval_loss']:.3f}, "
-          f"F1 {rows['ours']['eval_f1']:.1f} vs {rows['baseline']['eval_f1']:.1f}")
-    if args.json:
-        args.json.write_text(json.dumps({"rows": rows, "ratio_samples_per_s": ratio, "device": device}, indent=2))
+    try:
+        for name, w in chosen.items():
+            results[name] = bench_task(w, work, rounds=args.rounds, size=args.model_size, learn=not args.no_learn,
+                                       seed=args.seed)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    if torch.get_num_threads() != args.threads:
+        print(f"warning: torch threads changed to {torch.get_num_threads()} during the runs", file=sys.stderr)
+    header = (f"bench_training: {args.rounds} interleaved round(s), {args.model_size} models, CPU, "
+              f"{args.threads} torch thread(s), torch {torch.__version__}, transformers {transformers.__version__}, "
+              f"{time.time() - started:.0f} s")
+    table = render(results, header)
+    print(table)
+    name = "bench_training_smoke" if args.smoke else "bench_training"
+    benchlib.write_json(args.out / f"{name}.json", {"header": header, "results": results})
+    (args.out / f"{name}.md").write_text(table + "\n")
+    print(f"\nwrote {args.out / (name + '.json')} and {name}.md")
     return 0
 
 
