@@ -24,6 +24,7 @@ TASKS = ("question-answering", "text-classification", "summarization")
 DATA_FORMATS = ("auto", "jsonl", "json", "csv", "parquet")
 PRECISIONS = ("auto", "bf16", "fp16", "fp32")
 ATTENTION = ("sdpa", "eager", "flash_attention_2", "flash_attention_3")
+PADDING_FREE = ("auto", "true", "false")
 
 SCHEMA_FILE = Path(__file__).resolve().parents[1] / "hyperparameters.json"
 
@@ -300,6 +301,33 @@ class SageMakerTrainingArguments(Seq2SeqTrainingArguments):
         default=True,
         metadata={"help": "On SIGTERM (spot interruption, stop), save a checkpoint at the next step and exit 0."},
     )
+    # --- speed defaults (see hftrain/batching.py and hftrain/packing.py) ---
+    train_sampling_strategy: str = field(
+        default="group_by_length",
+        metadata={
+            "help": "Training batches: group_by_length (default: batches of similar lengths, shuffled, so little "
+            "padding; every row still used once per epoch on every data layout), random (opt-out: the Trainer's "
+            "default order), or sequential (file order).",
+            "choices": ["group_by_length", "random", "sequential"],
+        },
+    )
+    per_device_eval_batch_size: int = field(
+        default=-1,
+        metadata={
+            "help": "Evaluation batch size per device; -1 = auto: twice per_device_train_batch_size, at least 8 "
+            "(evaluation keeps no activations for a backward pass). Evaluation batches run longest first."
+        },
+    )
+    padding_free: str = field(
+        default="auto",
+        metadata={
+            "help": "Padding-free training batches (a batch's examples packed into one row with per-example "
+            "positions and variable-length attention): auto (on for question answering with BERT/RoBERTa-style "
+            "encoders on GPUs, off elsewhere), true (wherever the model supports it, also on CPU), false "
+            "(dynamic padding only).",
+            "choices": list(PADDING_FREE),
+        },
+    )
 
     def __post_init__(self) -> None:
         if self.output_dir not in (None, "", self.checkpoint_dir):
@@ -324,6 +352,11 @@ class SageMakerTrainingArguments(Seq2SeqTrainingArguments):
                 self.optim = "adamw_torch"
         if self.dataloader_num_workers < 0:
             self.dataloader_num_workers = _auto_workers(has_cuda)
+        self.padding_free = str(self.padding_free).lower()
+        if self.padding_free not in PADDING_FREE:
+            raise ArgumentError(f"padding_free must be one of {PADDING_FREE}, got {self.padding_free!r}")
+        if self.per_device_eval_batch_size is not None and self.per_device_eval_batch_size < 0:
+            self.per_device_eval_batch_size = max(8, 2 * self.per_device_train_batch_size)
         for name in ("fsdp_config", "lr_scheduler_kwargs", "gradient_checkpointing_kwargs", "accelerator_config"):
             value = getattr(self, name, None)
             if isinstance(value, str) and "=" in value and not value.lstrip().startswith("{"):

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from . import args as hp
-from . import checkpoints, distributed, sharding, smenv
+from . import batching, checkpoints, distributed, packing, sharding, smenv
 from .callbacks import CheckpointCallback, EpochCallback, LogLinesCallback, SigtermCallback
 from .data import DataError, load_hub, load_local
 from .tasks import get_task
@@ -67,10 +67,23 @@ def make_trainer_class(base):
             if not (self.is_fsdp_enabled or self.is_deepspeed_enabled):
                 reload_legacy_named_weights(resume_from_checkpoint, model if model is not None else self.model)
 
+        def _get_eval_sampler(self, eval_dataset):
+            # transformers 5.3 shuffles evaluation under group_by_length (an unseeded LengthGroupedSampler), so
+            # predictions would not line up with the features (QA post-processing). Evaluation keeps the order
+            # of its features, which the runner puts longest first (batching.longest_first).
+            if self.args.world_size <= 1 and eval_dataset is not None:
+                import torch
+
+                return torch.utils.data.SequentialSampler(eval_dataset)
+            return None
+
         def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
             weight = inputs.pop("loss_weight", None)
-            out = super().compute_loss(model, inputs, return_outputs=return_outputs,
-                                       num_items_in_batch=num_items_in_batch)
+            if packing.is_packed(inputs):  # padding-free rows: the span loss per example (packing.py)
+                out = packing.segment_span_loss(model, inputs, return_outputs=return_outputs)
+            else:
+                out = super().compute_loss(model, inputs, return_outputs=return_outputs,
+                                           num_items_in_batch=num_items_in_batch)
             if weight is None:
                 return out
             if return_outputs:
@@ -377,6 +390,8 @@ def run(model_args, data_args, training_args) -> int:
             train_features = task.tokenize_train(raw_train, tokenizer, config, map_kwargs)
         if raw_eval is not None:
             eval_features = task.tokenize_eval(raw_eval, tokenizer, config, map_kwargs)
+    if eval_features is not None:
+        eval_features = batching.longest_first(eval_features)  # before the metrics read the features
     if raw_train is not None and len(raw_train) > 0 and (train_features is None or len(train_features) == 0):
         raise DataError("tokenization produced no training features (check the columns and max_seq_length)")
 
@@ -404,7 +419,7 @@ def run(model_args, data_args, training_args) -> int:
         filler_index = num_rows if layout.filler_row is not None else None
     lengths = None
     if training_args.train_sampling_strategy == "group_by_length" and num_rows_for_sampler:
-        lengths = [len(x) for x in train_features["input_ids"]]
+        lengths = batching.row_lengths(train_features)
     trace_path = sharding.trace_path_for(env.current_host, rank)
     trace_ids = None
     if trace_path and raw_train is not None and "id" in raw_train.column_names and len(raw_train) == num_rows:
@@ -422,7 +437,7 @@ def run(model_args, data_args, training_args) -> int:
         trace_ids=trace_ids,
         trace_path=trace_path,
     )
-    train_collator = sharding.WeightedCollator(task.collator(tokenizer, model, training_args))
+    train_collator = sharding.WeightedCollator(packing.train_collator(task, tokenizer, model, training_args, data_args.task))
     workers = training_args.dataloader_num_workers
 
     def train_loader():
