@@ -59,13 +59,16 @@ def ours_hyperparameters(w: workloads.Workload, files: dict, model_dir: Path, st
 
 
 def run_arm(arm: str, w: workloads.Workload, files: dict, model_dir: Path, base: Path, steps: int, seed: int):
-    """(Measure, trained model, tokenizer) of one arm."""
+    """(Measure, trained model, tokenizer) of one arm (`ours+padding-free`: ours with padding_free true)."""
     from transformers import AutoModelForQuestionAnswering, AutoModelForSeq2SeqLM, AutoModelForSequenceClassification
     from transformers import AutoTokenizer
 
     with benchlib.TrainMeter() as meter:
-        if arm == "ours":
-            code, output = benchlib.run_ours(base, ours_hyperparameters(w, files, model_dir, steps, seed))
+        if arm.startswith("ours"):
+            hps = ours_hyperparameters(w, files, model_dir, steps, seed)
+            if arm == "ours+padding-free":
+                hps["padding_free"] = "true"
+            code, output = benchlib.run_ours(base, hps)
             if code != 0:
                 raise SystemExit(f"ours ({w.task}) failed with exit code {code}:\n{output[-3000:]}")
             auto = {"question-answering": AutoModelForQuestionAnswering, "text-classification":
@@ -85,7 +88,8 @@ def run_arm(arm: str, w: workloads.Workload, files: dict, model_dir: Path, base:
     return meter.runs[0], model, tokenizer
 
 
-def bench_task(w: workloads.Workload, work: Path, *, rounds: int, size: str, learn: bool, seed: int) -> dict:
+def bench_task(w: workloads.Workload, work: Path, *, rounds: int, size: str, learn: bool, seed: int,
+               warm_up: bool = True) -> dict:
     model_dir = synth.build_model_dir(w.model_kind, work / f"{w.model_kind}-{size}", size=size)
     files = workloads.write_data(w.task, work / f"data-{w.task}", train=w.train_examples, evaluation=w.eval_examples)
     eval_rows = workloads.examples(w.task, w.eval_examples, 2)
@@ -94,7 +98,7 @@ def bench_task(w: workloads.Workload, work: Path, *, rounds: int, size: str, lea
     def fresh() -> Path:
         return work / f"run-{w.task}-{next(counter)}"
 
-    for arm in ARMS:  # warm-up (not recorded): first-call costs of each code path
+    for arm in ARMS if warm_up else ():  # warm-up (not recorded): first-call costs of each code path
         run_arm(arm, w, files, model_dir, fresh(), 2, seed)
     timing: dict[str, list[dict]] = {arm: [] for arm in ARMS}
     for r in range(rounds):
@@ -195,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for name, w in chosen.items():
             results[name] = bench_task(w, work, rounds=args.rounds, size=args.model_size, learn=not args.no_learn,
-                                       seed=args.seed)
+                                       seed=args.seed, warm_up=not args.smoke)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     if torch.get_num_threads() != args.threads:

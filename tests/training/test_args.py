@@ -56,9 +56,23 @@ def test_hardware_defaults_on_cpu(tmp_path, monkeypatch):
         (["--task", "summarization", "--ddp_backend", "smddp"], "smdistributed"),
         (["--task", "summarization", "--save_steps", "0"], "save_steps"),
         (["--task", "summarization", "--precision", "fp8"], "invalid choice"),
+        (["--task", "question-answering", "--padding_free", "maybe"], "padding_free must be one of"),
     ],
 )
 def test_bad_hyperparameters_are_named(argv, message, tmp_path, monkeypatch):
     monkeypatch.setenv("SAGEMAKER_BASE_DIR", str(tmp_path))
     with pytest.raises(hp.ArgumentError, match=message.replace("(", r"\(").replace(")", r"\)")):
         hp.parse_args(argv)
+
+
+def test_speed_defaults_and_their_opt_outs(tmp_path, monkeypatch):
+    monkeypatch.setenv("SAGEMAKER_BASE_DIR", str(tmp_path))
+    _, _, t = hp.parse_args(["--task", "question-answering", "--per_device_train_batch_size", "16"])
+    assert t.train_sampling_strategy == "group_by_length"  # length-aware batches by default
+    assert t.per_device_eval_batch_size == 32  # twice the training batch
+    assert t.padding_free == "auto"
+    _, _, t = hp.parse_args(["--task", "question-answering", "--per_device_train_batch_size", "2"])
+    assert t.per_device_eval_batch_size == 8  # at least 8
+    _, _, t = hp.parse_args(["--task", "question-answering", "--train_sampling_strategy", "random",
+                             "--per_device_eval_batch_size", "4", "--padding_free", "False"])
+    assert (t.train_sampling_strategy, t.per_device_eval_batch_size, t.padding_free) == ("random", 4, "false")

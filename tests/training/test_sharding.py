@@ -122,3 +122,21 @@ def test_agree_layout_single_process():
     with pytest.raises(ValueError, match="empty on every host"):
         sharding.agree_layout(num_rows=0, sharded=True, batch_size=4, rank=0, world_size=1, local_rank=0,
                               local_world_size=1)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    hosts_rows=st.lists(st.integers(min_value=0, max_value=60), min_size=1, max_size=4).filter(lambda x: sum(x) > 0),
+    local_world=st.integers(min_value=1, max_value=4),
+    batch_size=st.integers(min_value=1, max_value=8),
+    salt=st.integers(min_value=1, max_value=10_000),
+)
+def test_length_grouped_default_keeps_every_row_once_and_equal_steps(hosts_rows, local_world, batch_size, salt):
+    """group_by_length is the default: it must keep the sharding guarantees of the random order."""
+    lengths = [(i * salt) % 97 + 1 for i in range(max(hosts_rows))]
+    seen, counts, num_batches = _simulate(hosts_rows, local_world, batch_size, lengths=lengths)
+    expected = {(h, i) for h, n in enumerate(hosts_rows) for i in range(n)}
+    for counter in seen.values():
+        assert set(counter) == expected
+        assert all(c == 1 for c in counter.values())
+    assert set(counts) == {num_batches}

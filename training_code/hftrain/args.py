@@ -324,8 +324,7 @@ class SageMakerTrainingArguments(Seq2SeqTrainingArguments):
             "help": "Padding-free training batches (a batch's examples packed into one row with per-example "
             "positions and variable-length attention): auto (on for question answering with BERT/RoBERTa-style "
             "encoders on GPUs, off elsewhere), true (wherever the model supports it, also on CPU), false "
-            "(dynamic padding only).",
-            "choices": list(PADDING_FREE),
+            "(dynamic padding only). Booleans are accepted for true/false.",
         },
     )
 

@@ -76,6 +76,15 @@ def packed_attention_forward(module, query, key, value, attention_mask, dropout:
                      int(max_length_k if max_length_k is not None else max_length_q), scale=scaling,
                      window_size=(-1, 0) if causal else (-1, -1))
         return out.unsqueeze(0), None  # [1, T, H, D]
+    if not query.is_cuda:  # CPU: one dense attention per example (cheaper than nested tensors' CPU path)
+        bounds_q, bounds_k = cu_seq_lens_q.tolist(), cu_k.tolist()
+        parts = [
+            torch.nn.functional.scaled_dot_product_attention(
+                query[:, :, a:b], key[:, :, c:d], value[:, :, c:d], dropout_p=dropout, scale=scaling,
+                is_causal=causal)
+            for a, b, c, d in zip(bounds_q[:-1], bounds_q[1:], bounds_k[:-1], bounds_k[1:], strict=True)
+        ]
+        return torch.cat(parts, dim=2).transpose(1, 2).contiguous(), None
     offsets_q, offsets_k = cu_seq_lens_q.to(torch.int64), cu_k.to(torch.int64)
     out = torch.nn.functional.scaled_dot_product_attention(
         _jagged(query, offsets_q), _jagged(key, offsets_k), _jagged(value, offsets_k),

@@ -1,0 +1,56 @@
+"""The training benchmarks run from a fresh checkout (their own sys.path set-up, no repository on PYTHONPATH)
+and write their results: `--smoke` runs every arm of every task with tiny data, models and step counts."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _run(script: str, *args: str, cwd: Path) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env.update({"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+                "HF_DATASETS_CACHE": str(cwd / "hf-cache"), "TOKENIZERS_PARALLELISM": "false"})
+    env.pop("OUT", None)
+    return subprocess.run([sys.executable, str(REPO / "benchmarks" / script), *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=600)
+
+
+def test_bench_training_smoke(tmp_path):
+    proc = _run("bench_training.py", "--smoke", "--out", str(tmp_path / "out"), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    data = json.loads((tmp_path / "out" / "bench_training_smoke.json").read_text())
+    assert set(data["results"]) == {"question-answering", "text-classification", "summarization"}
+    for task, result in data["results"].items():
+        assert set(result["arms"]) == {"hf-default", "hf-best", "ours"}
+        for arm in ("hf-default", "hf-best", "ours"):
+            assert result["arms"][arm]["samples_per_cpu_s"]["median"] > 0
+            assert "eval_loss" in result["learning"][arm]
+        assert result["ratio_vs_hf-best"]["median"] > 0
+    qa = data["results"]["question-answering"]["arms"]
+    assert qa["hf-default"]["padded_share"] > qa["hf-best"]["padded_share"]  # run_qa's default pads to 384
+    table = (tmp_path / "out" / "bench_training_smoke.md").read_text()
+    assert "| question-answering | ours |" in table and "ours / hf-best" in table
+
+
+def test_bench_gpu_smoke_and_skip_without_cuda(tmp_path):
+    proc = _run("bench_gpu.py", "--smoke", "--out", str(tmp_path / "out"), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    data = json.loads((tmp_path / "out" / "bench_gpu_smoke.json").read_text())
+    qa = data["results"]["question-answering"]
+    assert set(qa) == {"hf-best", "ours", "ours-padded"}
+    assert qa["ours"]["packed"] is True and qa["ours"]["padded_share"] == 0.0  # the padding-free path ran
+    assert qa["ours-padded"]["packed"] is False
+    assert qa["ours"]["model_flops"] > 0 and qa["ours"]["layer_parameters"]["layers"] == 2
+    assert set(data["results"]["summarization"]) == {"hf-best", "ours"}
+    assert "| question-answering | ours (padding-free) |" in (tmp_path / "out" / "bench_gpu_smoke.md").read_text()
+    import torch
+
+    if not torch.cuda.is_available():  # what `make bench` does on a machine without a GPU
+        proc = _run("bench_gpu.py", cwd=tmp_path)
+        assert proc.returncode == 0 and "no CUDA device here: skipped" in proc.stdout
