@@ -60,8 +60,12 @@ def ours_hyperparameters(w: workloads.Workload, files: dict, model_dir: Path, st
 
 def run_arm(arm: str, w: workloads.Workload, files: dict, model_dir: Path, base: Path, steps: int, seed: int):
     """(Measure, trained model, tokenizer) of one arm (`ours+padding-free`: ours with padding_free true)."""
-    from transformers import AutoModelForQuestionAnswering, AutoModelForSeq2SeqLM, AutoModelForSequenceClassification
-    from transformers import AutoTokenizer
+    from transformers import (
+        AutoModelForQuestionAnswering,
+        AutoModelForSeq2SeqLM,
+        AutoModelForSequenceClassification,
+        AutoTokenizer,
+    )
 
     with benchlib.TrainMeter() as meter:
         if arm.startswith("ours"):
@@ -89,7 +93,7 @@ def run_arm(arm: str, w: workloads.Workload, files: dict, model_dir: Path, base:
 
 
 def bench_task(w: workloads.Workload, work: Path, *, rounds: int, size: str, learn: bool, seed: int,
-               warm_up: bool = True) -> dict:
+               warm_up: bool = True, arms: tuple[str, ...] = ARMS) -> dict:
     model_dir = synth.build_model_dir(w.model_kind, work / f"{w.model_kind}-{size}", size=size)
     files = workloads.write_data(w.task, work / f"data-{w.task}", train=w.train_examples, evaluation=w.eval_examples)
     eval_rows = workloads.examples(w.task, w.eval_examples, 2)
@@ -98,11 +102,11 @@ def bench_task(w: workloads.Workload, work: Path, *, rounds: int, size: str, lea
     def fresh() -> Path:
         return work / f"run-{w.task}-{next(counter)}"
 
-    for arm in ARMS if warm_up else ():  # warm-up (not recorded): first-call costs of each code path
+    for arm in arms if warm_up else ():  # warm-up (not recorded): first-call costs of each code path
         run_arm(arm, w, files, model_dir, fresh(), 2, seed)
-    timing: dict[str, list[dict]] = {arm: [] for arm in ARMS}
+    timing: dict[str, list[dict]] = {arm: [] for arm in arms}
     for r in range(rounds):
-        order = ARMS[r % len(ARMS):] + ARMS[: r % len(ARMS)]
+        order = arms[r % len(arms):] + arms[: r % len(arms)]
         for arm in order:
             measure, _, _ = run_arm(arm, w, files, model_dir, fresh(), w.timing_steps, seed)
             timing[arm].append(measure.as_dict())
@@ -111,7 +115,7 @@ def bench_task(w: workloads.Workload, work: Path, *, rounds: int, size: str, lea
                   flush=True)
     learned: dict[str, dict] = {}
     if learn:
-        for arm in ARMS:
+        for arm in arms:
             measure, model, tokenizer = run_arm(arm, w, files, model_dir, fresh(), w.learn_steps, seed)
             scores = benchlib.evaluate(w.task, model, tokenizer, eval_rows, max_seq_length=w.max_seq_length,
                                        task_extra=w.extra, work=fresh())
@@ -123,7 +127,7 @@ def bench_task(w: workloads.Workload, work: Path, *, rounds: int, size: str, lea
         return benchlib.summary([m[key] for m in timing[arm]])
 
     result = {"workload": {**w.__dict__}, "model_size": size, "rounds": timing, "learning": learned, "arms": {}}
-    for arm in ARMS:
+    for arm in arms:
         result["arms"][arm] = {"cpu_s": stat(arm, "cpu_s"), "wall_s": stat(arm, "wall_s"),
                                "samples_per_cpu_s": stat(arm, "samples_per_cpu_s"),
                                "samples_per_wall_s": stat(arm, "samples_per_wall_s"),
@@ -140,7 +144,7 @@ def render(results: dict, header: str) -> str:
     lines.append("| task | arm | CPU s / run | samples / CPU s | padded | eval loss | metric |")
     lines.append("| --- | --- | --- | --- | --- | --- | --- |")
     for task, res in results.items():
-        for arm in ARMS:
+        for arm in res["arms"]:
             a, learned = res["arms"][arm], res["learning"].get(arm, {})
             metric = METRIC[task]
             lines.append(
@@ -166,9 +170,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=None, help="optimizer steps per timing run (default per task)")
     parser.add_argument("--learn-steps", type=int, default=None, help="steps of the learning run (default per task)")
     parser.add_argument("--no-learn", action="store_true", help="skip the learning runs and the evaluation")
-    parser.add_argument("--model-size", choices=["tiny", "small"], default="small",
-                        help="config size: tiny (64 wide) or small (128 wide, default); 2 layers either way")
+    parser.add_argument("--model-size", choices=["tiny", "small"], default=None,
+                        help="config size for every task: tiny (64 wide) or small (128 wide); 2 layers either way "
+                        "(default: per task, workloads.py: the size that learns the task in the learning run)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1: CPU time is per core)")
+    parser.add_argument("--padding-free-arm", action="store_true",
+                        help="QA: add the arm ours+padding-free (padding_free true, off by default on CPU)")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--smoke", action="store_true", help="tiny data, steps and models, 1 round (seconds)")
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results")
@@ -198,13 +205,17 @@ def main(argv: list[str] | None = None) -> int:
     results = {}
     try:
         for name, w in chosen.items():
-            results[name] = bench_task(w, work, rounds=args.rounds, size=args.model_size, learn=not args.no_learn,
-                                       seed=args.seed, warm_up=not args.smoke)
+            results[name] = bench_task(w, work, rounds=args.rounds, size=args.model_size or w.model_size,
+                                       learn=not args.no_learn,
+                                       seed=args.seed, warm_up=not args.smoke,
+                                       arms=ARMS + (("ours+padding-free",) if args.padding_free_arm
+                                                    and name == "question-answering" else ()))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     if torch.get_num_threads() != args.threads:
         print(f"warning: torch threads changed to {torch.get_num_threads()} during the runs", file=sys.stderr)
-    header = (f"bench_training: {args.rounds} interleaved round(s), {args.model_size} models, CPU, "
+    sizes = ", ".join(f"{n} {args.model_size or w.model_size}" for n, w in chosen.items())
+    header = (f"bench_training: {args.rounds} interleaved round(s), models ({sizes}), CPU, "
               f"{args.threads} torch thread(s), torch {torch.__version__}, transformers {transformers.__version__}, "
               f"{time.time() - started:.0f} s")
     table = render(results, header)

@@ -37,17 +37,19 @@ class Workload:
     eval_examples: int
     timing_steps: int
     learn_steps: int
+    model_size: str = "small"  # synthetic.build_config: tiny (64 wide) or small (128 wide), 2 layers
     extra: dict = field(default_factory=dict)  # task-specific hyperparameters, same meaning in every arm
 
 
 WORKLOADS = {
     "question-answering": Workload(
-        task="question-answering", model_kind="bert", max_seq_length=384, batch_size=16, learning_rate=2e-3,
-        train_examples=1200, eval_examples=200, timing_steps=30, learn_steps=400, extra={"doc_stride": 128},
+        task="question-answering", model_kind="bert", max_seq_length=384, batch_size=32, learning_rate=3e-3,
+        train_examples=1200, eval_examples=200, timing_steps=30, learn_steps=800, model_size="tiny",
+        extra={"doc_stride": 128},
     ),
     "text-classification": Workload(
         task="text-classification", model_kind="roberta", max_seq_length=128, batch_size=32, learning_rate=2e-3,
-        train_examples=2000, eval_examples=300, timing_steps=30, learn_steps=150,
+        train_examples=2000, eval_examples=300, timing_steps=30, learn_steps=200,
     ),
     "summarization": Workload(
         task="summarization", model_kind="bart", max_seq_length=512, batch_size=8, learning_rate=1e-3,

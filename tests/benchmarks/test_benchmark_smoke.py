@@ -26,7 +26,7 @@ def test_bench_training_smoke(tmp_path):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     data = json.loads((tmp_path / "out" / "bench_training_smoke.json").read_text())
     assert set(data["results"]) == {"question-answering", "text-classification", "summarization"}
-    for task, result in data["results"].items():
+    for result in data["results"].values():
         assert set(result["arms"]) == {"hf-default", "hf-best", "ours"}
         for arm in ("hf-default", "hf-best", "ours"):
             assert result["arms"][arm]["samples_per_cpu_s"]["median"] > 0
