@@ -1,5 +1,8 @@
 """The benchmark workloads: one per task, generated data with realistic length distributions, tiny models.
 
+Training sets hold at least 200 batches, so that length grouping works on mega-batches of 50 batches as it does
+on real datasets (both the Trainer's LengthGroupedSampler and this code shrink them on small datasets).
+
 The rules that make the data learnable are local_mode.synthetic's (the answer follows the word "key"; the label
 is the colour word in the text; the summary is the first sentence); only the lengths are drawn here, from
 log-normal distributions shaped like public datasets, because the padding waste that the benchmark measures
@@ -44,16 +47,16 @@ class Workload:
 WORKLOADS = {
     "question-answering": Workload(
         task="question-answering", model_kind="bert", max_seq_length=384, batch_size=32, learning_rate=3e-3,
-        train_examples=1200, eval_examples=200, timing_steps=30, learn_steps=800, model_size="tiny",
+        train_examples=6400, eval_examples=200, timing_steps=30, learn_steps=800, model_size="tiny",
         extra={"doc_stride": 128},
     ),
     "text-classification": Workload(
         task="text-classification", model_kind="roberta", max_seq_length=128, batch_size=32, learning_rate=2e-3,
-        train_examples=2000, eval_examples=300, timing_steps=30, learn_steps=200,
+        train_examples=6400, eval_examples=300, timing_steps=30, learn_steps=200,
     ),
     "summarization": Workload(
         task="summarization", model_kind="bart", max_seq_length=512, batch_size=8, learning_rate=1e-3,
-        train_examples=1200, eval_examples=60, timing_steps=20, learn_steps=400,
+        train_examples=1600, eval_examples=60, timing_steps=20, learn_steps=400,
         extra={"max_target_length": 48},
     ),
 }

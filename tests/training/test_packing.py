@@ -89,13 +89,14 @@ def test_packed_loss_equals_padded_batch_with_padding_masked(tiny_models):
 def test_collator_positions_restart_per_example_and_targets_move_with_the_row():
     features = [{"input_ids": [5, 6, 7], "token_type_ids": [0, 0, 1], "start_positions": 1, "end_positions": 2},
                 {"input_ids": [8, 9], "token_type_ids": [0, 1], "start_positions": 0, "end_positions": 1}]
-    batch = packing.PackedQACollator(position_start=2)(features)  # RoBERTa: padding_idx 1 + 1
+    batch = packing.PackedQACollator(position_start=2, bucket=1)(features)  # RoBERTa: padding_idx 1 + 1
     assert batch["input_ids"].tolist() == [[5, 6, 7, 8, 9]]
     assert batch["token_type_ids"].tolist() == [[0, 0, 1, 0, 1]]
     assert batch["position_ids"].tolist() == [[2, 3, 4, 2, 3]]
     assert batch["cu_seq_lens_q"].tolist() == [0, 3, 5] and batch["max_length_q"] == 3
     assert batch["start_positions"].tolist() == [1, 3] and batch["end_positions"].tolist() == [2, 4]
     assert "attention_mask" not in batch
+    assert packing.PackedQACollator(bucket=64)(features)["max_length_q"] == 64  # an upper bound, few values
 
 
 def test_segment_cross_entropy_is_a_softmax_per_example():

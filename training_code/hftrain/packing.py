@@ -162,11 +162,15 @@ def position_start(config) -> int:
 
 
 class PackedQACollator:
-    """QA features -> one padding-free row with per-example positions and span targets in row coordinates."""
+    """QA features -> one padding-free row with per-example positions and span targets in row coordinates.
 
-    def __init__(self, position_start: int = 0, return_tensors: str = "pt") -> None:
+    `max_length_q/k` are rounded up to a multiple of `bucket` (an upper bound is all the kernels need): under
+    torch.compile an int argument that changed every step would recompile every step.
+    """
+
+    def __init__(self, position_start: int = 0, bucket: int = 64) -> None:
         self.position_start = position_start
-        self.return_tensors = return_tensors
+        self.bucket = max(1, bucket)
 
     def __call__(self, features: list[dict]) -> dict:
         input_ids: list[int] = []
@@ -184,14 +188,15 @@ class PackedQACollator:
             starts.append(offset + int(feature["start_positions"]))
             ends.append(offset + int(feature["end_positions"]))
             cu.append(offset + len(ids))
-        lengths = [b - a for a, b in zip(cu[:-1], cu[1:], strict=True)]
+        longest = max(b - a for a, b in zip(cu[:-1], cu[1:], strict=True))
+        longest = -(-longest // self.bucket) * self.bucket
         batch = {
             "input_ids": torch.tensor([input_ids], dtype=torch.long),
             "position_ids": torch.tensor([positions], dtype=torch.long),
             "cu_seq_lens_q": torch.tensor(cu, dtype=torch.int32),
             "cu_seq_lens_k": torch.tensor(cu, dtype=torch.int32),
-            "max_length_q": max(lengths),
-            "max_length_k": max(lengths),
+            "max_length_q": longest,
+            "max_length_k": longest,
             "start_positions": torch.tensor(starts, dtype=torch.long),
             "end_positions": torch.tensor(ends, dtype=torch.long),
         }

@@ -78,9 +78,10 @@ def plan(rows_per_rank: Sequence[int], batch_size: int, rank: int) -> EpochPlan:
 
 
 def length_grouped(indices: list[int], lengths: Sequence[int], batch_size: int, generator: torch.Generator) -> list[int]:
-    """Order shuffled indices so that neighbours have similar lengths (mega-batches of 50 batches, each sorted
-    longest first), as the Trainer's LengthGroupedSampler does."""
-    mega = max(batch_size * 50, 1)
+    """Order shuffled indices so that neighbours have similar lengths: mega-batches of up to 50 batches, each
+    sorted longest first, with at least 4 mega-batches per epoch (as the Trainer's LengthGroupedSampler sizes
+    them), so that a small dataset is not sorted whole and batches still change from epoch to epoch."""
+    mega = max(batch_size, 1) * max(1, min(50, len(indices) // (4 * max(batch_size, 1))))
     out: list[int] = []
     for start in range(0, len(indices), mega):
         chunk = indices[start : start + mega]
