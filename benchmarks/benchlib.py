@@ -2,10 +2,13 @@
 every arm's trained model, and the statistics and tables.
 
 Measurement is the same for every arm: `TrainMeter` wraps `transformers.Trainer.train` (the examples' trainers
-and this code's subclass all go through it) and records the process CPU time and the wall time of that call, and
-a forward pre-hook on the model counts the rows and tokens of every training batch: processed tokens (what the
-model computed on, padding included) and real tokens (attention mask, or every token of a padding-free row;
-for sequence-to-sequence models the decoder's labels are counted too).
+and this code's subclass all go through it). It records the process CPU time and the wall time of the steady
+state: from the end of optimizer step `skip_steps` to the end of the call, so that one-time set-up (building the
+dataloader, the Trainer's LengthGroupedSampler reading every row's length, the first steps) is left out of the
+throughput; the whole call's CPU time is kept as `call_cpu_s`. A forward pre-hook on the model counts the rows and
+tokens of every training batch of the steady state: processed tokens (what the model computed on, padding
+included) and real tokens (attention mask, or every token of a padding-free row; for sequence-to-sequence models
+the decoder's labels are counted too).
 """
 
 from __future__ import annotations
@@ -89,22 +92,29 @@ def _count_batch(kwargs: dict) -> tuple[int, int, int]:
 
 
 class TrainMeter:
-    """Patches Trainer.train while active; every call appends a Measure to `runs`."""
+    """Patches Trainer.train while active; every call appends a Measure to `runs` (see the module docstring)."""
 
-    def __init__(self) -> None:
+    def __init__(self, skip_steps: int = 2) -> None:
         self.runs: list[Measure] = []
+        self.skip_steps = skip_steps
 
     def __enter__(self) -> TrainMeter:
-        from transformers import Trainer
+        from transformers import Trainer, TrainerCallback
 
         self._original = original = Trainer.train
         meter = self
 
         def train(trainer, *args, **kwargs):
             measure = Measure()
+            clock = {"counting": meter.skip_steps == 0}
+
+            class Start(TrainerCallback):
+                def on_step_end(self, args, state, control, **kw):
+                    if state.global_step == meter.skip_steps:
+                        clock.update(counting=True, cpu=time.process_time(), wall=time.perf_counter())
 
             def hook(module, args_, kwargs_):
-                if module.training:
+                if module.training and clock["counting"]:
                     rows, real, processed = _count_batch(kwargs_)
                     measure.samples += rows
                     measure.real_tokens += real
@@ -112,14 +122,19 @@ class TrainMeter:
                 return None
 
             handle = trainer.model.register_forward_pre_hook(hook, with_kwargs=True)
+            start = Start()
+            trainer.add_callback(start)
             cpu, wall = time.process_time(), time.perf_counter()
+            clock.update(cpu=cpu, wall=wall)
             try:
                 result = original(trainer, *args, **kwargs)
             finally:
-                measure.cpu_s = time.process_time() - cpu
-                measure.wall_s = time.perf_counter() - wall
+                end_cpu, end_wall = time.process_time(), time.perf_counter()
                 handle.remove()
-            measure.steps = trainer.state.global_step
+                trainer.remove_callback(start)
+            measure.cpu_s, measure.wall_s = end_cpu - clock["cpu"], end_wall - clock["wall"]
+            measure.extra["call_cpu_s"] = end_cpu - cpu
+            measure.steps = trainer.state.global_step - meter.skip_steps
             meter.runs.append(measure)
             return result
 

@@ -68,7 +68,7 @@ def test_bad_hyperparameters_are_named(argv, message, tmp_path, monkeypatch):
 def test_speed_defaults_and_their_opt_outs(tmp_path, monkeypatch):
     monkeypatch.setenv("SAGEMAKER_BASE_DIR", str(tmp_path))
     _, _, t = hp.parse_args(["--task", "question-answering", "--per_device_train_batch_size", "16"])
-    assert t.train_sampling_strategy == "group_by_length"  # length-aware batches by default
+    assert t.train_sampling_strategy == "auto"  # length-aware batches where they pay (batching.training_lengths)
     assert t.per_device_eval_batch_size == 32  # twice the training batch
     assert t.padding_free == "auto"
     _, _, t = hp.parse_args(["--task", "question-answering", "--per_device_train_batch_size", "2"])

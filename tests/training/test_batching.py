@@ -25,6 +25,32 @@ def test_longest_first_is_a_stable_descending_order():
     assert batching.longest_first(already) is already
 
 
+def test_random_batch_padding():
+    assert batching.random_batch_padding([5, 5, 5, 5], 2) == 0.0
+    assert abs(batching.random_batch_padding([1, 3], 2) - 1 / 3) < 1e-9  # one batch: 4 real tokens of 6
+    assert batching.random_batch_padding([], 4) == 0.0
+
+
+def _gather_as_if(others):
+    return lambda mine: [mine, *others]
+
+
+def test_auto_groups_only_where_random_batches_waste_padding():
+    wide = _dataset([1 + (i * 37) % 300 for i in range(256)])  # SQuAD-like spread: random batches pad ~50%
+    narrow = _dataset([10 + i % 3 for i in range(256)])  # one length class: random batches pad ~10%
+    lengths, why = batching.training_lengths(wide, "auto", 16, 0, _gather_as_if([]))
+    assert lengths == batching.row_lengths(wide) and "grouped by length" in why
+    lengths, why = batching.training_lengths(narrow, "auto", 16, 0, _gather_as_if([]))
+    assert lengths is None and "random batches" in why
+    assert batching.training_lengths(narrow, "group_by_length", 16, 0, None)[0] == batching.row_lengths(narrow)
+    assert batching.training_lengths(wide, "random", 16, 0, None) == (None, "random")
+    # ranks agree: a rank without rows follows the others' padding, weighted by rows
+    lengths, _ = batching.training_lengths(None, "auto", 16, 0, _gather_as_if([(0.6, 100)]))
+    assert lengths is None  # nothing to group here, but the decision is the shared one
+    _, why = batching.training_lengths(narrow, "auto", 16, 0, _gather_as_if([(0.9, 10_000)]))
+    assert "grouped by length" in why
+
+
 def test_evaluation_keeps_feature_order_under_group_by_length(tmp_path):
     """transformers 5.3 evaluates in a random LengthGroupedSampler order when train_sampling_strategy is
     group_by_length (our default); the runner's Trainer evaluates in feature order instead, so predictions line

@@ -303,12 +303,13 @@ class SageMakerTrainingArguments(Seq2SeqTrainingArguments):
     )
     # --- speed defaults (see hftrain/batching.py and hftrain/packing.py) ---
     train_sampling_strategy: str = field(
-        default="group_by_length",
+        default="auto",
         metadata={
-            "help": "Training batches: group_by_length (default: batches of similar lengths, shuffled, so little "
-            "padding; every row still used once per epoch on every data layout), random (opt-out: the Trainer's "
-            "default order), or sequential (file order).",
-            "choices": ["group_by_length", "random", "sequential"],
+            "help": "Training batches: auto (default: length-grouped where random batches would pad at least 30% "
+            "of their tokens, else random), group_by_length (batches of similar lengths, shuffled), random (the "
+            "Trainer's default order), or sequential (file order). Every row is used once per epoch on every "
+            "data layout either way.",
+            "choices": ["auto", "group_by_length", "random", "sequential"],
         },
     )
     per_device_eval_batch_size: int = field(

@@ -417,9 +417,11 @@ def run(model_args, data_args, training_args) -> int:
         rows = sharding.WeightedRows(train_features, extra_row=layout.filler_row)
         num_rows_for_sampler = num_rows
         filler_index = num_rows if layout.filler_row is not None else None
-    lengths = None
-    if training_args.train_sampling_strategy == "group_by_length" and num_rows_for_sampler:
-        lengths = batching.row_lengths(train_features)
+    lengths, grouping = batching.training_lengths(
+        train_features if num_rows_for_sampler else None, training_args.train_sampling_strategy,
+        training_args.per_device_train_batch_size, training_args.seed, distributed.all_gather_objects)
+    if rank == 0:
+        logger.info("training batches: %s", grouping)
     trace_path = sharding.trace_path_for(env.current_host, rank)
     trace_ids = None
     if trace_path and raw_train is not None and "id" in raw_train.column_names and len(raw_train) == num_rows:
