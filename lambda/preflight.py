@@ -1,26 +1,23 @@
 """Pre-flight checks run by Prepare before any job starts; every problem names the spec field it is about.
 
-- `static_problems`: the spec against the environment (instance types, counts, SMDDP, FSx, buckets, spot).
-- `request_problems`: builds every request of the run (all attempts, tokenizer jobs) and checks the API
-  limits of shared/SAGEMAKER_NOTES.md (names, hyperparameter sizes, channels, VPC, stopping condition).
+`check` is the one entry point; it reads the planned run and the requests Prepare built (it builds none):
+- `static_problems`: the spec against the environment (instance types, counts, SMDDP, FSx, buckets).
+- `training_request_problems` / `processing_request_problems`: the SageMaker API limits the service model does
+  not check client-side (names, hyperparameter sizes, channels, VPC, stopping condition, container arguments).
 - `storage_problems`: S3 prefixes exist and hold enough objects (ShardedByS3Key: one per instance at least).
+- `job_name_problems`: the planned job names are still free in the account.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-import job_requests
 import naming
 from aws import aws_errors, error_code, error_message, is_not_found
 from botocore.exceptions import ClientError
-from run_spec import (
-    MAX_RUNTIME_LIMIT,
-    PIPELINE_HYPERPARAMETERS,
-    PROCESSING_RUNTIME_LIMIT,
-    parse_s3_uri,
-    uses_spot,
-)
+from hyperparameters import PIPELINE
+from job_requests import SMDDP_INSTANCE_TYPES
+from run_spec import MAX_CONTAINER_ARGUMENT, MAX_RUNTIME_LIMIT, PROCESSING_RUNTIME_LIMIT, parse_s3_uri
 from settings import Settings
 
 MAX_HYPERPARAMETERS = 100
@@ -28,7 +25,6 @@ MAX_HYPERPARAMETER_KEY = 256
 MAX_HYPERPARAMETER_VALUE = 2500
 MAX_CHANNELS = 20
 MAX_TAGS = 50
-MAX_CONTAINER_ARGUMENT = 256
 # Hyperparameter -> spec field it comes from (for messages); the rest come from `hyperparameters.<name>`.
 _HP_FIELDS = {"fsdp_config": "distribution.fsdp.config", "fsdp": "distribution.fsdp.sharding",
               "sagemaker_submit_directory": "settings.code_s3_prefix", "model_name_or_path": "model"}
@@ -48,16 +44,12 @@ def static_problems(spec: dict[str, Any], settings: Settings) -> list[str]:
         if instance_type not in settings.allowed_instance_types:
             problems.append(f"{path}: {instance_type} is not allowed in environment {settings.environment}; "
                             f"allowed: {_allowed(settings.allowed_instance_types)}")
-        elif strategy == "smddp" and instance_type not in job_requests.SMDDP_INSTANCE_TYPES:
+        elif strategy == "smddp" and instance_type not in SMDDP_INSTANCE_TYPES:
             problems.append(f"{path}: SMDDP (distribution.strategy smddp) does not run on {instance_type}; "
-                            f"supported: {_allowed(job_requests.SMDDP_INSTANCE_TYPES)}; or use ddp")
+                            f"supported: {_allowed(SMDDP_INSTANCE_TYPES)}; or use ddp")
     if compute["instance_count"] > settings.max_instance_count:
         problems.append(f"compute.instance_count: {compute['instance_count']} is over environment "
                         f"{settings.environment}'s limit of {settings.max_instance_count}")
-    if uses_spot(spec) and spec["spot"]["max_wait_seconds"] < spec["max_runtime_seconds"]:
-        problems.append(f"spot.max_wait_seconds: {spec['spot']['max_wait_seconds']} is less than "
-                        f"max_runtime_seconds={spec['max_runtime_seconds']}; the wait covers waiting plus running, "
-                        "so it must be at least the runtime")
     for name, channel in spec["data"].items():
         if "fsx" in channel and settings.fsx is None:
             problems.append(f"data.{name}.fsx: environment {settings.environment} has no FSx for Lustre file "
@@ -86,7 +78,7 @@ def static_problems(spec: dict[str, Any], settings: Settings) -> list[str]:
 
 
 def _hp_field(key: str) -> str:
-    return _HP_FIELDS.get(key) or PIPELINE_HYPERPARAMETERS.get(key, f"hyperparameters.{key}")
+    return _HP_FIELDS.get(key) or PIPELINE.get(key, f"hyperparameters.{key}")
 
 
 def training_request_problems(request: dict[str, Any]) -> list[str]:
@@ -111,7 +103,9 @@ def training_request_problems(request: dict[str, Any]) -> list[str]:
         problems.append(f"max_runtime_seconds: over SageMaker's limit of {MAX_RUNTIME_LIMIT} (28 days)")
     if request.get("EnableManagedSpotTraining"):
         if stopping.get("MaxWaitTimeInSeconds", 0) < stopping["MaxRuntimeInSeconds"]:
-            problems.append("spot.max_wait_seconds: must be at least max_runtime_seconds for managed spot")
+            problems.append(f"spot.max_wait_seconds: {stopping.get('MaxWaitTimeInSeconds')} is less than "
+                            f"max_runtime_seconds={stopping['MaxRuntimeInSeconds']}; the wait covers waiting plus "
+                            "running, so for managed spot it must be at least the runtime")
         if not request.get("CheckpointConfig"):
             problems.append("checkpoint: managed spot needs a CheckpointConfig")
     if not 1 <= len(request["InputDataConfig"]) <= MAX_CHANNELS:
@@ -149,20 +143,16 @@ def _vpc_problems(vpc: dict[str, Any] | None) -> list[str]:
     return problems
 
 
-def request_problems(run: dict[str, Any], settings: Settings) -> list[str]:
-    """Build every request the run can send and check it; attempts must get distinct job names."""
+def request_problems(requests: list[tuple[str, dict[str, Any]]]) -> list[str]:
+    """Check the built requests (each problem once); attempts must get distinct job names."""
     problems: list[str] = []
-    names = []
-    for attempt in range(run["max_attempts"]):
-        request = job_requests.training_request(run, settings, attempt)
-        names.append(request["TrainingJobName"])
-        problems += [p for p in training_request_problems(request) if p not in problems]
+    for operation, request in requests:
+        found = (training_request_problems(request) if operation == "CreateTrainingJob"
+                 else processing_request_problems(request))
+        problems += [p for p in found if p not in problems]
+    names = [r["TrainingJobName"] for op, r in requests if op == "CreateTrainingJob"]
     if len(set(names)) != len(names):
         problems.append("name: job names of the attempts are not distinct")
-    if run["tokenizer_stage"]:
-        for stage in ("map", "reduce"):
-            request = job_requests.processing_request(run, settings, stage)
-            problems += [p for p in processing_request_problems(request) if p not in problems]
     return problems
 
 
@@ -228,4 +218,17 @@ def storage_problems(spec: dict[str, Any], settings: Settings, s3: Any) -> list[
             problems.append(f"{path}: ShardedByS3Key needs at least one object per instance, but {uri} has "
                             f"{found} object(s) for {sharded_over}; split the data into at least {needed} files, "
                             "use fewer instances or FullyReplicated")
+    return problems
+
+
+def check(run: dict[str, Any], requests: list[tuple[str, dict[str, Any]]], settings: Settings, *, s3: Any = None,
+          sagemaker: Any = None) -> list[str]:
+    """Every pre-flight problem of a planned run and its built requests; without clients (pure use) the storage
+    and job-name checks are skipped."""
+    spec = run["spec"]
+    problems = static_problems(spec, settings) + request_problems(requests)
+    if s3 is not None:
+        problems += storage_problems(spec, settings, s3)
+    if sagemaker is not None:
+        problems += job_name_problems(run, sagemaker)
     return problems

@@ -9,6 +9,8 @@ from functools import lru_cache
 from typing import Any
 
 import botocore.session
+import hp_rules
+import hyperparameters
 import job_requests
 import regex  # Java-style \p{L} classes in the service model's patterns (installed with transformers)
 import run_spec
@@ -117,29 +119,41 @@ HUB_IDS = st.sampled_from(["bert-base-uncased", "distilbert/distilbert-base-unca
                            "deepset/roberta-base-squad2", "facebook/bart-base", "org.x/model_v1.2"])
 S3_KEYS = st.builds("datasets/{}/".format, st.text(LOWER + DIGITS + "_-", min_size=1, max_size=20))
 WORDS = st.text(LOWER + DIGITS + "_", min_size=1, max_size=10)
-HP_META = run_spec.training_hyperparameters()
-SETTABLE_HPS = sorted(set(HP_META) - set(run_spec.PIPELINE_HYPERPARAMETERS) - set(run_spec.SECRET_HYPERPARAMETERS))
+HP_META = hyperparameters.schema()
+# Names a rule across hyperparameters reads are left to the equivalence test (test_lambda_hp_equivalence.py):
+# here any value of the others is valid on its own.
+RULE_FIELDS = {f for rule in hp_rules.RULES for f in rule["fields"]} | {"precision", "task"}
+SETTABLE_HPS = hyperparameters.settable()
+FREE_HPS = sorted(set(SETTABLE_HPS) - RULE_FIELDS)
+LINE_BREAKS = "\n\r\x85\u2028\u2029"
 
 
-def _hp_value(meta: dict[str, Any]) -> st.SearchStrategy[Any]:
+def _hp_value(name: str, meta: dict[str, Any]) -> st.SearchStrategy[Any]:
+    bounds = hp_rules.BOUNDS.get(name, {})
     if meta.get("choices"):
         return st.sampled_from(meta["choices"])
     kind = meta["type"]
     if kind == "integer":
-        return st.integers(-1, 10**6)
+        low = int(bounds.get("minimum", bounds.get("exclusiveMinimum", -2) + 1))
+        return st.integers(low, int(bounds.get("maximum", 10**6)))
     if kind == "number":
-        return st.floats(0, 10, allow_nan=False, allow_infinity=False) | st.integers(0, 10)
+        low = bounds.get("minimum", bounds.get("exclusiveMinimum", -10))
+        values = st.floats(low, 10, allow_nan=False, allow_infinity=False) | st.integers(max(int(low) + 1, 0), 10)
+        return values if low >= 0 else values | st.sampled_from([-1e-05, -2.5e-07, -3.0])
     if kind == "boolean":
         return st.booleans()
     if kind == "object":
-        return st.dictionaries(WORDS, st.integers() | st.booleans(), max_size=3)
+        keys = st.sampled_from(meta["keys"]) if "keys" in meta else WORDS
+        return st.dictionaries(keys, st.integers() | st.booleans(), max_size=3)
     if kind == "array":
         return st.builds(lambda v: [v], WORDS)
-    return st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=40)
+    text = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",), exclude_characters=LINE_BREAKS),
+                   max_size=40)
+    return text.filter(lambda t: not t.startswith("-")) | st.sampled_from(["-1", "-0.5", ""])
 
 
-HYPERPARAMETERS = st.lists(st.sampled_from(SETTABLE_HPS), unique=True, max_size=8).flatmap(
-    lambda names: st.fixed_dictionaries({n: _hp_value(HP_META[n]) for n in names}))
+HYPERPARAMETERS = st.lists(st.sampled_from(FREE_HPS), unique=True, max_size=8).flatmap(
+    lambda names: st.fixed_dictionaries({n: _hp_value(n, HP_META[n]) for n in names}))
 TAG_CHARS = LOWER + LOWER.upper() + DIGITS + " _.:/=+@-"
 TAG_KEYS = st.builds(str.__add__, st.sampled_from(LOWER.upper()), st.text(TAG_CHARS, max_size=20)).filter(
     lambda k: k not in run_spec.RESERVED_TAG_KEYS and not k.lower().startswith("aws:"))
@@ -215,9 +229,4 @@ def valid_specs(draw: Any, with_fsx: bool = False) -> dict[str, Any]:
 
 def all_requests(run: dict[str, Any], settings: Any) -> list[tuple[str, dict[str, Any]]]:
     """Every request a run can send: each attempt's CreateTrainingJob and the tokenizer jobs."""
-    requests = [("CreateTrainingJob", job_requests.training_request(run, settings, a))
-                for a in range(run["max_attempts"])]
-    if run["tokenizer_stage"]:
-        requests += [("CreateProcessingJob", job_requests.processing_request(run, settings, s))
-                     for s in ("map", "reduce")]
-    return requests
+    return job_requests.build_requests(run, settings)

@@ -162,13 +162,13 @@ def test_preflight_checks_the_data(aws_account, put_data, context):
 
 
 def test_prepare_honours_a_run_id_and_refuses_used_job_names(data, context):
-    state = handlers.prepare({"spec": SPEC, "run_id": "squad-20250101000000-abcd"}, context)
-    assert state["run"]["run_id"] == "squad-20250101000000-abcd"
-    with pytest.raises(SpecError, match="run_id: expected squad-<yyyymmddHHMMSS>-<4 hex digits>"):
-        handlers.prepare({"spec": SPEC, "run_id": "other-20250101000000-abcd"}, context)
+    state = handlers.prepare({"spec": SPEC, "run_id": "squad-20250101000000-abcd0123456789ef"}, context)
+    assert state["run"]["run_id"] == "squad-20250101000000-abcd0123456789ef"
+    with pytest.raises(SpecError, match="run_id: expected squad-<yyyymmddHHMMSS>-<16 hex digits>"):
+        handlers.prepare({"spec": SPEC, "run_id": "other-20250101000000-abcd0123456789ef"}, context)
     handlers.start_training({"run": state["run"], "attempt": 0}, context)
-    with pytest.raises(PreflightError, match="name: training job hfsm-dev-squad-20250101000000-abcd-train0 already"):
-        handlers.prepare({"spec": SPEC, "run_id": "squad-20250101000000-abcd"}, context)
+    with pytest.raises(PreflightError, match="name: training job hfsm-dev-squad-20250101000000-abcd0123456789ef-train0 already"):
+        handlers.prepare({"spec": SPEC, "run_id": "squad-20250101000000-abcd0123456789ef"}, context)
 
 
 def test_prepare_input_shape(data, context):

@@ -7,6 +7,7 @@ import json
 import re
 from typing import Any
 
+import hyperparameters
 import job_requests
 import naming
 import preflight
@@ -140,7 +141,7 @@ def invalid_specs(draw: Any) -> tuple[dict[str, Any], str]:
         spec["hyperparameters"][key] = "x"
         return spec, f"hyperparameters.{key}"
     if kind == "unknown_hp":
-        key = draw(UNKNOWN_KEYS.filter(lambda k: k not in run_spec.training_hyperparameters()))
+        key = draw(UNKNOWN_KEYS.filter(lambda k: k not in hyperparameters.schema()))
         spec["hyperparameters"][key] = 1
         return spec, f"hyperparameters.{key}"
     if kind == "hp_type":

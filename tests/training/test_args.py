@@ -18,7 +18,7 @@ def test_hyperparameters_json_matches_the_dataclasses():
     assert on_disk["fsdp_config"]["type"] == "object"
     assert on_disk["resume"]["type"] == "boolean"
     for entry in on_disk.values():
-        assert set(entry) <= {"type", "help", "choices"} and entry["type"]
+        assert set(entry) <= {"type", "help", "choices", "default", "keys"} and entry["type"]
 
 
 def test_toolkit_style_arguments(tmp_path, monkeypatch):
