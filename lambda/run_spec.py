@@ -111,7 +111,7 @@ def _instance_type(what: str, default: Any = ABSENT, doc: str = "") -> Str:
 CHANNEL = Obj(doc="a channel: exactly one of `s3` or `fsx`, plus `distribution` and `input_mode`", fields={
     "s3": Str(what="s3://bucket/prefix/, or a key prefix (datasets/squad/train/) in the data bucket",
               pattern=f"{S3_URI}|{S3_KEY}", charset=VISIBLE, max_len=960, normalize=_in_data_bucket,
-              doc="Must be in the data or artifacts bucket"),
+              doc="must be in the data or artifacts bucket"),
     "fsx": Str(what="an absolute path under the FSx mount, e.g. /datasets/squad", pattern=FSX_PATH, max_len=1000,
                forbid=((r"[\s\S]*/\.\.(?:/[\s\S]*)?", "'..' is not allowed"),),
                doc="only where the environment has FSx for Lustre; the job then runs in the file system's subnet"),
@@ -136,8 +136,8 @@ SPEC = Obj(fields={
                                          f"{MODEL_URI_CHARS.doc}", pattern=S3_URI, max_len=256,
                                     charset=MODEL_URI_CHARS),
                     otherwise=Str(what="a Hugging Face Hub id such as 'org/name' (the Hub's rules: [A-Za-z0-9_.-], "
-                                       "1-96 per part, no '--' or '..', starting and ending with a letter, digit "
-                                       "or '_'), or an s3:// URI of a saved model", pattern=HUB_ID, max_len=193)),
+                                       "1-96 per part, starting and ending with a letter, digit or '_', no '--' or "
+                                       "'..'), or an s3:// URI of a saved model", pattern=HUB_ID, max_len=193)),
     "data": Obj(required=True, each="<channel>", doc="channel name -> channel; `train` is required",
                 fields={name: Obj(fields=CHANNEL.fields, doc=CHANNEL.doc, required=name == "train")
                         for name in CHANNELS}),

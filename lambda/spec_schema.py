@@ -12,7 +12,7 @@ import difflib
 import json
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from charsets import Charset
@@ -115,7 +115,7 @@ class Kind:
             return self.default.doc
         if self.default is ABSENT:
             return "none"
-        return "all defaults" if self.default == {} else f"`{json.dumps(self.default)}`"
+        return f"`{json.dumps(self.default)}`"
 
     # subclasses
     def check(self, value: Any, path: str, ctx: Context) -> Any:
@@ -134,8 +134,9 @@ class Kind:
         return []
 
     def annotate(self, schema: dict[str, Any]) -> dict[str, Any]:
-        if self.doc:
-            schema["description"] = self.doc
+        text = "; ".join(x for x in (self.allowed_doc(), self.doc) if x)
+        if text:
+            schema["description"] = text
         if not isinstance(self.default, Setting | Derived | _Marker):
             schema["default"] = self.default
         return schema
@@ -249,13 +250,10 @@ class Str(Kind):
 
     def schema(self) -> dict[str, Any]:
         out: dict[str, Any] = {"type": "string", "minLength": self.min_len, "maxLength": self.max_len}
-        patterns = [_portable(self.pattern)] if self.pattern else []
-        if self.charset is not None:
-            patterns.append(_portable(self.charset.regex_class() + "*"))
-        if len(patterns) == 1:
-            out["pattern"] = patterns[0]
-        elif patterns:
-            out["allOf"] = [{"pattern": p} for p in patterns]
+        if self.pattern:
+            out["pattern"] = _portable(self.pattern)
+        if self.charset is not None:  # its own subschema: the long class is shared through $defs
+            out["allOf"] = [{"pattern": _portable(self.charset.regex_class() + "*")}]
         if self.forbid:
             out["not"] = {"anyOf": [{"pattern": _portable(p)} for p, _ in self.forbid]}
         return self.annotate(out)
@@ -286,7 +284,7 @@ class Either(Kind):
         return "string"
 
     def allowed_doc(self) -> str:
-        return f"{self.otherwise.what}; or {self.with_prefix.what}"
+        return f"{self.otherwise.what}; `{self.prefix}`: {self.with_prefix.what}"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -390,10 +388,13 @@ class Obj(Kind):
     def type_doc(self) -> str:
         return "object"
 
+    def default_doc(self) -> str:
+        return "all defaults" if self.default == {} else super().default_doc()
+
     def children(self, path: str) -> list[tuple[str, Kind]]:
         if self.each:
-            return [(join(path, self.each), next(iter(self.fields.values())))]
-        return [(join(path, k), v) for k, v in self.fields.items()]
+            return [(f"{path}.{self.each}", replace(next(iter(self.fields.values())), required=False))]
+        return [(f"{path}.{k}" if path else k, v) for k, v in self.fields.items()]
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -132,7 +132,7 @@ def test_stop_ends_the_execution_and_the_runs_jobs(aws, spec_file, capsys):
     assert aws["sfn"].describe_execution(executionArn=started["execution_arn"])["status"] == "ABORTED"
     jobs = sagemaker_backends[ACCOUNT][REGION].training_jobs
     assert jobs[f"hfsm-squad-distilbert-{tail}-train0"].training_job_status == "Stopped"
-    assert jobs["hfsm-other-20200101000000-ffff-train0"].training_job_status == "InProgress"
+    assert jobs["hfsm-other-20200101000000-ffff0000ffff0000-train0"].training_job_status == "InProgress"
     code, out, _ = run_cli(capsys, "stop", started["run_id"], "--state-machine-arn", aws["arn"], *COMMON,
                            clients=clients)
     assert "was already ABORTED" in out and "Stopped job" not in out
