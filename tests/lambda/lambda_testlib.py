@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -94,10 +95,18 @@ def _walk(shape: Any, value: Any, path: str, errors: list[str]) -> None:
         if getattr(shape, "enum", None) and value not in shape.enum:
             errors.append(f"{path}: {value!r} not in enum")
         pattern = meta.get("pattern")
-        if pattern and not regex.fullmatch(pattern, value, flags=regex.DOTALL):
+        if pattern and not regex.fullmatch(java_pattern(pattern), value):
             errors.append(f"{path}: {value!r} does not match {pattern}")
     elif shape.type_name in ("integer", "long") and "max" in meta and value > meta["max"]:
         errors.append(f"{path}: {value} > max {meta['max']}")
+
+
+JAVA_DOT = "[^\\n\\r\\x85\\u2028\\u2029]"
+
+
+def java_pattern(pattern: str) -> str:
+    """The service model's patterns are Java regexes: there `.` stops at every line terminator."""
+    return re.sub(r"(?<!\\)\.(?=[*+?{])", lambda _: JAVA_DOT, pattern)
 
 
 def sagemaker_request_errors(operation: str, params: dict[str, Any]) -> list[str]:
@@ -115,8 +124,15 @@ def sagemaker_request_errors(operation: str, params: dict[str, Any]) -> list[str
 LOWER = "abcdefghijklmnopqrstuvwxyz"
 DIGITS = "0123456789"
 NAMES = st.builds(str.__add__, st.sampled_from(LOWER), st.text(LOWER + DIGITS + "-", max_size=31))
+_HUB_WORD = LOWER + LOWER.upper() + DIGITS + "_"
+_HUB_PART = st.builds(lambda a, mid, b: a + mid + b, st.sampled_from(_HUB_WORD), st.text(_HUB_WORD + ".-", max_size=12),
+                      st.sampled_from(_HUB_WORD)).filter(lambda p: "--" not in p and ".." not in p)
 HUB_IDS = st.sampled_from(["bert-base-uncased", "distilbert/distilbert-base-uncased", "google-t5/t5-small",
-                           "deepset/roberta-base-squad2", "facebook/bart-base", "org.x/model_v1.2"])
+                           "deepset/roberta-base-squad2", "facebook/bart-base", "org.x/model_v1.2", "_x/y"]) | \
+    st.builds(lambda ns, name: f"{ns}/{name}" if ns else name, st.none() | _HUB_PART, _HUB_PART).filter(
+        lambda i: not i.endswith(".git"))
+# Descriptions and tags may hold any letters, digits (and for descriptions symbols, punctuation, marks).
+DESCRIPTIONS = st.text(st.characters(categories=("L", "M", "Zs", "S", "N", "P")), max_size=256)
 S3_KEYS = st.builds("datasets/{}/".format, st.text(LOWER + DIGITS + "_-", min_size=1, max_size=20))
 WORDS = st.text(LOWER + DIGITS + "_", min_size=1, max_size=10)
 HP_META = hyperparameters.schema()
@@ -155,9 +171,10 @@ def _hp_value(name: str, meta: dict[str, Any]) -> st.SearchStrategy[Any]:
 HYPERPARAMETERS = st.lists(st.sampled_from(FREE_HPS), unique=True, max_size=8).flatmap(
     lambda names: st.fixed_dictionaries({n: _hp_value(n, HP_META[n]) for n in names}))
 TAG_CHARS = LOWER + LOWER.upper() + DIGITS + " _.:/=+@-"
-TAG_KEYS = st.builds(str.__add__, st.sampled_from(LOWER.upper()), st.text(TAG_CHARS, max_size=20)).filter(
+TAG_TEXT = st.text(TAG_CHARS, max_size=20) | st.text(st.characters(categories=("L", "N", "Zs")), max_size=20)
+TAG_KEYS = st.builds(str.__add__, st.sampled_from(LOWER.upper()), TAG_TEXT).filter(
     lambda k: k not in run_spec.RESERVED_TAG_KEYS and not k.lower().startswith("aws:"))
-TAGS = st.dictionaries(TAG_KEYS, st.text(TAG_CHARS, max_size=30), max_size=5)
+TAGS = st.dictionaries(TAG_KEYS, TAG_TEXT, max_size=5)
 
 
 def _maybe(draw: Any, target: dict[str, Any], key: str, strategy: st.SearchStrategy[Any]) -> None:
@@ -224,6 +241,8 @@ def valid_specs(draw: Any, with_fsx: bool = False) -> dict[str, Any]:
         spec["tokenizer"] = tokenizer
     if draw(st.booleans()):
         spec["local"] = {"interrupt_at_step": draw(st.integers(1, 100))}
+    _maybe(draw, spec, "description", DESCRIPTIONS)
+    _maybe(draw, spec, "$schema", st.just("../docs/run-spec.schema.json"))
     return spec
 
 
