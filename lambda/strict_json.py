@@ -20,6 +20,7 @@ MAX_INT_DIGITS = 30
 MAX_KEY_SHOWN = 60
 _PLAIN_KEY = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_:/=+@-]*")
 _SURROGATE = re.compile("[\ud800-\udfff]")
+_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
 
 
 class _Object(dict):
@@ -92,8 +93,20 @@ def loads(text: str | bytes, path: str = "") -> tuple[Any, list[tuple[str, str]]
     except json.JSONDecodeError as err:
         return None, [(where, f"not valid JSON: {err.msg} at line {err.lineno} column {err.colno}")]
     except RecursionError:
-        return None, [(where, f"the JSON text is nested too deeply; at most {MAX_DEPTH} levels")]
+        return None, [(where, f"nested more than {MAX_DEPTH} levels deep at {_too_deep(text)}")]
     return value, tree_problems(value, path)
+
+
+def _too_deep(text: str) -> str:
+    """`line L column C` where the nesting first passes MAX_DEPTH (strings skipped)."""
+    depth = 0
+    for token in _TOKENS.finditer(text):
+        char = token.group()
+        depth += 1 if char in "[{" else -1 if char in "]}" else 0
+        if depth > MAX_DEPTH:
+            line = text.count("\n", 0, token.start()) + 1
+            return f"line {line} column {token.start() - text.rfind(chr(10), 0, token.start())}"
+    return "an unknown place"
 
 
 def tree_problems(value: Any, path: str = "") -> list[tuple[str, str]]:
