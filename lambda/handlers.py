@@ -141,9 +141,11 @@ def prepare(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
 
 # --- start jobs ------------------------------------------------------------------------------------------
 def _differences(sent: Any, found: Any, path: str = "") -> list[str]:
-    """Where an existing job's description differs from the request (keys Describe leaves out are skipped)."""
+    """Where an existing job's description differs from the request. Describe adds defaults to some objects
+    (channels): only the keys both have count there; hyperparameters are all the request's, so every key counts."""
     if isinstance(sent, dict) and isinstance(found, dict):
-        return [d for key in sent if key in found for d in _differences(sent[key], found[key], f"{path}.{key}")]
+        keys = sorted(set(sent) | set(found)) if path == "HyperParameters" else [k for k in sent if k in found]
+        return [d for key in keys for d in _differences(sent.get(key), found.get(key), f"{path}.{key}")]
     if isinstance(sent, list) and isinstance(found, list) and len(sent) == len(found):
         return [d for i, (a, b) in enumerate(zip(sent, found, strict=True)) for d in _differences(a, b, f"{path}[{i}]")]
     return [] if sent == found else [path.lstrip(".")]

@@ -15,7 +15,15 @@ import run_spec
 from errors import PreflightError, SpecError
 from hypothesis import given
 from hypothesis import strategies as st
-from lambda_testlib import FREE_HPS, HP_META, SETTINGS, all_requests, sagemaker_request_errors, settings_dict, valid_specs
+from lambda_testlib import (
+    FREE_HPS,
+    HP_META,
+    SETTINGS,
+    all_requests,
+    sagemaker_request_errors,
+    settings_dict,
+    valid_specs,
+)
 from runs import prepare_run
 from settings import Settings
 

@@ -48,8 +48,6 @@ BOUNDS: dict[str, dict[str, float]] = {
     "eval_accumulation_steps": {"minimum": 1},
     "dataloader_num_workers": {"minimum": -1},  # -1: auto
     "learning_rate": {"minimum": 0},
-    "warmup_steps": {"minimum": 0},
-    "warmup_ratio": {"minimum": 0},  # transformers copies it into warmup_steps
     "torch_empty_cache_steps": {"minimum": 1},
     "seed": {"minimum": 0, "maximum": 2**32 - 1},  # numpy's seed range (set_seed at start-up)
     "data_seed": {"minimum": 0, "maximum": 2**32 - 1},
@@ -77,7 +75,7 @@ RULES: list[dict[str, Any]] = [
     {"id": "load-best-steps", "owner": "transformers", "fields": ["eval_steps", "load_best_model_at_end", "save_steps"],
      "if": [["load_best_model_at_end", "==", True], NOT_BEST, ["eval_strategy", "==", "steps"],
             ["save_strategy", "==", "steps"]],
-     "then": [[EVAL_STEPS, ">=", 1], ["save_steps", "multiple of", EVAL_STEPS]],
+     "then": [["save_steps", "multiple of", EVAL_STEPS]],  # (transformers' ratio case needs save_steps < 1: never)
      "message": "load_best_model_at_end: save_steps={save_steps} (the checkpoint interval) must be a whole multiple "
                 "of eval_steps={eval_steps} (logging_steps={logging_steps} when eval_steps is unset)"},
     {"id": "plateau-needs-eval", "owner": "transformers", "fields": ["lr_scheduler_type", "eval_strategy"],
@@ -99,6 +97,9 @@ RULES: list[dict[str, Any]] = [
     {"id": "save-steps-whole", "owner": "transformers", "fields": ["save_steps"],
      "if": [["save_strategy", "==", "steps"], ["save_steps", ">", 1]], "then": [["save_steps", "whole"]],
      "message": "save_steps={save_steps}: above 1 it counts steps and must be a whole number"},
+    {"id": "warmup-not-negative", "owner": "transformers", "fields": ["warmup_steps", "warmup_ratio"],
+     "if": [], "then": [[{"first": [{"hp": "warmup_ratio"}, {"hp": "warmup_steps"}]}, ">=", 0]],
+     "message": "warmup_steps must not be negative (warmup_ratio, when set, replaces it)"},
     {"id": "prefetch-needs-workers", "owner": "transformers",
      "fields": ["dataloader_prefetch_factor", "dataloader_num_workers"],
      "if": [["dataloader_prefetch_factor", "!=", None]], "then": [["dataloader_num_workers", "!=", 0]],
