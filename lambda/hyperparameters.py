@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import re
-from decimal import Decimal
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -82,6 +81,8 @@ def argument(name: str, value: Any) -> Any:
     if kind == "array" and isinstance(value, list) and len(value) == 1:
         value = value[0]
     if isinstance(value, float) and value < 0 and not _NEGATIVE_NUMBER.fullmatch(str(value)):
+        from decimal import Decimal  # rare: only negative numbers in exponent form
+
         return format(Decimal(repr(value)), "f")
     return value
 
@@ -109,27 +110,31 @@ def _object_problem(value: Any, meta: dict[str, Any], path: str) -> str | None:
     return None
 
 
+def _is_scalar(value: Any) -> bool:
+    return isinstance(value, str | int | float) and not isinstance(value, bool)
+
+
+# schema type -> (accepts the JSON value, what to say otherwise)
+_TYPES: dict[str, tuple[Any, str]] = {
+    "integer": (lambda v: isinstance(v, int) and not isinstance(v, bool), "an integer"),
+    "number": (lambda v: _is_scalar(v) and not isinstance(v, str), "a number"),
+    "boolean": (lambda v: isinstance(v, bool), "true or false"),
+    "string": (lambda v: isinstance(v, str), "a string"),
+    "array": (_is_scalar, "one value (the SageMaker toolkit passes a single argument per hyperparameter)"),
+}
+_ANY_SCALAR = (lambda v: _is_scalar(v) or isinstance(v, bool), "a string, number or boolean")
+
+
 def value_problem(name: str, value: Any, path: str) -> str | None:
     """Why the script (or SageMaker) would refuse `value` for hyperparameter `name`, or None."""
     meta = schema()[name]
-    kind = meta["type"]
-    scalar = isinstance(value, str | int | float) and not isinstance(value, bool)
-    if kind == "object":
+    if meta["type"] == "object":
         return _object_problem(value, meta, path)
-    if kind == "array":
-        value = value[0] if isinstance(value, list) and len(value) == 1 else value
-        if not (isinstance(value, str | int | float) and not isinstance(value, bool)):
-            return "expected one value (the SageMaker toolkit passes a single argument per hyperparameter)"
-    elif kind == "integer" and (not isinstance(value, int) or isinstance(value, bool)):
-        return f"expected an integer, got {describe(value)}"
-    elif kind == "number" and (not scalar or isinstance(value, str)):
-        return f"expected a number, got {describe(value)}"
-    elif kind == "boolean" and not isinstance(value, bool):
-        return f"expected true or false, got {describe(value)}"
-    elif kind == "string" and not isinstance(value, str):
-        return f"expected a string, got {describe(value)}"
-    elif kind not in ("integer", "number", "boolean", "string") and not (scalar or isinstance(value, bool)):
-        return f"expected a string, number or boolean, got {describe(value)}"
+    if meta["type"] == "array" and isinstance(value, list) and len(value) == 1:
+        value = value[0]
+    accepts, what = _TYPES.get(meta["type"], _ANY_SCALAR)
+    if not accepts(value):
+        return f"expected {what}, got {describe(value)}"
     if isinstance(value, str) and (problem := _string_problem(value)):
         return problem
     choices = meta.get("choices")
@@ -154,7 +159,7 @@ def _name_problem(name: str) -> str | None:
 
 
 def _hints(name: str) -> str:
-    import difflib
+    import difflib  # only for unknown names
 
     close = difflib.get_close_matches(name[:100], settable(), n=3)
     return f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
@@ -214,24 +219,30 @@ def value_schema(name: str) -> dict[str, Any]:
     return out
 
 
-def rule_problems(spec: dict[str, Any]) -> list[tuple[str, str]]:
-    """(path, message) for each hp_rules rule the run's hyperparameters break, the pipeline's own included."""
-    given = spec["hyperparameters"]
-    values = {n: m["default"] for n, m in schema().items() if "default" in m}
-    values.update(pipeline_values(spec))
-    for name, value in given.items():
-        values[name] = value[0] if isinstance(value, list) and len(value) == 1 else value
+def _facts(spec: dict[str, Any], values: dict[str, Any]) -> tuple[dict[str, bool], list[str]]:
+    """hp_rules.FACTS as the spec tells them, and the instance types without bf16 (for the message)."""
     types = [spec["compute"]["instance_type"]] + [o["instance_type"] for o in spec["fallback"]["options"]
                                                   if "instance_type" in o]
     old_gpus = sorted({t for t in types if t.startswith(tuple(f + "." for f in NO_BF16_FAMILIES))})
-    facts = {"validation_data": bool("validation" in spec["data"] or values.get("validation_path")
-                                     or (values.get("dataset_name") and values.get("validation_split"))),
-             "bf16_gpu": not old_gpus}
+    validation = "validation" in spec["data"] or values.get("validation_path") or (
+        values.get("dataset_name") and values.get("validation_split"))
+    return {"validation_data": bool(validation), "bf16_gpu": not old_gpus}, old_gpus
+
+
+def rule_problems(spec: dict[str, Any]) -> list[tuple[str, str]]:
+    """(path, message) for each hp_rules rule the run's hyperparameters break, the pipeline's own included.
+
+    The path is the first of the rule's fields the spec sets, else the spec field a pipeline value comes from."""
+    given = spec["hyperparameters"]
+    values = {n: m["default"] for n, m in schema().items() if "default" in m}
+    values.update(pipeline_values(spec))
+    values.update({n: v[0] if isinstance(v, list) and len(v) == 1 else v for n, v in given.items()})
+    facts, old_gpus = _facts(spec, values)
     problems = []
     for rule, message in hp_rules.broken_rules(values, facts):
-        path = next((f"hyperparameters.{f}" for f in rule["fields"] if f in given), None)
-        path = path or next((PIPELINE[f] for f in rule["fields"] if f in PIPELINE), "hyperparameters")
+        paths = [f"hyperparameters.{f}" for f in rule["fields"] if f in given]
+        paths += [PIPELINE[f] for f in rule["fields"] if f in PIPELINE] + ["hyperparameters"]
         if old_gpus and any("@bf16_gpu" in c for c in rule["then"]):
             message += f" ({', '.join(old_gpus)}: no bf16 or TF32)"
-        problems.append((path, message))
+        problems.append((paths[0], message))
     return problems

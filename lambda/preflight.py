@@ -35,29 +35,44 @@ def _allowed(values: tuple[str, ...]) -> str:
 
 
 def static_problems(spec: dict[str, Any], settings: Settings) -> list[str]:
+    """The spec against the environment: instances, then data sources and the model."""
+    return _instance_problems(spec, settings) + _source_problems(spec, settings)
+
+
+def _instance_problems(spec: dict[str, Any], settings: Settings) -> list[str]:
     problems: list[str] = []
-    compute, strategy = spec["compute"], spec["distribution"]["strategy"]
+    compute, strategy, env = spec["compute"], spec["distribution"]["strategy"], settings.environment
     typed = [("compute.instance_type", compute["instance_type"])] + [
         (f"fallback.options[{i}].instance_type", opt["instance_type"])
         for i, opt in enumerate(spec["fallback"]["options"]) if "instance_type" in opt]
     for path, instance_type in typed:
         if instance_type not in settings.allowed_instance_types:
-            problems.append(f"{path}: {instance_type} is not allowed in environment {settings.environment}; "
+            problems.append(f"{path}: {instance_type} is not allowed in environment {env}; "
                             f"allowed: {_allowed(settings.allowed_instance_types)}")
         elif strategy == "smddp" and instance_type not in SMDDP_INSTANCE_TYPES:
             problems.append(f"{path}: SMDDP (distribution.strategy smddp) does not run on {instance_type}; "
                             f"supported: {_allowed(SMDDP_INSTANCE_TYPES)}; or use ddp")
-    if compute["instance_count"] > settings.max_instance_count:
-        problems.append(f"compute.instance_count: {compute['instance_count']} is over environment "
-                        f"{settings.environment}'s limit of {settings.max_instance_count}")
-    for name, channel in spec["data"].items():
-        if "fsx" in channel and settings.fsx is None:
-            problems.append(f"data.{name}.fsx: environment {settings.environment} has no FSx for Lustre file "
-                            "system; use an s3 prefix")
+    counts = [("compute.instance_count", compute["instance_count"])]
+    tok = spec.get("tokenizer")
+    if tok:
+        counts.append(("tokenizer.instance_count", tok["instance_count"]))
+        if tok["instance_type"] not in settings.tokenizer_instance_types:
+            problems.append(f"tokenizer.instance_type: {tok['instance_type']} is not allowed in environment {env}; "
+                            f"allowed: {_allowed(settings.tokenizer_instance_types)}")
+    problems += [f"{path}: {count} is over environment {env}'s limit of {settings.max_instance_count}"
+                 for path, count in counts if count > settings.max_instance_count]
+    return problems
+
+
+def _source_problems(spec: dict[str, Any], settings: Settings) -> list[str]:
+    problems: list[str] = []
+    env, buckets = settings.environment, settings.project_buckets
+    if settings.fsx is None:
+        problems += [f"data.{name}.fsx: environment {env} has no FSx for Lustre file system; use an s3 prefix"
+                     for name, channel in spec["data"].items() if "fsx" in channel]
     if not settings.internet_access and not spec["model"].startswith("s3://"):
-        problems.append(f"model: environment {settings.environment} has no internet access (no NAT gateway), so the "
-                        f"Hub model {spec['model']} cannot be downloaded; save it to S3 and give its s3:// URI")
-    buckets = settings.project_buckets
+        problems.append(f"model: environment {env} has no internet access (no NAT gateway), so the Hub model "
+                        f"{spec['model']} cannot be downloaded; save it to S3 and give its s3:// URI")
     uris = [(f"data.{n}.s3", c["s3"]) for n, c in spec["data"].items() if "s3" in c]
     if spec["model"].startswith("s3://"):
         uris.append(("model", spec["model"]))
@@ -66,14 +81,6 @@ def static_problems(spec: dict[str, Any], settings: Settings) -> list[str]:
         if bucket not in buckets:
             problems.append(f"{path}: bucket {bucket} is not one of this environment's buckets "
                             f"({_allowed(buckets)}); copy the data there")
-    tok = spec.get("tokenizer")
-    if tok:
-        if tok["instance_type"] not in settings.tokenizer_instance_types:
-            problems.append(f"tokenizer.instance_type: {tok['instance_type']} is not allowed in environment "
-                            f"{settings.environment}; allowed: {_allowed(settings.tokenizer_instance_types)}")
-        if tok["instance_count"] > settings.max_instance_count:
-            problems.append(f"tokenizer.instance_count: {tok['instance_count']} is over environment "
-                            f"{settings.environment}'s limit of {settings.max_instance_count}")
     return problems
 
 

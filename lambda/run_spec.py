@@ -286,14 +286,17 @@ def tokenizer_fits(spec: dict[str, Any], ctx: Context) -> None:
     tok = spec.get("tokenizer")
     if tok is None or not valid(tok):
         return
-    kind, special, vocab, channel = tok.get("type"), tok.get("special_tokens"), tok["vocab_size"], tok["channel"]
-    data = spec["data"] if valid(spec.get("data")) else {}
+    data, channel = spec["data"] if valid(spec.get("data")) else {}, tok["channel"]
     if valid(channel) and channel not in data:
         ctx.problems.add("tokenizer.channel", f"{channel!r} is not in data; have: {', '.join(data) or 'none'}")
     elif valid(channel) and valid(data[channel]) and "s3" not in data[channel]:
         ctx.problems.add("tokenizer.channel", f"data.{channel} reads from FSx; the tokenizer stage needs an s3 channel")
-    if not valid(kind, special):
-        return
+    if valid(tok.get("type"), tok.get("special_tokens")):
+        _tokenizer_vocabulary(tok, ctx)
+
+
+def _tokenizer_vocabulary(tok: dict[str, Any], ctx: Context) -> None:
+    kind, special, vocab = tok["type"], tok["special_tokens"], tok["vocab_size"]
     if len(json.dumps(special)) > MAX_CONTAINER_ARGUMENT:
         ctx.problems.add("tokenizer.special_tokens", f"encoded as JSON it is {len(json.dumps(special))} characters; "
                                                      f"one container argument holds at most {MAX_CONTAINER_ARGUMENT}")

@@ -8,7 +8,6 @@ ECMAScript read alike (no `\\d`, `\\w`, `\\s`, `$`), matched against the whole s
 
 from __future__ import annotations
 
-import difflib
 import json
 import re
 from collections.abc import Callable
@@ -427,5 +426,7 @@ class Map(Kind):
 
 
 def _hint(key: str, names: Any) -> str:
+    import difflib  # only when a spec has an unknown field (a cold start need not pay for it)
+
     close = difflib.get_close_matches(str(key)[:100], list(names), n=1)
     return f" (did you mean {close[0]!r}?)" if close else ""

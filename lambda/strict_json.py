@@ -109,6 +109,19 @@ def _too_deep(text: str) -> str:
     return "an unknown place"
 
 
+def _leaf_problem(item: Any) -> str | None:
+    if isinstance(item, _Rejected):
+        return item.why
+    if isinstance(item, str):
+        return "the string holds a lone surrogate (not Unicode text)" if _SURROGATE.search(item) else None
+    if isinstance(item, float):
+        return None if math.isfinite(item) else f"{item} is not JSON (use a finite number)"
+    if isinstance(item, int) and not isinstance(item, bool):
+        return f"an integer of {MAX_INT_DIGITS}+ digits; at most {MAX_INT_DIGITS}" if abs(item).bit_length() > 100 \
+            else None
+    return None if item is None or isinstance(item, bool) else f"a {type(item).__name__} is not a JSON value"
+
+
 def tree_problems(value: Any, path: str = "") -> list[tuple[str, str]]:
     """What keeps `value` (parsed by `loads`, or an object given to a handler) from being a plain JSON tree."""
     problems: list[tuple[str, str]] = []
@@ -125,31 +138,15 @@ def tree_problems(value: Any, path: str = "") -> list[tuple[str, str]]:
             problems.append((shown, f"nested more than {MAX_DEPTH} levels deep"))
             continue
         if isinstance(item, dict):
-            for key, count in getattr(item, "duplicates", {}).items():
-                problems.append((join(where, key), f"duplicate key: the JSON text sets it {count} times (Python would "
-                                                   "keep the last one silently); keep one"))
-            children = []
-            for key, child in item.items():
-                if not isinstance(key, str):
-                    problems.append((shown, f"key {key!r} is not a string"))
-                elif _SURROGATE.search(key):
-                    problems.append((join(where, key[:40]), "the key holds a lone surrogate (not Unicode text)"))
-                else:
-                    children.append((child, join(where, key), depth + 1))
-            stack.extend(reversed(children))  # depth first, in document order
+            problems += [(join(where, key), f"duplicate key: the JSON text sets it {count} times (Python would keep "
+                                            "the last one silently); keep one")
+                         for key, count in getattr(item, "duplicates", {}).items()]
+            bad_keys = [key for key in item if not isinstance(key, str) or _SURROGATE.search(key)]
+            problems += [(shown, f"key {str(key)[:40]!r} is not Unicode text") for key in bad_keys]
+            stack.extend(reversed([(child, join(where, key), depth + 1) for key, child in item.items()
+                                   if key not in bad_keys]))  # depth first, in document order
         elif isinstance(item, list):
             stack.extend(reversed([(child, join(where, i), depth + 1) for i, child in enumerate(item)]))
-        elif isinstance(item, _Rejected):
-            problems.append((shown, item.why))
-        elif isinstance(item, str):
-            if _SURROGATE.search(item):
-                problems.append((shown, "the string holds a lone surrogate (not Unicode text)"))
-        elif isinstance(item, float):
-            if not math.isfinite(item):
-                problems.append((shown, f"{item} is not JSON (use a finite number)"))
-        elif isinstance(item, int) and not isinstance(item, bool):
-            if abs(item).bit_length() > 100:
-                problems.append((shown, f"an integer of {MAX_INT_DIGITS}+ digits; at most {MAX_INT_DIGITS}"))
-        elif item is not None and not isinstance(item, bool):
-            problems.append((shown, f"a {type(item).__name__} is not a JSON value"))
+        elif (why := _leaf_problem(item)) is not None:
+            problems.append((shown, why))
     return problems
