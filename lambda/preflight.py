@@ -17,7 +17,7 @@ from aws import aws_errors, error_code, error_message, is_not_found
 from botocore.exceptions import ClientError
 from hyperparameters import PIPELINE
 from job_requests import SMDDP_INSTANCE_TYPES
-from run_spec import MAX_CONTAINER_ARGUMENT, MAX_RUNTIME_LIMIT, PROCESSING_RUNTIME_LIMIT, parse_s3_uri
+from run_spec import MAX_CONTAINER_ARGUMENT, MAX_RUNTIME_LIMIT, PROCESSING_RUNTIME_LIMIT
 from settings import Settings
 
 MAX_HYPERPARAMETERS = 100
@@ -28,6 +28,12 @@ MAX_TAGS = 50
 # Hyperparameter -> spec field it comes from (for messages); the rest come from `hyperparameters.<name>`.
 _HP_FIELDS = {"fsdp_config": "distribution.fsdp.config", "fsdp": "distribution.fsdp.sharding",
               "sagemaker_submit_directory": "settings.code_s3_prefix", "model_name_or_path": "model"}
+
+
+def parse_s3_uri(uri: str) -> tuple[str, str]:
+    """(bucket, key) of a URI the spec's patterns accepted."""
+    bucket, _, key = uri.removeprefix("s3://").partition("/")
+    return bucket, key
 
 
 def _allowed(values: tuple[str, ...]) -> str:

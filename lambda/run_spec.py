@@ -343,14 +343,3 @@ def parse_spec(raw: Any, settings: Settings) -> dict[str, Any]:
     if ctx.problems or not isinstance(spec, dict):
         raise SpecError(ctx.problems.lines, omitted=ctx.problems.omitted)
     return spec
-
-
-def parse_s3_uri(uri: str) -> tuple[str, str]:
-    bucket, _, key = uri.removeprefix("s3://").partition("/")
-    return bucket, key
-
-
-def uses_spot(spec: dict[str, Any]) -> bool:
-    """True when any attempt (first or fallback) runs on managed spot."""
-    enabled = spec["spot"]["enabled"]
-    return enabled or any(opt.get("spot", enabled) for opt in spec["fallback"]["options"])
