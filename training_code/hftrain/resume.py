@@ -97,12 +97,14 @@ def probe_weights(path: str, model) -> str:
     return ""
 
 
-def probe_trainer_state(path: str, step: int | None) -> str:
+def probe_trainer_state(path: str, step: int | None, storage: checkpoints.LocalStorage) -> str:
+    text = storage.read_text(os.path.join(path, checkpoints.TRAINER_STATE_FILE))
     try:
-        with open(os.path.join(path, checkpoints.TRAINER_STATE_FILE)) as handle:
-            state = json.load(handle)
-    except (OSError, ValueError) as err:
+        state = json.loads(text or "")
+    except ValueError as err:
         return f"cannot read {checkpoints.TRAINER_STATE_FILE}: {err}"
+    if not isinstance(state, dict):
+        return f"{checkpoints.TRAINER_STATE_FILE} is not a JSON object"
     if step is not None and state.get("global_step") != step:
         return f"{checkpoints.TRAINER_STATE_FILE} says global step {state.get('global_step')}, the directory {step}"
     return ""
@@ -152,7 +154,7 @@ class ResumePlanner:
         started = time.perf_counter()
         verdict = checkpoints.verify(path, identity=self.identity, storage=self.storage)
         if verdict.ok:
-            problem = probe_trainer_state(path, step)
+            problem = probe_trainer_state(path, step, self.storage)
             if not problem and self.model is not None:
                 problem = probe_weights(path, self.model)
             if problem:
@@ -198,7 +200,7 @@ class ResumePlanner:
         started = time.perf_counter()
         verdict = checkpoints.verify(path, identity=self.identity, storage=self.storage) if self._leader() else None
         if verdict is not None and verdict.ok:
-            problem = probe_trainer_state(path, verdict.step) or (
+            problem = probe_trainer_state(path, verdict.step, self.storage) or (
                 probe_weights(path, self.model) if self.model is not None else "")
             if problem:
                 verdict = checkpoints.Verdict(verdict.name, verdict.step, "unusable", problem, verdict.markers)
