@@ -9,7 +9,6 @@ import threading
 from types import SimpleNamespace
 
 import pytest
-
 from hftrain import checkpoints as ck
 from hftrain import distributed, resume
 from hftrain.callbacks import CheckpointCallback

@@ -55,7 +55,7 @@ def _weight_shapes(path: str) -> dict[str, tuple[int, ...]] | None:
     shapes: dict[str, tuple[int, ...]] = {}
     for name in files:
         with safe_open(os.path.join(path, name), framework="pt") as handle:
-            for key in handle.keys():
+            for key in handle.keys():  # noqa: SIM118 - safe_open is not a dict
                 new = key
                 for old, replacement in _LEGACY_SUFFIXES:
                     if key.endswith(old):
