@@ -303,3 +303,34 @@ def test_checkpoint_callback_moves_stale_dirs_aside_and_rotates_only_its_own(mon
     assert s.files[f"{root}/checkpoint-3/user.txt"] == "mine"
     assert sorted(e.step for e in ck.discover(root, s)) == [3, 10, 40]  # keep=1 plus the resumed one
     assert cb.deleted == ["checkpoint-5", "checkpoint-20", "checkpoint-30"]
+
+
+def test_a_load_failure_on_one_rank_makes_every_rank_fall_back_together(monkeypatch):
+    """The Trainer's loads are guarded by one all-reduce: a failure on any rank raises on all (no rank trains on
+    while another waits in a collective)."""
+    from hftrain.runner import make_trainer_class
+    from transformers import Trainer
+
+    world = FakeWorld(["a", "b"])
+    world.install(monkeypatch)
+    monkeypatch.setattr(distributed, "any_rank", lambda flag: any(world.all_gather(bool(flag))))
+    trainer_cls = make_trainer_class(Trainer)
+
+    def load_on(rank):
+        def load():
+            if rank == 0:
+                raise ValueError("loaded state dict contains a parameter group that doesn't match")
+        return load
+
+    def guarded(rank):
+        try:
+            trainer_cls._guarded_load(object(), "optimizer/scheduler", "/ckpt/checkpoint-8", load_on(rank))
+        except resume.CheckpointLoadError as err:
+            return err.reason
+        return "no error"
+
+    world.barrier.reset()
+    reasons = world.run(guarded)
+    assert reasons[0].startswith("optimizer/scheduler: ValueError: loaded state dict")
+    assert reasons[1] == "optimizer/scheduler failed on another rank"
+    assert world.run(lambda rank: trainer_cls._guarded_load(object(), "x", "c", lambda: None)) == [None, None]
