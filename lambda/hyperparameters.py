@@ -26,6 +26,7 @@ PIPELINE = {
     "task": "task",
     "model_name_or_path": "model",
     "save_steps": "checkpoint.every_steps",
+    "save_every_minutes": "checkpoint.every_minutes",
     "fsdp": "distribution.fsdp.sharding",
     "fsdp_config": "distribution.fsdp.config",
     "ddp_backend": "distribution.strategy",
@@ -59,6 +60,8 @@ def pipeline_values(spec: dict[str, Any]) -> dict[str, Any]:
     if not spec["model"].startswith("s3://"):
         values["model_name_or_path"] = spec["model"]
     values["save_steps"] = spec["checkpoint"]["every_steps"]
+    if spec["checkpoint"].get("every_minutes"):
+        values["save_every_minutes"] = spec["checkpoint"]["every_minutes"]
     distribution = spec["distribution"]
     if distribution["strategy"] == "fsdp":
         values["fsdp"] = distribution["fsdp"]["sharding"]

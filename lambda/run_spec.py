@@ -22,6 +22,7 @@ from errors import SpecError
 from settings import Settings
 from spec_schema import (
     ABSENT,
+    INVALID,
     Bool,
     Const,
     Context,
@@ -32,6 +33,7 @@ from spec_schema import (
     JsonObject,
     List,
     Map,
+    Num,
     Obj,
     Setting,
     Str,
@@ -45,6 +47,7 @@ DISTRIBUTION_TYPES = ("FullyReplicated", "ShardedByS3Key")
 INPUT_MODES = ("File", "FastFile")
 STRATEGIES = ("none", "ddp", "smddp", "fsdp")
 TOKENIZER_TYPES = ("bpe", "wordpiece")
+WATCHDOG_ACTIONS = ("warn", "stop", "off")
 DEFAULT_SPECIAL_TOKENS = {
     "bpe": ["<s>", "<pad>", "</s>", "<unk>", "<mask>"],
     "wordpiece": ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"],
@@ -205,6 +208,24 @@ SPEC = Obj(fields={
     "checkpoint": Obj(default={}, doc="checkpoints go to `s3://<artifacts>/checkpoints/<run_id>/`, the same for "
                                       "every attempt, so a fallback attempt resumes", fields={
         "every_steps": Int(low=1, high=10**9, default=500, doc="the `save_steps` hyperparameter"),
+        "every_minutes": Int(low=0, high=10080, default=30,
+                             doc="also save when this many minutes have passed since the last checkpoint, whichever "
+                                 "of steps and minutes comes first (the `save_every_minutes` hyperparameter; 0 = by "
+                                 "steps only, and no watchdog)"),
+        "watchdog": Obj(default=Derived("all defaults; `{\"action\": \"off\"}` when `every_minutes` is 0",
+                                        lambda s, ctx: {} if s.get("every_minutes") else {"action": "off"}),
+                        doc="the durability watchdog: while the job is Training, each look at it reads the newest "
+                            "checkpoint complete in S3 (`last_durable_step` / `last_durable_at` in the run status)",
+                        fields={
+            "intervals": Num(low=1.5, high=100, default=3,
+                             why=" (checkpoint intervals without a new checkpoint in S3 before the watchdog acts)",
+                             doc="act when no new checkpoint has reached S3 for `intervals` x `every_minutes` "
+                                 "minutes of training"),
+            "action": Enum(values=WATCHDOG_ACTIONS, default="warn",
+                           doc="`warn` (one SNS notification per stale period), `stop` (warn, then stop the job as "
+                               "retryable so that the next attempt resumes from the last durable checkpoint; needs "
+                               "`fallback.max_attempts` >= 2), `off`"),
+        }),
     }),
     "fallback": Obj(default={}, doc="what to try after a spot timeout (`MaxWaitTimeExceeded`) or a capacity error",
                     fields={
@@ -310,6 +331,22 @@ def _tokenizer_vocabulary(tok: dict[str, Any], ctx: Context) -> None:
         ctx.problems.add("tokenizer.vocab_size", f"{vocab} is smaller than {what} ({floor}); use at least {floor}")
 
 
+def watchdog_fits(spec: dict[str, Any], ctx: Context) -> None:
+    """The watchdog measures against `checkpoint.every_minutes` (> 0 unless its action is `off`); action `stop`
+    needs a next attempt to resume the stopped job (`fallback.max_attempts` >= 2)."""
+    checkpoint, fallback = spec.get("checkpoint"), spec.get("fallback")
+    if not valid(checkpoint) or not valid(checkpoint.get("watchdog"), checkpoint.get("every_minutes")):
+        return
+    action = checkpoint["watchdog"].get("action")
+    if checkpoint["every_minutes"] == 0 and action not in ("off", INVALID):
+        ctx.problems.add("checkpoint.watchdog", "needs checkpoint.every_minutes > 0 (the interval it measures "
+                                                "against); set every_minutes or watchdog.action 'off'")
+    elif action == "stop" and valid(fallback) and valid(attempts := fallback.get("max_attempts")) and attempts < 2:
+        ctx.problems.add("checkpoint.watchdog.action", f"'stop' ends the job so that a new attempt resumes from the "
+                                                       f"last durable checkpoint, but fallback.max_attempts is "
+                                                       f"{attempts}; raise it to at least 2 (or use 'warn')")
+
+
 def hyperparameters_fit(spec: dict[str, Any], ctx: Context) -> None:
     """The hyperparameters, with those the pipeline sets, pass the training script's rules across
     hyperparameters (training_code/hftrain/hp_rules.py), e.g. not fp16 with bf16, evaluation only with
@@ -319,7 +356,7 @@ def hyperparameters_fit(spec: dict[str, Any], ctx: Context) -> None:
             ctx.problems.add(path, message)
 
 
-RULES = (channel_source, strategy_fits, tokenizer_fits, hyperparameters_fit)
+RULES = (channel_source, strategy_fits, tokenizer_fits, watchdog_fits, hyperparameters_fit)
 
 
 def parse_spec_text(text: str | bytes) -> Any:

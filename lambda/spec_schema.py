@@ -168,6 +168,30 @@ class Int(Kind):
 
 
 @dataclass(frozen=True, kw_only=True)
+class Num(Kind):
+    """A number (integer or not) from `low` to `high`; `why` explains the unit in the message."""
+
+    low: float
+    high: float
+    why: str = ""
+
+    def check(self, value: Any, path: str, ctx: Context) -> Any:
+        if isinstance(value, bool) or not isinstance(value, int | float) or not self.low <= value <= self.high:
+            ctx.problems.add(path, f"expected a number from {self.low} to {self.high}{self.why}, got {describe(value)}")
+            return INVALID
+        return value
+
+    def schema(self) -> dict[str, Any]:
+        return self.annotate({"type": "number", "minimum": self.low, "maximum": self.high})
+
+    def type_doc(self) -> str:
+        return "number"
+
+    def allowed_doc(self) -> str:
+        return f"{self.low} - {self.high}"
+
+
+@dataclass(frozen=True, kw_only=True)
 class Const(Kind):
     value: Any
     why: str = ""

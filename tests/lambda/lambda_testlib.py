@@ -160,7 +160,7 @@ def _hp_value(name: str, meta: dict[str, Any]) -> st.SearchStrategy[Any]:
         return st.booleans()
     if kind == "object":
         keys = st.sampled_from(meta["keys"]) if "keys" in meta else WORDS
-        return st.dictionaries(keys, st.integers() | st.booleans(), max_size=3)
+        return st.dictionaries(keys, st.integers(-10**9, 10**9) | st.booleans(), max_size=3)
     if kind == "array":
         return st.builds(lambda v: [v], WORDS)
     text = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",), exclude_characters=LINE_BREAKS),
@@ -222,7 +222,14 @@ def valid_specs(draw: Any, with_fsx: bool = False) -> dict[str, Any]:
     if draw(st.booleans()):
         spot["max_wait_seconds"] = draw(st.integers(runtime if "max_runtime_seconds" in spec else 86400, 28 * 86400))
     spec["spot"] = spot
-    _maybe(draw, spec, "checkpoint", st.builds(lambda n: {"every_steps": n}, st.integers(1, 10**6)))
+    checkpoint: dict[str, Any] = {}
+    _maybe(draw, checkpoint, "every_steps", st.integers(1, 10**6))
+    _maybe(draw, checkpoint, "every_minutes", st.integers(0, 600))
+    if checkpoint.get("every_minutes", 30) and draw(st.booleans()):
+        checkpoint["watchdog"] = draw(st.fixed_dictionaries({}, optional={
+            "intervals": st.floats(1.5, 100) | st.integers(2, 100), "action": st.sampled_from(["warn", "off"])}))
+    if checkpoint:
+        spec["checkpoint"] = checkpoint
     options = draw(st.lists(st.fixed_dictionaries({}, optional={"instance_type": st.sampled_from(types),
                                                                 "spot": st.booleans()}).filter(bool), max_size=3))
     fallback: dict[str, Any] = {"options": options}

@@ -39,7 +39,7 @@ FULL = {"$schema": "../docs/run-spec.schema.json", "version": 1, "name": "full",
                     "processes_per_host": 1},
         "distribution": {"strategy": "fsdp", "fsdp": {"sharding": "full_shard auto_wrap", "config": {"a": [1]}}},
         "max_runtime_seconds": 3600, "spot": {"enabled": True, "max_wait_seconds": 7200},
-        "checkpoint": {"every_steps": 100}, "fallback": {"max_attempts": 2, "options": [{"instance_type":
+        "checkpoint": {"every_steps": 100, "every_minutes": 20, "watchdog": {"intervals": 2.5, "action": "stop"}}, "fallback": {"max_attempts": 2, "options": [{"instance_type":
                                                                                          "ml.g6.2xlarge",
                                                                                          "spot": False}]},
         "hyperparameters": {"learning_rate": 3e-05, "text_column": "context", "bf16": True},

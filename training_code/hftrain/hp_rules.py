@@ -49,6 +49,8 @@ BOUNDS: dict[str, dict[str, float]] = {
     "dataloader_num_workers": {"minimum": -1},  # -1: auto
     "learning_rate": {"minimum": 0},
     "torch_empty_cache_steps": {"minimum": 1},
+    "save_every_minutes": {"minimum": 0},  # 0: by steps only
+    "progress_every_seconds": {"minimum": 0},
     "seed": {"minimum": 0, "maximum": 2**32 - 1},  # numpy's seed range (set_seed at start-up)
     "data_seed": {"minimum": 0, "maximum": 2**32 - 1},
 }
@@ -185,11 +187,12 @@ def bound_problem(name: str, value: Any) -> str | None:
     limits = BOUNDS.get(name, {})
     if value is None or isinstance(value, bool) or not isinstance(value, int | float):
         return None
-    if "minimum" in limits and value < limits["minimum"]:
+    # Written as "not inside" so that NaN (which argparse's float() reads) is outside every bound.
+    if "minimum" in limits and not value >= limits["minimum"]:
         return f"must be >= {limits['minimum']}, got {value}"
-    if "exclusiveMinimum" in limits and value <= limits["exclusiveMinimum"]:
+    if "exclusiveMinimum" in limits and not value > limits["exclusiveMinimum"]:
         return f"must be > {limits['exclusiveMinimum']}, got {value}"
-    if "maximum" in limits and value > limits["maximum"]:
+    if "maximum" in limits and not value <= limits["maximum"]:
         return f"must be <= {limits['maximum']}, got {value}"
     return None
 
