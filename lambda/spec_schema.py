@@ -20,6 +20,10 @@ from strict_json import join
 MAX_PROBLEMS = 50
 
 
+# Declarations are built once per cold start: no generated __eq__/__repr__/__setattr__ (each costs a compile).
+_kind = dataclass(kw_only=True, eq=False, repr=False)
+
+
 class _Marker:
     def __init__(self, name: str) -> None:
         self.name = name
@@ -69,7 +73,7 @@ class Context:
     root: dict[str, Any] = field(default_factory=dict)  # the resolved top level, filled in declaration order
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False, repr=False)
 class Setting:
     """A default taken from the environment settings (PIPELINE_SETTINGS)."""
 
@@ -85,7 +89,7 @@ class Setting:
         return f"*env*: first `{self.name}`" if self.first else f"*env*: `{self.name}`"
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False, repr=False)
 class Derived:
     """A default computed from fields resolved before it (`siblings`: the enclosing object so far)."""
 
@@ -93,7 +97,7 @@ class Derived:
     compute: Callable[[dict[str, Any], Context], Any]
 
 
-@dataclass(frozen=True, kw_only=True)
+@_kind
 class Kind:
     doc: str = ""
     required: bool = False
@@ -146,7 +150,7 @@ def _portable(body: str) -> str:
     return f"^(?:{body})(?![\\s\\S])"
 
 
-@dataclass(frozen=True, kw_only=True)
+@_kind
 class Int(Kind):
     low: int
     high: int
@@ -167,7 +171,7 @@ class Int(Kind):
         return f"{self.low:,} - {self.high:,}"
 
 
-@dataclass(frozen=True, kw_only=True)
+@_kind
 class Num(Kind):
     """A number (integer or not) from `low` to `high`; `why` explains the unit in the message."""
 
@@ -191,7 +195,7 @@ class Num(Kind):
         return f"{self.low} - {self.high}"
 
 
-@dataclass(frozen=True, kw_only=True)
+@_kind
 class Const(Kind):
     value: Any
     why: str = ""
@@ -212,7 +216,7 @@ class Const(Kind):
         return f"`{json.dumps(self.value)}`"
 
 
-@dataclass(frozen=True, kw_only=True)
+@_kind
 class Bool(Kind):
     def check(self, value: Any, path: str, ctx: Context) -> Any:
         if not isinstance(value, bool):
@@ -227,7 +231,7 @@ class Bool(Kind):
         return "boolean"
 
 
-@dataclass(frozen=True, kw_only=True)
+@_kind
 class Enum(Kind):
     values: tuple[str, ...]
 
@@ -247,7 +251,7 @@ class Enum(Kind):
         return ", ".join(f"`{v}`" for v in self.values)
 
 
-@dataclass(frozen=True, kw_only=True)
+@_kind
 class Str(Kind):
     """A string: `what` describes what is allowed (in messages and docs); every constraint must hold."""
 
@@ -288,7 +292,7 @@ class Str(Kind):
         return self.what
 
 
-@dataclass(frozen=True, kw_only=True)
+@_kind
 class Either(Kind):
     """One of two string kinds, picked by a prefix (a model is an s3:// URI or a Hub id)."""
 
@@ -310,7 +314,7 @@ class Either(Kind):
         return f"{self.otherwise.what}; `{self.prefix}`: {self.with_prefix.what}"
 
 
-@dataclass(frozen=True, kw_only=True)
+@_kind
 class JsonObject(Kind):
     """Any JSON object (already checked by strict_json: finite numbers, bounded depth)."""
 
@@ -327,7 +331,7 @@ class JsonObject(Kind):
         return "object"
 
 
-@dataclass(frozen=True, kw_only=True)
+@_kind
 class List(Kind):
     item: Kind
     min_items: int = 0
@@ -361,7 +365,7 @@ class List(Kind):
         return [(f"{path}[i]", self.item)]
 
 
-@dataclass(frozen=True, kw_only=True)
+@_kind
 class Obj(Kind):
     """An object with only the declared fields, resolved in declaration order (defaults may read earlier ones).
 
@@ -420,7 +424,7 @@ class Obj(Kind):
         return [(f"{path}.{k}" if path else k, v) for k, v in self.fields.items()]
 
 
-@dataclass(frozen=True, kw_only=True)
+@_kind
 class Map(Kind):
     """An object of user-chosen keys (tags): each key and value checked by its own kind."""
 
