@@ -53,7 +53,7 @@ def assert_valid(operation, request):
     ("smddp", {"sagemaker_torch_distributed_enabled": "true", "sagemaker_instance_type": '"ml.p4d.24xlarge"',
                "ddp_backend": '"smddp"'}),
     ("fsdp", {"sagemaker_torch_distributed_enabled": "true", "sagemaker_instance_type": '"ml.p4d.24xlarge"',
-              "fsdp": '"full_shard auto_wrap"', "fsdp_config": '"{}"'}),
+              "fsdp": '"full_shard auto_wrap"', "fsdp_config": json.dumps('{"version":2}')}),
 ])
 def test_hyperparameters_per_distribution_strategy(settings, strategy, extra):
     compute = {"instance_type": "ml.p4d.24xlarge", "instance_count": 1 if strategy == "none" else 2}
@@ -93,7 +93,7 @@ def test_the_toolkit_decodes_what_the_script_expects(settings, tmp_path, monkeyp
     pairs = dict(zip(args[::2], args[1::2], strict=True))
     assert pairs["--task"] == "question-answering"
     assert pairs["--fsdp"] == "full_shard auto_wrap"
-    assert json.loads(pairs["--fsdp_config"]) == {"transformer_layer_cls_to_wrap": ["BertLayer"]}
+    assert json.loads(pairs["--fsdp_config"]) == {"transformer_layer_cls_to_wrap": ["BertLayer"], "version": 2}
     assert json.loads(pairs["--lr_scheduler_kwargs"]) == {"num_cycles": 2}
     assert pairs["--label_names"] == "start_positions"
     assert pairs["--gradient_checkpointing"] == "False"

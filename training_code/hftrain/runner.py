@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from . import args as hp
-from . import checkpoints, distributed, sharding, smenv
+from . import checkpoints, distributed, fsdp, sharding, smenv
 from .callbacks import CheckpointCallback, EpochCallback, LogLinesCallback, SigtermCallback
 from .data import DataError, load_hub, load_local
 from .tasks import get_task
@@ -36,6 +36,11 @@ def make_trainer_class(base):
         def __init__(self, *a, train_loader_factory=None, **kw):
             self._train_loader_factory = train_loader_factory
             super().__init__(*a, **kw)
+
+        def create_accelerator_and_postprocess(self):
+            fsdp.check_cpu_support(self.args)
+            super().create_accelerator_and_postprocess()
+            fsdp.enable_on_cpu(self)  # accelerate turns FSDP on for GPU runs only
 
         def get_train_dataloader(self):
             if self._train_loader_factory is None:
@@ -480,7 +485,10 @@ def run(model_args, data_args, training_args) -> int:
     if resumed_step is not None and resumed_step >= total_steps:
         # the previous attempt finished training but not the final save: don't train a step more
         logger.info("training finished at %s already: writing the final model from it", resume_path)
-        trainer._load_from_checkpoint(resume_path)
+        if trainer.is_fsdp_enabled and fsdp.version(training_args) == 2:
+            fsdp.load_full_weights(trainer.model, resume_path)  # the Trainer loads shards into wrapped models only
+        else:
+            trainer._load_from_checkpoint(resume_path)
         metrics = {"train_global_step": float(resumed_step)}
     else:
         result = trainer.train(resume_from_checkpoint=resume_path)
@@ -500,10 +508,7 @@ def run(model_args, data_args, training_args) -> int:
         metrics.update({k: v for k, v in trainer.evaluate(**eval_kwargs).items() if isinstance(v, int | float)})
 
     # --- the final model: written once, by global rank 0 (all ranks join for sharded models)
-    fsdp_plugin = getattr(trainer.accelerator.state, "fsdp_plugin", None)
-    if fsdp_plugin is not None:
-        fsdp_plugin.set_state_dict_type("FULL_STATE_DICT")
-    trainer.save_model(env.model_dir)
+    fsdp.save_final_model(trainer, env.model_dir)
     if rank == 0:
         metrics["total_runtime_seconds"] = time.time() - started
         os.makedirs(env.output_data_dir, exist_ok=True)
