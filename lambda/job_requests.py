@@ -20,8 +20,6 @@ ENTRY_POINT = "train.py"
 CONTAINER_LOG_LEVEL = 20  # logging.INFO, the SDK's default
 CHECKPOINT_LOCAL_PATH = "/opt/ml/checkpoints"
 RETRY_ATTEMPTS = 2  # SageMaker-side retries of InternalServerError
-SMDDP_INSTANCE_TYPES = ("ml.p3.16xlarge", "ml.p3dn.24xlarge", "ml.p4d.24xlarge", "ml.p4de.24xlarge",
-                        "ml.p5.48xlarge")
 PROCESSING_CODE_DIR = "/opt/ml/processing/input/code"
 PROCESSING_ENTRYPOINT = ["/bin/bash", f"{PROCESSING_CODE_DIR}/runproc.sh"]
 MAP_INPUT_DIR = "/opt/ml/processing/input/data"

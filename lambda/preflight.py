@@ -12,6 +12,7 @@ from typing import Any
 
 import job_requests
 import naming
+import smddp_support
 from aws import aws_errors, error_code, error_message, is_not_found
 from botocore.exceptions import ClientError
 from run_spec import (
@@ -48,9 +49,10 @@ def static_problems(spec: dict[str, Any], settings: Settings) -> list[str]:
         if instance_type not in settings.allowed_instance_types:
             problems.append(f"{path}: {instance_type} is not allowed in environment {settings.environment}; "
                             f"allowed: {_allowed(settings.allowed_instance_types)}")
-        elif strategy == "smddp" and instance_type not in job_requests.SMDDP_INSTANCE_TYPES:
-            problems.append(f"{path}: SMDDP (distribution.strategy smddp) does not run on {instance_type}; "
-                            f"supported: {_allowed(job_requests.SMDDP_INSTANCE_TYPES)}; or use ddp")
+        elif strategy == "smddp" and smddp_support.instance_problem(instance_type):
+            problems.append(f"{path}: (distribution.strategy smddp) {smddp_support.instance_problem(instance_type)}")
+    if strategy == "smddp" and smddp_support.image_problem(settings.training_image_uri):
+        problems.append(f"distribution.strategy: smddp: {smddp_support.image_problem(settings.training_image_uri)}")
     if compute["instance_count"] > settings.max_instance_count:
         problems.append(f"compute.instance_count: {compute['instance_count']} is over environment "
                         f"{settings.environment}'s limit of {settings.max_instance_count}")

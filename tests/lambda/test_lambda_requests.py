@@ -11,7 +11,7 @@ from pathlib import Path
 import job_requests
 import preflight
 import pytest
-from lambda_testlib import FSX, KMS, all_requests, sagemaker_request_errors, settings_dict
+from lambda_testlib import FSX, KMS, SMDDP_IMAGE, all_requests, sagemaker_request_errors, settings_dict
 from runs import prepare_run
 from sagemaker_training import environment as toolkit_env
 from sagemaker_training import mapping as toolkit_mapping
@@ -57,6 +57,8 @@ def assert_valid(operation, request):
 ])
 def test_hyperparameters_per_distribution_strategy(settings, strategy, extra):
     compute = {"instance_type": "ml.p4d.24xlarge", "instance_count": 1 if strategy == "none" else 2}
+    if strategy == "smddp":  # only images that ship the library accept it
+        settings = Settings.from_dict(settings_dict(training_image_uri=SMDDP_IMAGE))
     request = training(settings, compute=compute, distribution={"strategy": strategy})
     name = request["TrainingJobName"]
     assert name == "hfsm-dev-dist-20250102030405-" + name.split("-")[-2] + "-train0"

@@ -56,8 +56,8 @@ class LogLinesCallback(TrainerCallback):
 class SigtermCallback(TrainerCallback):
     """SIGTERM (spot interruption, StopTrainingJob) -> checkpoint at the next optimizer step, then stop.
 
-    The signal only sets a flag; at each step end the ranks agree (an all-reduce of one integer over a
-    gloo group) so that all of them stop at the same step and save the same checkpoint together.
+    The signal only sets a flag; at each step end the ranks agree (an all-reduce of one number, see
+    distributed.any_rank) so that all of them stop at the same step and save the same checkpoint together.
     """
 
     def __init__(self) -> None:
