@@ -28,6 +28,7 @@ from urllib.parse import unquote_plus
 
 import job_requests
 import messages
+import model_package
 import naming
 import outcomes
 import planning
@@ -289,12 +290,8 @@ def finish(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
             ModelPackageGroupName=settings.model_package_group,
             ModelPackageDescription=description[:1024],
             ModelApprovalStatus="PendingManualApproval",
-            InferenceSpecification={
-                "Containers": [{"Image": settings.inference_image_uri, "ModelDataUrl": model_uri,
-                                "Environment": {"HF_TASK": spec["task"]}}],
-                "SupportedContentTypes": ["application/json"],
-                "SupportedResponseMIMETypes": ["application/json"],
-            },
+            InferenceSpecification=model_package.inference_specification(settings.inference_image_uri, model_uri,
+                                                                          spec["task"]),
             ModelMetrics={"ModelQuality": {"Statistics": {"ContentType": "application/json",
                                                           "S3Uri": run["uris"]["metrics"]}}},
             CustomerMetadataProperties=metadata,
