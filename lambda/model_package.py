@@ -3,7 +3,8 @@
 The Hugging Face inference DLC runs `sagemaker-huggingface-inference-toolkit`: it loads /opt/ml/model (the
 extracted model.tar.gz) into `transformers.pipeline(HF_TASK, ...)` and answers JSON requests
 (`{"inputs": ..., "parameters": {...}}`) with JSON. The image must read what training wrote: the environment's
-inference transformers version is checked against the training one at synth time (stacks/inference_compat.py).
+inference transformers version is checked against the training one at synth time (stacks/inference_compat.py), and the training code writes tokenizer files that 4.x reads
+(training_code/hftrain/export.py).
 """
 
 from __future__ import annotations

@@ -8,8 +8,8 @@ name (or as a dependency) and resolved when the image was built, so only their p
 * training, huggingface-pytorch-training 2.9.0-transformers5.3.0-gpu-py312-cu130-ubuntu22.04:
   huggingface/pytorch/training/docker/2.9/py3/cu130/Dockerfile.gpu (FROM pytorch-training 2.9.0 GPU).
 * processing, pytorch-training 2.8.0-cpu-py312 (sagemaker stage): pytorch/training/docker/2.8/py3/Dockerfile.cpu.
-* inference, huggingface-pytorch-inference 2.6.0-transformers5.5.3-gpu-py312-cu124-ubuntu22.04:
-  huggingface/pytorch/inference/docker/2.6/py3/cu124/Dockerfile.gpu.
+* inference, huggingface-pytorch-inference 2.6.0-transformers4.51.3-gpu-py312-cu124-ubuntu22.04:
+  huggingface/pytorch/inference/docker/2.6/py3/cu124/Dockerfile.gpu at 84ca1dfae0 (2025-04-25).
 
 `check(cfg)` fails synth when cdk.json names an image version not described here: the wheels shipped with the
 code (stacks/job_wheels.lock) were decided from these lists, so a new image needs a new look (README, Deploying).
@@ -68,15 +68,16 @@ PROCESSING = {
     ),
 }
 INFERENCE = {
-    ("5.5.3", "2.6.0"): ImageContents(
+    ("4.51.3", "2.6.0"): ImageContents(
         repository="huggingface-pytorch-inference",
-        tag="2.6.0-transformers5.5.3-gpu-py312-cu124-ubuntu22.04",
+        tag="2.6.0-transformers4.51.3-gpu-py312-cu124-ubuntu22.04",
         python="3.12",
-        source="aws/deep-learning-containers@ca82ce3f68 huggingface/pytorch/inference/docker/2.6/py3/cu124/Dockerfile.gpu",
-        packages={"torch": "2.6.0", "transformers": "5.5.3", "huggingface-hub": "1.10.0", "accelerate": "1.12.0",
-                  "multi-model-server": "1.1.11",
-                  "sagemaker-huggingface-inference-toolkit": "git f0c3eb2 (newer than PyPI's 2.6.0)"},
-        notes=("the inference test installs PyPI's toolkit 2.6.0, the nearest released version",),
+        source="aws/deep-learning-containers@84ca1dfae0 huggingface/pytorch/inference/docker/2.6/py3/cu124/Dockerfile.gpu",
+        packages={"torch": "2.6.0", "transformers": "4.51.3", "huggingface-hub": "0.30.0", "accelerate": "1.6.0",
+                  "multi-model-server": "1.1.11", "sagemaker-huggingface-inference-toolkit": "2.6.0",
+                  "tokenizers": UNPINNED, "Pillow": UNPINNED},
+        notes=("the 5.5.3 image (same Dockerfile at ca82ce3f68) cannot serve question answering or summarization: "
+               "transformers 5 has no such pipelines",),
     ),
 }
 

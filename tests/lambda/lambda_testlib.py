@@ -26,7 +26,7 @@ SETTINGS: dict[str, Any] = {
                           "2.9.0-transformers5.3.0-gpu-py312-cu130-ubuntu22.04",
     "processing_image_uri": "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.8.0-cpu-py312",
     "inference_image_uri": "763104351884.dkr.ecr.us-east-1.amazonaws.com/huggingface-pytorch-inference:"
-                           "2.6.0-transformers5.5.3-gpu-py312-cu124-ubuntu22.04",
+                           "2.6.0-transformers4.51.3-gpu-py312-cu124-ubuntu22.04",
     "code_s3_prefix": "s3://hfsm-dev-artifacts/code/0123456789abcdef/",
     "subnet_ids": ["subnet-0aaa1111", "subnet-0bbb2222"], "security_group_ids": ["sg-0123456789abcdef0"],
     "fsx": None,

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from . import args as hp
-from . import checkpoints, distributed, fsdp, sharding, smenv
+from . import checkpoints, distributed, export, fsdp, sharding, smenv
 from .callbacks import CheckpointCallback, EpochCallback, LogLinesCallback, SigtermCallback
 from .data import DataError, load_hub, load_local
 from .tasks import get_task
@@ -510,6 +510,7 @@ def run(model_args, data_args, training_args) -> int:
     # --- the final model: written once, by global rank 0 (all ranks join for sharded models)
     fsdp.save_final_model(trainer, env.model_dir)
     if rank == 0:
+        export.make_readable_by_transformers4(env.model_dir)  # the registered inference image is transformers 4.x
         metrics["total_runtime_seconds"] = time.time() - started
         os.makedirs(env.output_data_dir, exist_ok=True)
         with open(os.path.join(env.output_data_dir, "metrics.json"), "w") as handle:
