@@ -133,7 +133,7 @@ def prepare(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
         raw = parse_spec_text(raw)
     exec_small = {k: v for k, v in (execution or {}).items() if k.lower() in ("id", "name", "starttime", "start_time")}
     run = prepare_run(raw, settings, run_id=payload.get("run_id"), execution=exec_small, source=source, s3=s3,
-                      sagemaker=client("sagemaker"))
+                      sagemaker=client("sagemaker"), ec2=client("ec2"))
     _log("prepared", run_id=run["run_id"], tokenizer_stage=run["tokenizer_stage"], max_attempts=run["max_attempts"])
     return {"run": run, "poll_seconds": settings.poll_seconds, "tokenizer_enabled": run["tokenizer_stage"],
             "attempt": 0}

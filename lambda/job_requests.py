@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import efa
 import naming
 import planning
 from run_spec import hyperparameter_argument, model_source
@@ -172,6 +173,10 @@ def training_request(run: dict[str, Any], settings: Settings, attempt: int = 0) 
         "CheckpointConfig": {"S3Uri": run["uris"]["checkpoint"], "LocalPath": CHECKPOINT_LOCAL_PATH},
         "RetryStrategy": {"MaximumRetryAttempts": RETRY_ATTEMPTS},
     }
+    environment = efa.training_environment(config["instance_type"],
+                                           distributed=spec["distribution"]["strategy"] != "none")
+    if environment:  # EFA variables the toolkit would not set, NCCL's transport report
+        request["Environment"] = environment
     vpc = vpc_config(settings, fsx=uses_fsx(spec))
     if vpc:
         request["VpcConfig"] = vpc

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import efa
 import job_requests
 import naming
 import smddp_support
@@ -230,4 +231,25 @@ def storage_problems(spec: dict[str, Any], settings: Settings, s3: Any) -> list[
             problems.append(f"{path}: ShardedByS3Key needs at least one object per instance, but {uri} has "
                             f"{found} object(s) for {sharded_over}; split the data into at least {needed} files, "
                             "use fewer instances or FullyReplicated")
+    return problems
+
+
+def subnet_problems(run: dict[str, Any], settings: Settings, ec2: Any) -> list[str]:
+    """EFA attempts: every subnet the job may use has the free private IPs its instances need (lambda/efa.py)."""
+    problems: list[str] = []
+    cache: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+    for attempt in range(run["max_attempts"]):
+        request = job_requests.training_request(run, settings, attempt)
+        instance_type = request["ResourceConfig"]["InstanceType"]
+        subnets = tuple(request.get("VpcConfig", {}).get("Subnets", ()))
+        if not efa.is_efa(instance_type) or not subnets:
+            continue
+        if subnets not in cache:
+            with aws_errors():
+                cache[subnets] = ec2.describe_subnets(SubnetIds=list(subnets))["Subnets"]
+        field = "compute.instance_type" if attempt == 0 else f"fallback.options[{attempt - 1}].instance_type"
+        for problem in efa.subnet_ip_problems(field, instance_type, request["ResourceConfig"]["InstanceCount"],
+                                              cache[subnets]):
+            if problem not in problems:
+                problems.append(problem)
     return problems

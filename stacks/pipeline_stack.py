@@ -141,7 +141,10 @@ class PipelineStack(Stack):
                                     resources=[f"{self.data_arn}/{RUNS_PREFIX}*"]),
                 list_buckets, use_key,
                 iam.PolicyStatement(sid="CheckJobNamesAreNew", actions=["sagemaker:DescribeTrainingJob"],
-                                    resources=[training_jobs])]),
+                                    resources=[training_jobs]),
+                # free IPs per EFA instance (lambda/efa.py); DescribeSubnets takes no resource ARN
+                iam.PolicyStatement(sid="CheckEfaSubnetAddresses", actions=["ec2:DescribeSubnets"],
+                                    resources=["*"])]),
             "start_processing": ("Start a tokenizer processing job (map or reduce)", [
                 iam.PolicyStatement(sid="StartProcessingJobs", resources=[processing_jobs], actions=[
                     "sagemaker:CreateProcessingJob", "sagemaker:DescribeProcessingJob", "sagemaker:AddTags"]),

@@ -17,6 +17,7 @@ from . import args as hp
 from . import checkpoints, distributed, export, fsdp, sharding, smenv
 from .callbacks import CheckpointCallback, EpochCallback, LogLinesCallback, SigtermCallback
 from .data import DataError, load_hub, load_local
+from .nccl import NcclTransportCallback
 from .tasks import get_task
 from .tasks.base import ModelTaskMismatch
 
@@ -459,6 +460,7 @@ def run(model_args, data_args, training_args) -> int:
         ),
         EpochCallback(sampler, layout.plan.num_batches),
         LogLinesCallback(),
+        NcclTransportCallback(),  # which network NCCL chose (EFA or a TCP fallback)
     ]
     trainer_cls = make_trainer_class(task.trainer_class)
     compute_metrics = task.compute_metrics(raw_eval, eval_features, tokenizer) if eval_features is not None else None
