@@ -245,8 +245,13 @@ def subnet_problems(run: dict[str, Any], settings: Settings, ec2: Any) -> list[s
         if not efa.is_efa(instance_type) or not subnets:
             continue
         if subnets not in cache:
-            with aws_errors():
-                cache[subnets] = ec2.describe_subnets(SubnetIds=list(subnets))["Subnets"]
+            try:
+                with aws_errors():
+                    cache[subnets] = ec2.describe_subnets(SubnetIds=list(subnets))["Subnets"]
+            except ClientError as err:
+                problems.append(f"settings.subnet_ids: cannot check free IPs for EFA instances in {', '.join(subnets)}: "
+                                f"{error_code(err)} {error_message(err)}; check the network stack's subnets")
+                cache[subnets] = []
         field = "compute.instance_type" if attempt == 0 else f"fallback.options[{attempt - 1}].instance_type"
         for problem in efa.subnet_ip_problems(field, instance_type, request["ResourceConfig"]["InstanceCount"],
                                               cache[subnets]):

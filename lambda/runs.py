@@ -44,7 +44,7 @@ def prepare_run(
         problems += storage_problems(spec, settings, s3)
     if sagemaker is not None:
         problems += job_name_problems(run, sagemaker)
-    if ec2 is not None:
+    if ec2 is not None and not problems:  # one more API call only for runs that could otherwise start
         problems += subnet_problems(run, settings, ec2)
     if problems:
         raise PreflightError(problems)

@@ -91,3 +91,17 @@ def test_nccl_transport_is_read_from_its_debug_output():
         == "Socket (TCP)"
     assert nccl.transport("nothing about networks") is None
     assert nccl.debug_file("/tmp/nccl-debug.%h.%p.log").endswith(f".{__import__('os').getpid()}.log")
+
+
+def test_unknown_subnets_are_reported_not_raised():
+    from botocore.exceptions import ClientError
+
+    class Missing:
+        def describe_subnets(self, SubnetIds):  # noqa: N803
+            raise ClientError({"Error": {"Code": "InvalidSubnetID.NotFound", "Message": "no such subnet"}},
+                              "DescribeSubnets")
+
+    with pytest.raises(PreflightError) as info:
+        prepare_run(SPEC, _settings(["ml.p5en.48xlarge"]), ec2=Missing())
+    assert "settings.subnet_ids: cannot check free IPs for EFA instances" in info.value.problems[0]
+    assert "InvalidSubnetID.NotFound" in info.value.problems[0]
