@@ -24,7 +24,21 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 CACHE = REPO / ".cache" / "inference-venvs"
 TOOLKIT = "sagemaker-huggingface-inference-toolkit==2.6.0"  # what the 4.51.3 inference image installs
-TORCH = "torch==2.13.0"  # the CPU build on this machine's disk (pip's find-links): never the CUDA one
+TORCH_VERSION = "2.13.0"  # the CPU build on this machine's disk (pip's find-links): never the CUDA one
+
+
+def local_torch_wheel() -> Path | None:
+    """The CPU torch wheel in pip's configured find-links (PIP_FIND_LINKS or pip config), if there is one."""
+    dirs = os.environ.get("PIP_FIND_LINKS", "").split()
+    done = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True)
+    for line in done.stdout.splitlines():
+        if "find-links" in line:
+            dirs += line.split("=", 1)[1].strip().strip("'\"").split()
+    for directory in dirs:
+        found = sorted(Path(directory).glob(f"torch-{TORCH_VERSION}+cpu-*.whl")) if Path(directory).is_dir() else []
+        if found:
+            return found[0]
+    return None
 
 
 def _top_levels(name: str) -> set[str]:
@@ -68,8 +82,12 @@ def offline_pip_env(env: dict[str, str]) -> dict[str, str]:
 
 def inference_python(pins: dict[str, str]) -> Path:
     """A cached venv with the inference image's versions (`pins`: name -> version); returns its interpreter."""
-    requirements = sorted(f"{name}=={version}" for name, version in pins.items()) + [TORCH, "sagemaker-inference",
-                                                                                      "retrying"]
+    torch = local_torch_wheel()
+    if torch is None:
+        raise FileNotFoundError(f"no torch-{TORCH_VERSION}+cpu wheel in pip's find-links: refusing to download a CUDA "
+                                "build")
+    requirements = sorted(f"{name}=={version}" for name, version in pins.items()) + [str(torch),
+                                                                                      "sagemaker-inference", "retrying"]
     digest = hashlib.sha256("\n".join([*requirements, TOOLKIT]).encode()).hexdigest()[:12]
     venv = CACHE / f"transformers-{pins['transformers']}-{digest}"
     python = venv / "bin" / "python"
