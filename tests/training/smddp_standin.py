@@ -90,18 +90,23 @@ def main() -> None:
     out["layout"] = {"rows_per_rank": layout.rows_per_rank, "batches": layout.plan.num_batches,
                      "filler": layout.filler_row}
 
-    # resume: every rank sees checkpoint-4 complete, checkpoint-8 partial
+    # resume: checkpoint-4 is complete and verifies, checkpoint-8 is partial (no marker)
+    from hftrain import resume
+
     root = Path(os.environ["STANDIN_CHECKPOINTS"])
+    identity = {"task": "text-classification"}
     if rank == 0:
-        (root / "checkpoint-4").mkdir(parents=True, exist_ok=True)
-        (root / "checkpoint-4" / "trainer_state.json").write_text("{}")
-        checkpoints.write_node_marker(str(root / "checkpoint-4"), host="algo-1", hosts=["algo-1"], step=4,
-                                      world_size=world)
+        ckpt = root / "checkpoint-4"
+        ckpt.mkdir(parents=True, exist_ok=True)
+        for name in ("model.safetensors", "optimizer.pt", "scheduler.pt", "rng_state_0.pth", "rng_state_1.pth"):
+            (ckpt / name).write_bytes(name.encode())
+        (ckpt / "trainer_state.json").write_text(json.dumps({"global_step": 4}))
+        checkpoints.write_node_marker(str(ckpt), host="algo-1", hosts=["algo-1"], step=4, world_size=world,
+                                      identity=identity, lineage="standin")
         (root / "checkpoint-8").mkdir(exist_ok=True)
     distributed.barrier()
-    args = SimpleNamespace(checkpoint_dir=str(root), resume_from_checkpoint=None, resume=True)
-    path, known = runner.find_resume_point(args, env=None)
-    out["resume"] = [os.path.basename(path) if path else None, known]
+    decision = resume.ResumePlanner(str(root), identity).plan(resume=True)
+    out["resume"] = [os.path.basename(decision.path) if decision.path else None, decision.step]
 
     # a sharded validation channel: every rank gets every host's rows
     import datasets
@@ -121,11 +126,11 @@ def main() -> None:
     saved.mkdir(exist_ok=True)
     (saved / f"rng_state_{rank}.pth").write_bytes(b"x")
     callback = CheckpointCallback(root=str(root), host="algo-1", hosts=["algo-1"], keep=1, resumed_step=4,
-                                  known_complete=known)
+                                  ours=[4], identity=identity, lineage="standin")
     state = SimpleNamespace(global_step=12, is_world_process_zero=rank == 0)
     callback.on_save(None, state, control)
     distributed.barrier()
-    out["checkpoint_complete"] = checkpoints.inspect(str(saved))[0]
+    out["checkpoint_marked"] = (saved / checkpoints.marker_name("algo-1")).exists()
     out["calls"] = sorted(set(CALLS))
     print("RESULT " + json.dumps(out), flush=True)
     dist.destroy_process_group()

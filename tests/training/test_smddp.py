@@ -34,10 +34,10 @@ def test_training_collectives_run_on_a_backend_that_refuses_new_group_and_gloo(t
         assert out["any_rank"] == [True, False]
         assert out["gathered"] == [{"rank": 0}, {"rank": 1}]
         assert out["layout"]["rows_per_rank"] == [5, 0] and out["layout"]["batches"] == 3
-        assert out["resume"] == ["checkpoint-4", [4]]
+        assert out["resume"] == ["checkpoint-4", 4]
         assert out["validation_rows"] == [0]  # one host: its local rank 0 speaks for the shard
         assert out["sigterm"] == [True, True]
-        assert out["checkpoint_complete"] is True
+        assert out["checkpoint_marked"] is True
         assert "new_group" not in out["calls"]
         assert {"all_reduce", "all_gather_object", "barrier"} <= set(out["calls"])
     assert results[1]["layout"]["filler"] == {"input_ids": [1, 2]}

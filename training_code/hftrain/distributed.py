@@ -83,6 +83,17 @@ def any_rank(flag: bool) -> bool:
     return bool(tensor.item() > 0)
 
 
+def any_rank_each(flags: list[bool]) -> list[bool]:
+    """For each flag: True on every rank when it is True on at least one rank (one all-reduce for all)."""
+    dist = _dist()
+    if dist is None:
+        return [bool(f) for f in flags]
+    group, device = _control()
+    tensor = torch.tensor([1.0 if f else 0.0 for f in flags], dtype=torch.float32, device=device)
+    dist.all_reduce(tensor, op=dist.ReduceOp.SUM, group=group)  # SUM: supported by every backend (SMDDP too)
+    return [v > 0 for v in tensor.tolist()]
+
+
 def all_gather_objects(obj) -> list:
     """Every rank's `obj`, in rank order (pickled; torch sends them as tensors on the group's device)."""
     dist = _dist()
