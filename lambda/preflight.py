@@ -6,17 +6,19 @@
   not check client-side (names, hyperparameter sizes, channels, VPC, stopping condition, container arguments).
 - `storage_problems`: S3 prefixes exist and hold enough objects (ShardedByS3Key: one per instance at least).
 - `job_name_problems`: the planned job names are still free in the account.
+- `subnet_problems`: the subnets have the free private IPs the EFA attempts need.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import efa
 import naming
+import smddp_support
 from aws import aws_errors, error_code, error_message, is_not_found
 from botocore.exceptions import ClientError
 from hyperparameters import PIPELINE
-from job_requests import SMDDP_INSTANCE_TYPES
 from run_spec import MAX_CONTAINER_ARGUMENT, MAX_RUNTIME_LIMIT, PROCESSING_RUNTIME_LIMIT
 from settings import Settings
 
@@ -55,9 +57,10 @@ def _instance_problems(spec: dict[str, Any], settings: Settings) -> list[str]:
         if instance_type not in settings.allowed_instance_types:
             problems.append(f"{path}: {instance_type} is not allowed in environment {env}; "
                             f"allowed: {_allowed(settings.allowed_instance_types)}")
-        elif strategy == "smddp" and instance_type not in SMDDP_INSTANCE_TYPES:
-            problems.append(f"{path}: SMDDP (distribution.strategy smddp) does not run on {instance_type}; "
-                            f"supported: {_allowed(SMDDP_INSTANCE_TYPES)}; or use ddp")
+        elif strategy == "smddp" and smddp_support.instance_problem(instance_type):
+            problems.append(f"{path}: (distribution.strategy smddp) {smddp_support.instance_problem(instance_type)}")
+    if strategy == "smddp" and smddp_support.image_problem(settings.training_image_uri):
+        problems.append(f"distribution.strategy: smddp: {smddp_support.image_problem(settings.training_image_uri)}")
     counts = [("compute.instance_count", compute["instance_count"])]
     tok = spec.get("tokenizer")
     if tok:
@@ -234,14 +237,42 @@ def storage_problems(spec: dict[str, Any], settings: Settings, s3: Any) -> list[
     return problems
 
 
+def subnet_problems(requests: list[tuple[str, dict[str, Any]]], ec2: Any) -> list[str]:
+    """EFA attempts: every subnet the job may use has the free private IPs its instances need (lambda/efa.py)."""
+    problems: list[str] = []
+    cache: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+    trainings = [request for operation, request in requests if operation == "CreateTrainingJob"]
+    for attempt, request in enumerate(trainings):
+        instance_type = request["ResourceConfig"]["InstanceType"]
+        subnets = tuple(request.get("VpcConfig", {}).get("Subnets", ()))
+        if not efa.is_efa(instance_type) or not subnets:
+            continue
+        if subnets not in cache:
+            try:
+                with aws_errors():
+                    cache[subnets] = ec2.describe_subnets(SubnetIds=list(subnets))["Subnets"]
+            except ClientError as err:
+                problems.append(f"settings.subnet_ids: cannot check free IPs for EFA instances in {', '.join(subnets)}: "
+                                f"{error_code(err)} {error_message(err)}; check the network stack's subnets")
+                cache[subnets] = []
+        field = "compute.instance_type" if attempt == 0 else f"fallback.options[{attempt - 1}].instance_type"
+        for problem in efa.subnet_ip_problems(field, instance_type, request["ResourceConfig"]["InstanceCount"],
+                                              cache[subnets]):
+            if problem not in problems:
+                problems.append(problem)
+    return problems
+
+
 def check(run: dict[str, Any], requests: list[tuple[str, dict[str, Any]]], settings: Settings, *, s3: Any = None,
-          sagemaker: Any = None) -> list[str]:
-    """Every pre-flight problem of a planned run and its built requests; without clients (pure use) the storage
-    and job-name checks are skipped."""
+          sagemaker: Any = None, ec2: Any = None) -> list[str]:
+    """Every pre-flight problem of a planned run and its built requests; without clients (pure use) the storage,
+    job-name and EFA subnet checks are skipped."""
     spec = run["spec"]
     problems = static_problems(spec, settings) + request_problems(requests)
     if s3 is not None:
         problems += storage_problems(spec, settings, s3)
     if sagemaker is not None:
         problems += job_name_problems(run, sagemaker)
+    if ec2 is not None and not problems:  # one more API call only for runs that could otherwise start
+        problems += subnet_problems(requests, ec2)
     return problems

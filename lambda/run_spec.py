@@ -59,6 +59,9 @@ FSDP_SHARDING_MODES = ("full_shard", "shard_grad_op", "hybrid_shard_zero2", "hyb
 FSDP_EXTRAS = ("offload", "auto_wrap")
 FSDP_OPTIONS = FSDP_SHARDING_MODES + FSDP_EXTRAS
 DEFAULT_FSDP_SHARDING = "full_shard auto_wrap"
+# FSDP2 unless the spec's config names a version: FSDP1 is deprecated in accelerate and cannot run on CPU
+# (local mode); see training_code/hftrain/fsdp.py.
+DEFAULT_FSDP_VERSION = 2
 RESERVED_TAG_KEYS = ("project", "environment", "run")
 MAX_SPEC_TAGS = 40  # SageMaker allows 50 tags; the pipeline adds 3
 MAX_RUNTIME_LIMIT = 28 * 24 * 3600
@@ -183,16 +186,21 @@ SPEC = Obj(fields={
     "distribution": Obj(default={}, fields={
         "strategy": Enum(values=STRATEGIES, default="ddp",
                          doc="`none`: one process on one instance; `ddp`: PyTorch DDP launched by torchrun; `smddp`: "
-                             "DDP with the SageMaker data parallel backend; `fsdp`: fully sharded data parallel"),
+                             "DDP with the SageMaker data parallel backend (only where the training image ships the "
+                             "library: PyTorch <= 2.5 images, not the default 2.9 one); `fsdp`: fully sharded data "
+                             "parallel"),
         "fsdp": Obj(default=Derived("`{}` with strategy `fsdp`", lambda s, ctx: {} if s.get("strategy") == "fsdp"
                                     else ABSENT), doc="only with strategy `fsdp`", fields={
             "sharding": Str(what="space-separated options: exactly one of " + ", ".join(FSDP_SHARDING_MODES)
                                  + ", plus optionally " + ", ".join(FSDP_EXTRAS) + ", each once",
                             pattern=_sharding_pattern(), max_len=200, default=DEFAULT_FSDP_SHARDING,
                             normalize=lambda v, ctx: " ".join(v.split()), doc="the Trainer's `fsdp` argument"),
-            "config": JsonObject(default={}, doc="the Trainer's `fsdp_config`, e.g. "
-                                                 "`{\"transformer_layer_cls_to_wrap\": [\"BertLayer\"]}`; at most 2500 "
-                                                 "characters as JSON"),
+            "config": JsonObject(default={}, doc="the Trainer's `fsdp_config`, e.g. `{\"transformer_layer_cls_to_wrap\": "
+                                                 "[\"BertLayer\"]}`; at most 2500 characters as JSON", known={
+                "version": Int(low=1, high=2, default=DEFAULT_FSDP_VERSION,
+                               doc="2: FSDP2 (`torch.distributed.fsdp.fully_shard`, also runs on CPU in local mode); "
+                                   "1: FSDP1 (GPU only, deprecated in accelerate)"),
+            }),
         }),
     }),
     "max_runtime_seconds": Int(low=1, high=MAX_RUNTIME_LIMIT, default=Setting("default_max_runtime_seconds"),

@@ -316,19 +316,33 @@ class Either(Kind):
 
 @_kind
 class JsonObject(Kind):
-    """Any JSON object (already checked by strict_json: finite numbers, bounded depth)."""
+    """A JSON object of any keys (already checked by strict_json: finite numbers, bounded depth); the keys in
+    `known` are checked by their kinds and get their defaults."""
+
+    known: dict[str, Kind] = field(default_factory=dict)
 
     def check(self, value: Any, path: str, ctx: Context) -> Any:
         if not isinstance(value, dict):
             ctx.problems.add(path, f"expected a JSON object, got {describe(value)}")
             return INVALID
-        return dict(value)
+        out = dict(value)
+        for name, kind in self.known.items():
+            given = value[name] if name in value else kind.default_value(out, ctx)
+            if given is not ABSENT:
+                out[name] = kind.check(given, join(path, name), ctx)
+        return out
 
     def schema(self) -> dict[str, Any]:
-        return self.annotate({"type": "object"})
+        out: dict[str, Any] = {"type": "object"}
+        if self.known:
+            out["properties"] = {k: v.schema() for k, v in self.known.items()}
+        return self.annotate(out)
 
     def type_doc(self) -> str:
         return "object"
+
+    def children(self, path: str) -> list[tuple[str, Kind]]:
+        return [(f"{path}.{k}", v) for k, v in self.known.items()]
 
 
 @_kind

@@ -337,8 +337,8 @@ class SageMakerTrainingArguments(Seq2SeqTrainingArguments):
             except ImportError as err:
                 raise ArgumentError(
                     "ddp_backend smddp needs the SageMaker distributed data parallel library "
-                    "(smdistributed.dataparallel), which the SageMaker GPU images ship on ml.p4d/p4de/p5 "
-                    "instances; use nccl elsewhere"
+                    "(smdistributed.dataparallel), which only the PyTorch <= 2.5 training images ship (ml.p4d/p4de/p5); "
+                    "use nccl elsewhere"
                 ) from err
         super().__post_init__()
 
