@@ -26,14 +26,15 @@ from hashlib import sha256
 from typing import Any
 from urllib.parse import unquote_plus
 
+import durability
 import job_requests
 import messages
+import model_package
 import naming
 import outcomes
-import planning
 from aws import aws_errors, client, error_code, is_already_exists, is_not_found
 from botocore.exceptions import ClientError
-from errors import JobFailedError, PreflightError, SpecError
+from errors import JobConflictError, JobFailedError, PreflightError, SpecError
 from run_spec import parse_spec_text
 from runs import prepare_run
 from settings import Settings, load_settings
@@ -107,9 +108,11 @@ def _read_source(s3: Any, source: Any, settings: Settings) -> Any:
                 response = s3.get_object(**{**args, "Key": unquote_plus(key)})
             except ClientError as err2:
                 raise PreflightError([f"source.key: cannot read s3://{bucket}/{key}: {error_code(err2)}"]) from err2
-    if int(response.get("ContentLength") or 0) > MAX_SPEC_BYTES:
-        raise SpecError([f"(root): the spec is {response['ContentLength']} bytes; at most {MAX_SPEC_BYTES}"])
-    return parse_spec_text(response["Body"].read())
+    body = response["Body"].read(MAX_SPEC_BYTES + 1)  # never more than the limit, whatever ContentLength says
+    if int(response.get("ContentLength") or 0) > MAX_SPEC_BYTES or len(body) > MAX_SPEC_BYTES:
+        size = max(int(response.get("ContentLength") or 0), len(body))
+        raise SpecError([f"(root): the spec is {size} bytes or more; at most {MAX_SPEC_BYTES}"])
+    return parse_spec_text(body)
 
 
 def prepare(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
@@ -128,31 +131,66 @@ def prepare(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
         raise SpecError(["(input): give exactly one of spec (the run spec) or source ({bucket, key, version_id})"])
     s3 = client("s3")
     raw = payload["spec"] if has_spec else _read_source(s3, source, settings)
-    if isinstance(raw, str):
+    if isinstance(raw, str | bytes):
         raw = parse_spec_text(raw)
     exec_small = {k: v for k, v in (execution or {}).items() if k.lower() in ("id", "name", "starttime", "start_time")}
     run = prepare_run(raw, settings, run_id=payload.get("run_id"), execution=exec_small, source=source, s3=s3,
-                      sagemaker=client("sagemaker"))
+                      sagemaker=client("sagemaker"), ec2=client("ec2"))
     _log("prepared", run_id=run["run_id"], tokenizer_stage=run["tokenizer_stage"], max_attempts=run["max_attempts"])
     return {"run": run, "poll_seconds": settings.poll_seconds, "tokenizer_enabled": run["tokenizer_stage"],
             "attempt": 0}
 
 
 # --- start jobs ------------------------------------------------------------------------------------------
-def _start_once(describe: Any, create: Any, arn_key: str) -> tuple[str, bool]:
-    """Describe first, create if absent; a retried Lambda never starts a second job for one attempt."""
+def _differences(sent: Any, found: Any, path: str = "") -> list[str]:
+    """Where an existing job's description differs from the request. Describe adds defaults to some objects
+    (channels): only the keys both have count there; hyperparameters are all the request's, so every key counts."""
+    if isinstance(sent, dict) and isinstance(found, dict):
+        keys = sorted(set(sent) | set(found)) if path == "HyperParameters" else [k for k in sent if k in found]
+        return [d for key in keys for d in _differences(sent.get(key), found.get(key), f"{path}.{key}")]
+    if isinstance(sent, list) and isinstance(found, list) and len(sent) == len(found):
+        return [d for i, (a, b) in enumerate(zip(sent, found, strict=True)) for d in _differences(a, b, f"{path}[{i}]")]
+    return [] if sent == found else [path.lstrip(".")]
+
+
+# What makes a job this request's job: compared with DescribeTrainingJob / DescribeProcessingJob.
+_IDENTITY = ("RoleArn", "HyperParameters", "InputDataConfig", "OutputDataConfig.S3OutputPath", "CheckpointConfig.S3Uri",
+             "AlgorithmSpecification.TrainingImage", "ResourceConfig.InstanceType", "ResourceConfig.InstanceCount",
+             "EnableManagedSpotTraining", "ProcessingInputs", "ProcessingOutputConfig.Outputs", "AppSpecification",
+             "ProcessingResources.ClusterConfig.InstanceType", "ProcessingResources.ClusterConfig.InstanceCount")
+
+
+def _pick(tree: Any, dotted: str) -> Any:
+    for key in dotted.split("."):
+        tree = tree.get(key) if isinstance(tree, dict) else None
+    return tree
+
+
+def _start_once(request: dict[str, Any], name: str, describe: Any, create: Any, arn_key: str) -> tuple[str, bool]:
+    """Describe first, create if absent; a retried Lambda never starts a second job for one attempt.
+
+    A job that exists already is adopted only when it is this request's job (same hyperparameters, channels,
+    instances, output and checkpoint prefixes...); a job of another spec under the same name fails loudly.
+    """
     with aws_errors():
         try:
-            return describe()[arn_key], False
+            found = describe()
         except ClientError as err:
             if not is_not_found(err):
                 raise
-        try:
-            return create()[arn_key], True
-        except ClientError as err:
-            if not is_already_exists(err):
-                raise
-            return describe()[arn_key], False
+            try:
+                return create()[arn_key], True
+            except ClientError as err2:
+                if not is_already_exists(err2):
+                    raise
+                found = describe()
+    differences = [d for path in _IDENTITY if _pick(request, path) is not None and _pick(found, path) is not None
+                   for d in _differences(_pick(request, path), _pick(found, path), path)]
+    if differences:
+        raise JobConflictError(f"job {name} exists already with other settings ({', '.join(differences[:8])}); it "
+                               "belongs to another run or spec: no job was adopted or started. Submit the spec "
+                               "again for a new run id")
+    return found[arn_key], False
 
 
 def start_processing(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
@@ -162,7 +200,7 @@ def start_processing(event: dict[str, Any], context: Any = None) -> dict[str, An
     request = job_requests.processing_request(run, settings, stage)
     name = request["ProcessingJobName"]
     sm = client("sagemaker")
-    arn, created = _start_once(lambda: sm.describe_processing_job(ProcessingJobName=name),
+    arn, created = _start_once(request, name, lambda: sm.describe_processing_job(ProcessingJobName=name),
                                lambda: sm.create_processing_job(**request), "ProcessingJobArn")
     _log("processing job started" if created else "processing job already started", job_name=name, stage=stage)
     return {"job_type": "processing", "stage": job_requests.PROCESSING_STAGES[stage], "job_name": name,
@@ -180,13 +218,17 @@ def start_training(event: dict[str, Any], context: Any = None) -> dict[str, Any]
     request = job_requests.training_request(run, settings, attempt)
     name = request["TrainingJobName"]
     sm = client("sagemaker")
-    arn, created = _start_once(lambda: sm.describe_training_job(TrainingJobName=name),
+    arn, created = _start_once(request, name, lambda: sm.describe_training_job(TrainingJobName=name),
                                lambda: sm.create_training_job(**request), "TrainingJobArn")
-    config = planning.attempt_config(run["spec"], attempt)
+    config = {k: v for k, v in run["attempts"][attempt].items() if k in ("instance_type", "instance_count", "spot")}
     _log("training job started" if created else "training job already started", job_name=name, attempt=attempt,
          **config)
+    checkpoint = run["spec"]["checkpoint"]
     return {"job_type": "training", "stage": "train", "job_name": name, "job_arn": arn, "attempt": attempt,
-            "created": created, **config, "links": messages.run_links(settings, None, name, "training")}
+            "created": created, **config, "links": messages.run_links(settings, None, name, "training"),
+            "run_id": run["run_id"], "checkpoint_uri": run["uris"]["checkpoint"],
+            "watchdog": {"every_minutes": checkpoint.get("every_minutes", 0),
+                         **checkpoint.get("watchdog", {"intervals": None, "action": "off"})}}
 
 
 # --- poll ------------------------------------------------------------------------------------------------
@@ -198,17 +240,57 @@ def _describe(sm: Any, job_type: str, name: str) -> dict[str, Any]:
 
 
 def check_job(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
-    """Input {job}; returns {state, status, secondary_status, failure_reason, ...} ($.status).
+    """Input {job, previous?}; returns {state, status, secondary_status, failure_reason, ...} ($.status).
 
-    state: running | completed | retryable (spot MaxWaitTimeExceeded, capacity errors) | failed.
+    state: running | completed | retryable (spot MaxWaitTimeExceeded, capacity errors, a stop by the
+    durability watchdog) | failed. For training jobs with a checkpoint URI, `durability` reports the newest
+    checkpoint complete in S3; `previous` (the last $.status) carries the watchdog's warned/stopped state.
     """
     job = event["job"]
-    desc = _describe(client("sagemaker"), job["job_type"], job["job_name"])
+    sm = client("sagemaker")
+    desc = _describe(sm, job["job_type"], job["job_name"])
     status = outcomes.classify(job["job_type"], desc)
     status["stage"] = job.get("stage")
     status["checked_at"] = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    _log("job checked", **{k: status[k] for k in ("job_name", "status", "secondary_status", "state")})
+    if job["job_type"] == "training" and job.get("checkpoint_uri"):
+        previous = event.get("previous") if isinstance(event.get("previous"), dict) else {}
+        _watch_durability(sm, job, desc, status, previous.get("durability"))
+    _log("job checked", **{k: status[k] for k in ("job_name", "status", "secondary_status", "state")},
+         last_durable_step=(status.get("durability") or {}).get("last_durable_step"))
     return status
+
+
+def _watch_durability(sm: Any, job: dict[str, Any], desc: dict[str, Any], status: dict[str, Any],
+                      previous: dict[str, Any] | None) -> None:
+    """The durability watchdog (durability.py): report, warn once per stale period, stop when asked."""
+    settings = load_settings()
+    try:
+        with aws_errors():
+            durable = durability.last_durable(client("s3"), job["checkpoint_uri"])
+    except ClientError as err:  # the job check must not fail because the checkpoint prefix is unreadable
+        logger.warning("cannot read checkpoints under %s: %s", job["checkpoint_uri"], error_code(err))
+        status["durability"] = {**(previous or {}), "error": f"cannot list {job['checkpoint_uri']}: {error_code(err)}"}
+        return
+    watchdog = job.get("watchdog") or {"action": "off"}
+    report, actions = durability.watch(previous, durable, now=durability.utc_now(),
+                                       since=durability.training_since(desc), watchdog=watchdog)
+    report["checkpoint_uri"] = job["checkpoint_uri"]
+    status["durability"] = report
+    if "stop" in actions:
+        with aws_errors():
+            try:
+                sm.stop_training_job(TrainingJobName=job["job_name"])
+            except ClientError as err:  # already stopping or ended: nothing to stop
+                logger.warning("stop_training_job %s: %s", job["job_name"], error_code(err))
+        _log("durability watchdog stopped the job", job_name=job["job_name"], reason=report["stop_reason"])
+    if "warn" in actions:
+        subject, message = messages.durability_warning(settings, job, report, stopped="stop" in actions)
+        _publish(settings, subject, message, "Warning", job.get("run_id"))
+        _log("durability warning", job_name=job["job_name"], age_minutes=report["age_minutes"],
+             last_durable_step=report["last_durable_step"])
+    if report.get("stopped_at") and status["status"] in ("Stopped", "Failed") and status["state"] != "completed":
+        status["state"] = outcomes.RETRYABLE
+        status["failure_reason"] = report["stop_reason"]
 
 
 def plan_fallback(event: dict[str, Any], context: Any = None) -> int:
@@ -216,7 +298,7 @@ def plan_fallback(event: dict[str, Any], context: Any = None) -> int:
     FallbackExhaustedError (attempts used up) / JobFailedError (a failure a new attempt would not fix)."""
     run, attempt = event["run"], int(event.get("attempt") or 0)
     nxt = outcomes.next_attempt(run, attempt, event["status"])
-    _log("fallback planned", run_id=run["run_id"], attempt=nxt, **planning.attempt_config(run["spec"], nxt))
+    _log("fallback planned", run_id=run["run_id"], **run["attempts"][nxt])
     return nxt
 
 
@@ -289,18 +371,15 @@ def finish(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
             ModelPackageGroupName=settings.model_package_group,
             ModelPackageDescription=description[:1024],
             ModelApprovalStatus="PendingManualApproval",
-            InferenceSpecification={
-                "Containers": [{"Image": settings.inference_image_uri, "ModelDataUrl": model_uri,
-                                "Environment": {"HF_TASK": spec["task"]}}],
-                "SupportedContentTypes": ["application/json"],
-                "SupportedResponseMIMETypes": ["application/json"],
-            },
+            InferenceSpecification=model_package.inference_specification(settings.inference_image_uri, model_uri,
+                                                                          spec["task"]),
             ModelMetrics={"ModelQuality": {"Statistics": {"ContentType": "application/json",
                                                           "S3Uri": run["uris"]["metrics"]}}},
             CustomerMetadataProperties=metadata,
             ClientToken=sha256(job["job_name"].encode()).hexdigest()[:32],  # one package per job, even on retry
             Tags=job_requests.tags(settings, run),
         )["ModelPackageArn"]
+    checkpoints = _checkpoint_report(run)
     summary = {
         "run_id": run["run_id"], "status": "Succeeded", "task": spec["task"], "base_model": spec["model"],
         "job_name": job["job_name"], "model_uri": model_uri, "metrics": metrics, "cost": cost,
@@ -308,6 +387,7 @@ def finish(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
         "summary_uri": run["uris"]["summary"], "metrics_uri": run["uris"]["metrics"], "attempts": attempts,
         "source": run.get("source"), "links": messages.run_links(settings, run, job["job_name"]),
         "finished_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "interruptions": checkpoints.pop("interruptions"), "checkpoints": checkpoints,
     }
     _put_json(settings, run["uris"]["summary"], summary)
     subject, message = messages.success_notification(settings, summary)
@@ -315,6 +395,26 @@ def finish(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
     _log("finished", run_id=run["run_id"], model_package_arn=package_arn,
          billable_instance_seconds=cost["billable_instance_seconds"])
     return summary
+
+
+def _checkpoint_report(run: dict[str, Any]) -> dict[str, Any]:
+    """Per interruption: step reached, step resumed from, work lost (the training code's `_history.json`); the
+    newest durable checkpoint; the checkpoints rejected at a resume. Best effort: never fails the run."""
+    uri = run["uris"]["checkpoint"]
+    s3 = client("s3")
+    history = durability.read_history(s3, uri)
+    try:
+        durable = durability.last_durable(s3, uri)
+    except ClientError as err:
+        logger.warning("cannot list checkpoints under %s: %s", uri, error_code(err))
+        durable = None
+    rejected = [{**r, "job": start.get("job")} for start in history.get("starts", []) if isinstance(start, dict)
+                for r in start.get("rejected", []) if isinstance(r, dict)]
+    return {"interruptions": [i for i in history.get("interruptions", []) if isinstance(i, dict)],
+            "checkpoint_uri": uri, "last_durable_step": (durable or {}).get("step"),
+            "last_durable_at": (durable or {}).get("saved_at"), "rejected": rejected[-20:],
+            "fresh_starts": [s.get("decision") for s in history.get("starts", []) if isinstance(s, dict)
+                             and s.get("resumed_from_step") is None and "none verifies" in str(s.get("decision"))]}
 
 
 def _publish(settings: Settings, subject: str, message: str, status: str, run_id: str | None) -> str:

@@ -9,9 +9,14 @@ from pathlib import Path
 import pytest
 import run_spec
 from errors import PreflightError, SpecError
+from hypothesis import given
+from hypothesis import strategies as st
+from lambda_testlib import settings_dict
 from runs import prepare_run
+from settings import Settings
 
 EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "examples").glob("*.json"))
+SETTINGS_PLAIN = Settings.from_dict(settings_dict())
 MINIMAL = {"version": 1, "name": "tiny", "task": "text-classification", "model": "bert-base-uncased",
            "data": {"train": {"s3": "s3://hfsm-dev-data/datasets/x/"}}}
 
@@ -28,7 +33,8 @@ def test_minimal_spec_gets_environment_defaults(settings):
     assert spec["spot"] == {"enabled": True, "max_wait_seconds": 172800}
     assert spec["max_runtime_seconds"] == 86400
     assert spec["distribution"] == {"strategy": "ddp"}
-    assert spec["checkpoint"] == {"every_steps": 500}
+    assert spec["checkpoint"] == {"every_steps": 500, "every_minutes": 30,
+                                  "watchdog": {"intervals": 3, "action": "warn"}}
     assert spec["fallback"] == {"max_attempts": 1, "options": []}
     assert spec["data"]["train"] == {"s3": "s3://hfsm-dev-data/datasets/x/", "distribution": "FullyReplicated",
                                      "input_mode": "File"}
@@ -200,8 +206,9 @@ def test_preflight_static_problems_name_fields(settings):
     problems = info.value.problems
     text = "\n".join(problems)
     assert "compute.instance_type: ml.g4dn.xlarge is not allowed in environment dev; allowed: ml.g5.2xlarge" in text
-    assert "fallback.options[0].instance_type: SMDDP (distribution.strategy smddp) does not run on ml.g5.2xlarge" \
+    assert "fallback.options[0].instance_type: (distribution.strategy smddp) SMDDP does not run on ml.g5.2xlarge" \
         in text
+    assert "distribution.strategy: smddp: the training image (huggingface-pytorch-training:2.9.0-" in text
     assert "compute.instance_count: 9 is over environment dev's limit of 4" in text
     assert "spot.max_wait_seconds: 60 is less than max_runtime_seconds=3600" in text
     assert "data.validation.fsx: environment dev has no FSx for Lustre file system" in text
@@ -217,3 +224,54 @@ def test_oversized_fsdp_config_is_reported_against_its_field(settings):
     raw = {**MINIMAL, "distribution": {"strategy": "fsdp", "fsdp": {"config": {"x": "y" * 3000}}}}
     with pytest.raises(PreflightError, match=r"distribution\.fsdp\.config: JSON-encoded value is \d+ characters"):
         prepare_run(raw, settings)
+
+
+HUB_ALPHABET = "abZ09_.-/é"
+
+
+@given(st.text(HUB_ALPHABET, min_size=1, max_size=12) | st.sampled_from(["org/a--b", "bert-", "a" * 96, "a" * 97,
+                                                                          "o/" + "b" * 96, "x.git", "_a/_b"]))
+def test_hub_ids_follow_the_hubs_own_rules(model_id):
+    """Prepare takes a model id exactly when huggingface_hub's validate_repo_id does (the Hub's rules), ASCII
+    only: later huggingface_hub releases add re.ASCII to that check, mirroring the Hub's own validation; the
+    pinned 1.10.0 (the training image's) still lets `\\w` match non-ASCII letters."""
+    from huggingface_hub.errors import HFValidationError
+    from huggingface_hub.utils import validate_repo_id
+
+    try:
+        validate_repo_id(model_id)
+        hub = model_id.isascii()
+    except HFValidationError:
+        hub = False
+    try:
+        run_spec.parse_spec({**MINIMAL, "model": model_id}, SETTINGS_PLAIN)
+        ours = True
+    except SpecError as err:
+        assert err.problems[0].startswith("model: "), err.problems
+        ours = False
+    assert ours == hub, model_id
+
+
+# --- checkpoint.every_minutes and checkpoint.watchdog (issue 9) ---------------------------------------------
+def test_checkpoint_time_interval_and_watchdog(settings):
+    spec = run_spec.parse_spec({**MINIMAL, "checkpoint": {"every_minutes": 10, "watchdog": {
+        "intervals": 2.5, "action": "stop"}}, "fallback": {"max_attempts": 2}}, settings)
+    assert spec["checkpoint"] == {"every_steps": 500, "every_minutes": 10,
+                                  "watchdog": {"intervals": 2.5, "action": "stop"}}
+    assert run_spec.parse_spec({**MINIMAL, "checkpoint": {"every_minutes": 0}}, settings)["checkpoint"][
+        "watchdog"]["action"] == "off"
+    assert problems_of({**MINIMAL, "checkpoint": {"every_minutes": -1, "watchdog": {"intervals": 1, "action": "x",
+                                                                                     "after": 3}}}, settings) == [
+        "checkpoint.every_minutes: expected an integer from 0 to 10080, got -1",
+        "checkpoint.watchdog.after: unknown field; allowed: action, intervals",
+        "checkpoint.watchdog.intervals: expected a number from 1.5 to 100 (checkpoint intervals without a new "
+        "checkpoint in S3 before the watchdog acts), got 1",
+        "checkpoint.watchdog.action: 'x' is not allowed; allowed: warn, stop, off",
+    ]
+    (problem,) = problems_of({**MINIMAL, "checkpoint": {"watchdog": {"action": "stop"}}}, settings)
+    assert problem.startswith("checkpoint.watchdog.action: 'stop' ends the job") and "max_attempts is 1" in problem
+    (problem,) = problems_of({**MINIMAL, "checkpoint": {"every_minutes": 0, "watchdog": {"action": "warn"}}},
+                             settings)
+    assert problem.startswith("checkpoint.watchdog: needs checkpoint.every_minutes > 0")
+    (problem,) = problems_of({**MINIMAL, "hyperparameters": {"save_every_minutes": 5}}, settings)
+    assert "set by the pipeline from checkpoint.every_minutes" in problem
