@@ -94,7 +94,9 @@ def run_arm(arm: str, w: workloads.Workload, files: dict, model_dir: Path, base:
 
 
 def bench_task(w: workloads.Workload, work: Path, *, rounds: int, size: str, learn: bool, seed: int,
-               warm_up: bool = True, arms: tuple[str, ...] = ARMS) -> dict:
+               warm_up: bool = True, arms: tuple[str, ...] = ARMS, learn_in_timing: bool = False) -> dict:
+    """Timing rounds, then per arm a learning run scored by one evaluator (`learn_in_timing`, for --smoke:
+    the last timing run's model is scored instead, which checks the same path with half the runs)."""
     model_dir = synth.build_model_dir(w.model_kind, work / f"{w.model_kind}-{size}", size=size)
     files = workloads.write_data(w.task, work / f"data-{w.task}", train=w.train_examples, evaluation=w.eval_examples)
     eval_rows = workloads.examples(w.task, w.eval_examples, 2)
@@ -106,10 +108,13 @@ def bench_task(w: workloads.Workload, work: Path, *, rounds: int, size: str, lea
     for arm in arms if warm_up else ():  # warm-up (not recorded): first-call costs of each code path
         run_arm(arm, w, files, model_dir, fresh(), 2, seed)
     timing: dict[str, list[dict]] = {arm: [] for arm in arms}
+    last: dict[str, tuple] = {}
     for r in range(rounds):
         order = arms[r % len(arms):] + arms[: r % len(arms)]
         for arm in order:
-            measure, _, _ = run_arm(arm, w, files, model_dir, fresh(), w.timing_steps, seed)
+            measure, model, tokenizer = run_arm(arm, w, files, model_dir, fresh(), w.timing_steps, seed)
+            if learn_in_timing:
+                last[arm] = (measure, model, tokenizer)
             timing[arm].append(measure.as_dict())
             print(f"  {w.task} round {r + 1}/{rounds} {arm:10} cpu {measure.cpu_s:6.2f} s  wall {measure.wall_s:6.2f} s"
                   f"  {measure.samples / measure.cpu_s:8.1f} samples/cpu-s  padded {measure.padded_share:.1%}",
@@ -117,11 +122,12 @@ def bench_task(w: workloads.Workload, work: Path, *, rounds: int, size: str, lea
     learned: dict[str, dict] = {}
     if learn:
         for arm in arms:
-            measure, model, tokenizer = run_arm(arm, w, files, model_dir, fresh(), w.learn_steps, seed)
+            measure, model, tokenizer = (last[arm] if learn_in_timing else
+                                         run_arm(arm, w, files, model_dir, fresh(), w.learn_steps, seed))
             scores = benchlib.evaluate(w.task, model, tokenizer, eval_rows, max_seq_length=w.max_seq_length,
                                        task_extra=w.extra, work=fresh())
             learned[arm] = {**scores, "train": measure.as_dict()}
-            print(f"  {w.task} learning run {arm:10} ({w.learn_steps} steps, cpu {measure.cpu_s:.1f} s): "
+            print(f"  {w.task} learning run {arm:10} ({w.timing_steps if learn_in_timing else w.learn_steps} steps, cpu {measure.cpu_s:.1f} s): "
                   + ", ".join(f"{k} {v:.3f}" for k, v in scores.items()), flush=True)
 
     return summarize({"workload": {**w.__dict__}, "model_size": size, "rounds": timing, "learning": learned})
@@ -224,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.tasks:
         w = workloads.WORKLOADS[name]
         if args.smoke:
-            w = replace(w, train_examples=48, eval_examples=12, timing_steps=4, learn_steps=3,
+            w = replace(w, train_examples=48, eval_examples=12, timing_steps=4, learn_steps=4,
                         batch_size=min(w.batch_size, 8))
         if args.steps:
             w = replace(w, timing_steps=args.steps)
@@ -239,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
         for name, w in chosen.items():
             results[name] = bench_task(w, work, rounds=args.rounds, size=args.model_size or w.model_size,
                                        learn=not args.no_learn,
-                                       seed=args.seed, warm_up=not args.smoke,
+                                       seed=args.seed, warm_up=not args.smoke, learn_in_timing=args.smoke,
                                        arms=ARMS + (("ours+padding-free",) if args.padding_free_arm
                                                     and name == "question-answering" else ()))
     finally:
