@@ -14,9 +14,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import boto3
 import botocore.session
 
+from local_mode.aws_clients import job_client
 from local_mode.host_processes import HostProcess, stop_hosts
 from local_mode.job_settings import JobEvent, LocalSageMakerSettings
 
@@ -139,11 +139,15 @@ class LocalJob:
 
     # ---- shared helpers --------------------------------------------------------------------------
     def s3(self) -> Any:
-        return boto3.session.Session(region_name=self.region).client("s3")
+        return job_client("s3", self.region)
 
     def base_env(self) -> dict[str, str]:
-        """The environment of a job's processes: this machine's (less AWS settings) + the request's."""
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "SM_", "SAGEMAKER_"))}
+        """The environment of a job's processes: this machine's (less AWS settings) + the request's.
+
+        "This machine's" is the snapshot the settings took when the local SageMaker was installed, never the
+        live process environment (see invocation_env)."""
+        host_env = self.settings.host_env if self.settings.host_env is not None else dict(os.environ)
+        env = {k: v for k, v in host_env.items() if not k.startswith(("AWS_", "SM_", "SAGEMAKER_"))}
         env["PATH"] = f"{python_bin()}{os.pathsep}{env.get('PATH', '')}"
         env.setdefault("OMP_NUM_THREADS", "1")  # N hosts x M processes share this machine's cores
         env.update({"PYTHONUNBUFFERED": "1", "AWS_REGION": self.region, "AWS_DEFAULT_REGION": self.region})
@@ -241,7 +245,7 @@ class LocalJob:
 
     def _put_event(self, detail: dict[str, Any]) -> None:
         try:
-            boto3.session.Session(region_name=self.region).client("events").put_events(
+            job_client("events", self.region).put_events(
                 Entries=[
                     {
                         "Source": "aws.sagemaker",
