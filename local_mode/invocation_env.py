@@ -103,7 +103,7 @@ def install() -> None:
     global _installed
     with _lock:
         if _installed == 0 and not isinstance(os.environ, InvocationEnviron):
-            os.environ = InvocationEnviron(os.environ)  # type: ignore[assignment]
+            os.environ = InvocationEnviron(os.environ)  # type: ignore[assignment]  # noqa: B003 - a wrapper, on purpose
         _installed += 1
 
 
@@ -112,7 +112,7 @@ def uninstall() -> None:
     with _lock:
         _installed = max(0, _installed - 1)
         if _installed == 0 and isinstance(os.environ, InvocationEnviron):
-            os.environ = os.environ.base  # type: ignore[assignment]
+            os.environ = os.environ.base  # type: ignore[assignment]  # noqa: B003
 
 
 @contextmanager
