@@ -167,6 +167,7 @@ class ProcessingJob(LocalJob):
             process.start()
 
     def _on_line(self, host: str, line: str) -> None:
+        self.ship_line(host, line)
         if self.settings.stream_logs:
             self.emit("log", line, host=host)
 

@@ -91,7 +91,7 @@ class TrainingJob(LocalJob):
         self.training_start_time = None
         self.training_seconds: int | None = None
         self.billable_seconds: int | None = None
-        self.attempt = 0
+        self.attempt = 0  # run() counts attempts from 1
         self._interrupt_steps = sorted(interrupt_steps or [])
         self._seconds_done = 0.0
         self._attempt_started: float | None = None
@@ -359,6 +359,7 @@ class TrainingJob(LocalJob):
         return bin_dir
 
     def _on_line(self, host: str, line: str) -> None:
+        self.ship_line(host, line)
         if host != self._leader:
             return
         progress = parse_progress(line)
