@@ -54,6 +54,11 @@ def classify(job_type: str, desc: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def interruptions(desc: dict[str, Any]) -> int:
+    """Spot interruptions a training job had: its SecondaryStatusTransitions entering Interrupted."""
+    return sum(1 for t in desc.get("SecondaryStatusTransitions") or [] if t.get("Status") == "Interrupted")
+
+
 def next_attempt(run: dict[str, Any], attempt: int, status: dict[str, Any]) -> int:
     """The index of the next training attempt, or FallbackExhaustedError / JobFailedError.
 
