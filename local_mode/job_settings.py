@@ -13,7 +13,7 @@ class JobEvent:
 
     job_name: str
     job_type: str  # "training" | "processing"
-    kind: str  # "status" | "progress" | "metric" | "log"
+    kind: str  # "status" | "progress" | "metric" | "window" ([train]/[eval] line) | "log"
     message: str
     status: str | None = None
     secondary_status: str | None = None

@@ -162,7 +162,9 @@ class ProcessingJob(LocalJob):
                     on_line=self._on_line,
                 )
             )
-        self.emit("status", f"processing on {len(hosts)} host(s): {' '.join(command)}")
+        shown = " ".join(command[1:] if command[0].endswith(("bash", "sh")) else command)
+        shown = shown if len(shown) <= 160 else shown[:157] + "..."
+        self.emit("status", f"processing on {len(hosts)} host(s): {shown}")
         for process in self.hosts:
             process.start()
 

@@ -46,6 +46,7 @@ from local_mode.s3_channels import (
 TRAINING_MEMBERS = output_members("DescribeTrainingJob")
 PACKAGE_DIR = Path(__file__).resolve().parent
 REAL_FRAMEWORK_MODULE = "sagemaker_pytorch_container.training:main"  # what the PyTorch/HF DLCs set
+WINDOW_PREFIXES = ("[train] ", "[eval] ")  # the training code's per-logging-window lines
 END_STATES = {
     "stopped": ("Stopped", "Training job stopped"),
     "max_runtime": ("MaxRuntimeExceeded", "Training job stopped: MaxRuntimeInSeconds exceeded"),
@@ -373,6 +374,8 @@ class TrainingJob(LocalJob):
             )
         for name, value in metrics:
             self.emit("metric", line, metric_name=name, metric_value=value, host=host)
+        if line.startswith(WINDOW_PREFIXES):
+            self.emit("window", line, host=host)
         if self.settings.stream_logs:
             self.emit("log", line, host=host)
 
