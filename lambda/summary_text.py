@@ -86,7 +86,8 @@ def success_lines(summary: dict[str, Any]) -> list[str]:
                           f"{final.get('instance_type')} (final job)" if final else "-"),
         ("billable", f"{duration(cost.get('billable_instance_seconds'))} instance time over all jobs "
                      f"({duration(cost.get('training_instance_seconds'))} before the spot discount)"),
-        ("cost", f"${price:.2f} at on-demand list prices" if price is not None else
+        ("cost", f"${price:.2f} at on-demand list prices" if price is not None and price >= 0.01 else
+                 f"${price:.4f} at on-demand list prices" if price is not None else
                  "unknown (no instance_prices for every instance type)"),
         ("spot saving", f"{cost.get('spot_saving', 0):.0%} on the final job, {cost.get('run_spot_saving', 0):.0%} "
                         "over the run"),

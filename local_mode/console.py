@@ -103,7 +103,6 @@ def success_lines(outcome: RunOutcome, local: list[tuple[str, str]]) -> list[str
     else:  # the notification did not arrive: the summary's essentials
         result = outcome.output.get("result", {})
         lines = [f"Run {result.get('run_id')} succeeded.", f"  model  {result.get('model_uri')}"]
-    lines[0] = f"{lines[0]} ({outcome.seconds:.0f} s locally)"
-    width = max(len(k) for k, _ in local) if local else 0
-    lines += [f"  {k.ljust(width)}  {v}" for k, v in local]
-    return lines
+    local = [("run time", f"{outcome.seconds:.0f} s on this machine"), *local]
+    width = max(len(k) for k, _ in local)
+    return [*lines, "", "Locally:", *[f"  {k.ljust(width)}  {v}" for k, v in local]]

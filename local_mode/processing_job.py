@@ -162,7 +162,8 @@ class ProcessingJob(LocalJob):
                     on_line=self._on_line,
                 )
             )
-        shown = " ".join(command[1:] if command[0].endswith(("bash", "sh")) else command)
+        script = next((i for i, part in enumerate(command) if part.endswith("runproc.sh")), -1)
+        shown = " ".join(command[script + 1:])  # what runproc.sh runs: the script and its arguments
         shown = shown if len(shown) <= 160 else shown[:157] + "..."
         self.emit("status", f"processing on {len(hosts)} host(s): {shown}")
         for process in self.hosts:
