@@ -137,7 +137,9 @@ class LogReader:
 
 def format_event(event: tuple[int, str, str]) -> str:
     moment = datetime.fromtimestamp(event[0] / 1000, UTC).strftime("%H:%M:%S.%f")[:-3]
-    return f"{moment} [{event[1]}] {event[2]}"
+    # progress bars redraw with carriage returns: show what a terminal would, one line per event
+    parts = [p for p in event[2].rstrip("\n").replace("\r\n", "\n").replace("\n", " ").split("\r") if p.strip()]
+    return f"{moment} [{event[1]}] {parts[-1] if parts else ''}"
 
 
 def follow_logs(clients: Clients, execution_arn: str, *, follow: bool, say: Callable[[str], None] = print,
