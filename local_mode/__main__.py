@@ -59,6 +59,8 @@ def _quiet_libraries(verbose: bool) -> None:
         os.environ.setdefault("TQDM_DISABLE", "1")
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
+    if not verbose:  # moto's interpreter logs every failed state with a repr of its parse tree
+        logging.getLogger("moto").setLevel(logging.CRITICAL)
     for handler in logging.getLogger().handlers:
         handler.setLevel(logging.INFO if verbose else logging.WARNING)  # the Lambdas' own loggers say INFO
         if not verbose:

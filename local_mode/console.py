@@ -15,7 +15,7 @@ from typing import Any
 
 from local_mode.session import RunOutcome
 
-TAIL_LINES = 6
+TAIL_LINES = 8
 LINE_WIDTH = 220
 
 
@@ -38,11 +38,16 @@ def _notification(outcome: RunOutcome, status: str) -> str | None:
 
 
 def log_tail(path: Path, count: int = TAIL_LINES) -> list[str]:
+    """The last lines of a host log; the script's own `ERROR: ...` line first when it is further up."""
     try:
         lines = [line.rstrip() for line in path.read_text(errors="replace").splitlines() if line.strip()]
     except OSError:
         return []
-    return [line if len(line) <= LINE_WIDTH else line[: LINE_WIDTH - 3] + "..." for line in lines[-count:]]
+    tail = lines[-count:]
+    errors = [line for line in lines[:-count] if line.startswith("ERROR: ")]
+    if errors:
+        tail = [errors[-1], "...", *tail]
+    return [line if len(line) <= LINE_WIDTH else line[: LINE_WIDTH - 3] + "..." for line in tail]
 
 
 def _job_name(desc: dict[str, Any]) -> str:
@@ -71,20 +76,22 @@ def reason_from_cause(error: str | None, cause: str | None) -> list[str]:
 
 
 def failure_lines(outcome: RunOutcome, *, verbose: bool = False) -> list[str]:
-    lines = [f"run {outcome.run_id or ''} {outcome.status} in state {outcome.failed_state} after "
-             f"{outcome.seconds:.0f} s: {outcome.error}".replace("run  ", "run ")]
+    who = f"run {outcome.run_id}" if outcome.run_id else "the run"
+    lines = [f"{who} {outcome.status} in state {outcome.failed_state} after {outcome.seconds:.0f} s: "
+             f"{outcome.error}"]
     note = _notification(outcome, outcome.status)
     if note:
         body = notification_body(note)
         lines += [f"  {line}" if line else "" for line in body[1:]]  # the first line repeats the outcome
     else:
         lines += [f"  {line}" for line in reason_from_cause(outcome.error, outcome.cause)]
+    said = "\n".join(lines)
     for desc in outcome.jobs:
         name = _job_name(desc)
         failed = _job_status(desc).split(" / ")[0] in ("Failed", "Stopped")
         lines += ["", f"  {name}: {_job_status(desc)}"]
         for key in ("FailureReason", "ExitMessage") if failed else ():
-            if desc.get(key, "").strip():
+            if desc.get(key, "").strip() and desc[key].strip().splitlines()[0] not in said:
                 lines.append(f"    {key}: {desc[key].strip().splitlines()[0]}")
         for log in outcome.host_logs.get(name, []):
             lines.append(f"    {log.stem} log: {log}")

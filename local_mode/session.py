@@ -48,14 +48,14 @@ class RunOutcome:
     jobs: list[dict[str, Any]] = field(default_factory=list)  # Describe* of the run's jobs, in start order
     host_logs: dict[str, list[Path]] = field(default_factory=dict)  # job name -> its hosts' logs (last attempt)
     notifications: list[dict[str, str]] = field(default_factory=list)  # {"subject", "message"} as received
+    planned_run_id: str | None = None  # from Prepare's output (None when Prepare failed)
 
     @property
     def run_id(self) -> str | None:
         result = self.output.get("result") if isinstance(self.output, dict) else None
         if isinstance(result, dict) and result.get("run_id"):
             return str(result["run_id"])
-        names = [j.get("TrainingJobName") or j.get("ProcessingJobName") or "" for j in self.jobs]
-        return names[0] if names else None
+        return self.planned_run_id
 
 
 def failing_state(states: list[str]) -> str | None:
@@ -220,11 +220,15 @@ class LocalSession:
         t0 = time.time()
         seen = 0
         states: list[str] = []
+        run_id: str | None = None
         losses_before = len(self.losses)
         while True:
             desc = self.sfn.describe_execution(executionArn=arn)
             events = self.sfn.get_execution_history(executionArn=arn, maxResults=1000)["events"]
             for e in events[seen:]:
+                exited = e.get("stateExitedEventDetails") or {}
+                if exited.get("name") == "Prepare" and run_id is None:
+                    run_id = _run_id(exited.get("output"))
                 details = e.get("stateEnteredEventDetails")
                 if details:
                     states.append(details["name"])
@@ -247,7 +251,7 @@ class LocalSession:
             failed_state=failing_state(states) if desc["status"] != "SUCCEEDED" else None,
             jobs=[job.describe() for job in run_jobs],
             host_logs={job.name: _last_attempt_logs(job.work_dir / "logs") for job in run_jobs},
-            notifications=self.notifications())
+            notifications=self.notifications(), planned_run_id=run_id)
 
     def sagemaker_client(self) -> Any:
         return boto3.client("sagemaker", region_name=self.dep.region)
@@ -260,6 +264,15 @@ class LocalSession:
         with tarfile.open(archive) as tar:
             tar.extractall(dest / "model", filter="data")
         return dest / "model"
+
+
+def _run_id(state_json: str | None) -> str | None:
+    try:
+        state = json.loads(state_json or "{}")
+    except json.JSONDecodeError:
+        return None
+    run = state.get("run") if isinstance(state, dict) else None
+    return str(run["run_id"]) if isinstance(run, dict) and run.get("run_id") else None
 
 
 def _last_attempt_logs(folder: Path) -> list[Path]:

@@ -91,7 +91,10 @@ def test_a_wrong_column_fails_the_job_and_says_why_everywhere(dev_outdir: Path, 
     log = next(work.glob("sagemaker/*-train0/logs/attempt-1/algo-1.log"))
     assert f"algo-1 log: {log}" in out and "      | " in out
     assert f"report: {work / 'report' / 'report.md'}" in out
-    assert "Traceback" not in out + done.stderr and '{"' not in out and "\\n" not in out
+    assert "Traceback" not in out + done.stderr and '{"' not in out + done.stderr and "\\n" not in out
+    assert out.splitlines()[-1].strip().startswith("report: ")
+    assert f"run {json.loads((work / 'report' / 'run.json').read_text())['run_id']} FAILED" in out
+    assert "      | ERROR: the training data is missing column(s) ['sentiment']" in out
 
     # DescribeTrainingJob's FailureReason and the failure notification carry the script's message
     record = json.loads((work / "report" / "run.json").read_text())
