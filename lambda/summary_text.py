@@ -90,7 +90,7 @@ def success_lines(summary: dict[str, Any]) -> list[str]:
                  f"${price:.4f} at on-demand list prices" if price is not None else
                  "unknown (no instance_prices for every instance type)"),
         ("spot saving", f"{cost.get('spot_saving', 0):.0%} on the final job, {cost.get('run_spot_saving', 0):.0%} "
-                        "over the run"),
+                        "over the run" if any(j.get("spot") for j in jobs) else "none (on-demand)"),
         ("attempts", str(len(attempts))),
     ]
     lines += _table([(name, value) for name, value in facts])

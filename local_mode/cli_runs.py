@@ -59,7 +59,8 @@ def _load_model(task: str, model_dir: Path) -> str:
 
 
 def conclude(session: LocalSession, outcome: RunOutcome, work_dir: Path, *, verbose: bool = False,
-             local: list[tuple[str, str]] | None = None) -> Path:
+             local: list[tuple[str, str]] | None = None,
+             sections: list[tuple[str, list[str]]] | None = None) -> Path:
     """Print the outcome as a person reads it and write the report; returns the report's path."""
     local = list(local or [])
     model_dir = None
@@ -67,7 +68,7 @@ def conclude(session: LocalSession, outcome: RunOutcome, work_dir: Path, *, verb
         result = outcome.output["result"]
         model_dir = session.download_model(result["model_uri"], work_dir / "artifacts")
         local.insert(0, ("local model", _load_model(result["task"], model_dir)))
-    report = write_report(work_dir / "report", outcome, model_dir, local=local)
+    report = write_report(work_dir / "report", outcome, model_dir, local=local, sections=sections)
     local.append(("report", f"{report} (and run.json beside it)"))
     print("")
     print("\n".join(success_lines(outcome, local) if outcome.status == "SUCCEEDED" else
@@ -121,8 +122,9 @@ def _run_example(session: LocalSession, name: str, work_dir: Path, *, verbose: b
         print(f"  - {line}")
     print(f"uploaded {session.upload_folder(inputs)} generated files to s3://{session.dep.data_bucket}/")
     outcome = session.run_spec(plan.spec)
-    conclude(session, outcome, work_dir, verbose=verbose, local=[("example", f"{path.relative_to(REPO)} "
-                                                                  f"({len(plan.notes)} local overrides, listed above)")])
+    conclude(session, outcome, work_dir, verbose=verbose,
+             local=[("example", f"{path.relative_to(REPO)} ({len(plan.notes)} local overrides, listed above)")],
+             sections=[("Local overrides (the example file is unchanged)", plan.notes)])
     return outcome
 
 

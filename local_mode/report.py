@@ -39,7 +39,8 @@ def _loss_curve(folder: Path, outcome: RunOutcome) -> list[str]:
 
 
 def write_report(folder: Path, outcome: RunOutcome, model_dir: Path | None = None,
-                 local: list[tuple[str, str]] | None = None) -> Path:
+                 local: list[tuple[str, str]] | None = None,
+                 sections: list[tuple[str, list[str]]] | None = None) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     ok = outcome.status == "SUCCEEDED"
     local = list(local or [])
@@ -47,6 +48,8 @@ def write_report(folder: Path, outcome: RunOutcome, model_dir: Path | None = Non
     md = [f"# Run {outcome.run_id}: {outcome.status}", "", "```text", *summary, "```", "", "## Training loss", "",
           *_loss_curve(folder, outcome), "", "## States visited", "",
           " -> ".join(dict.fromkeys(outcome.states)) or "(none)", ""]
+    for title, lines in sections or []:
+        md += [f"## {title}", "", *[f"- {line}" for line in lines], ""]
     (folder / "report.md").write_text("\n".join(md))
     record = {
         "run_id": outcome.run_id, "status": outcome.status, "seconds": round(outcome.seconds, 1),
