@@ -33,7 +33,7 @@ def stream_name(job_name: str, host: str, started: float) -> str:
 class LogShipper:
     def __init__(self, *, region: str, job_type: str, job_name: str, flush_seconds: float = 1.0) -> None:
         self.region = region
-        self.group = LOG_GROUPS[job_type]
+        self.group = LOG_GROUPS.get(job_type, LOG_GROUPS["training"])
         self.job_name = job_name
         self.flush_seconds = flush_seconds
         self._lock = threading.Lock()
