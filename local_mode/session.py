@@ -80,6 +80,7 @@ class LocalSession:
         self._last_line: dict[str, float] = {}  # when a progress line was last printed, per job
         self._seen_jobs: set[str] = set()
         self._t0 = time.time()
+        self._durable: tuple[int | None, bool] = (None, False)  # last durable step and staleness printed
         self._stack: Any = None
 
     # --- lifetime ---------------------------------------------------------------------------------------
@@ -229,6 +230,7 @@ class LocalSession:
                 exited = e.get("stateExitedEventDetails") or {}
                 if exited.get("name") == "Prepare" and run_id is None:
                     run_id = _run_id(exited.get("output"))
+                self._report_durability(e)
                 details = e.get("stateEnteredEventDetails")
                 if details:
                     states.append(details["name"])
@@ -252,6 +254,24 @@ class LocalSession:
             jobs=[job.describe() for job in run_jobs],
             host_logs={job.name: _last_attempt_logs(job.work_dir / "logs") for job in run_jobs},
             notifications=self.notifications(), planned_run_id=run_id)
+
+    def _report_durability(self, event: dict[str, Any]) -> None:
+        """The durability watchdog's findings (check_job's `durability`), printed when they change."""
+        exited = event.get("stateExitedEventDetails") or {}
+        if exited.get("name") != "CheckTraining":
+            return
+        try:
+            durable = (json.loads(exited.get("output") or "{}").get("status") or {}).get("durability") or {}
+        except json.JSONDecodeError:
+            return
+        step, stale = durable.get("last_durable_step"), bool(durable.get("stale"))
+        if step is not None and step != self._durable[0]:
+            self.say(f"  {self.clock()} checkpoint-{step} is durable in S3 (last_durable_step={step}, "
+                     f"last_durable_at={durable.get('last_durable_at')})")
+        if stale and not self._durable[1]:
+            self.say(f"  {self.clock()} WARNING: no new checkpoint reached S3 for {durable.get('age_minutes')} min of training "
+                     f"(limit {durable.get('threshold_minutes')} min; watchdog action {durable.get('action')})")
+        self._durable = (step if step is not None else self._durable[0], stale)
 
     def sagemaker_client(self) -> Any:
         return boto3.client("sagemaker", region_name=self.dep.region)
