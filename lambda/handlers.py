@@ -29,6 +29,7 @@ from urllib.parse import unquote_plus
 import durability
 import job_requests
 import messages
+import model_package
 import naming
 import outcomes
 import planning
@@ -133,7 +134,7 @@ def prepare(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
         raw = parse_spec_text(raw)
     exec_small = {k: v for k, v in (execution or {}).items() if k.lower() in ("id", "name", "starttime", "start_time")}
     run = prepare_run(raw, settings, run_id=payload.get("run_id"), execution=exec_small, source=source, s3=s3,
-                      sagemaker=client("sagemaker"))
+                      sagemaker=client("sagemaker"), ec2=client("ec2"))
     _log("prepared", run_id=run["run_id"], tokenizer_stage=run["tokenizer_stage"], max_attempts=run["max_attempts"])
     return {"run": run, "poll_seconds": settings.poll_seconds, "tokenizer_enabled": run["tokenizer_stage"],
             "attempt": 0}
@@ -335,12 +336,8 @@ def finish(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
             ModelPackageGroupName=settings.model_package_group,
             ModelPackageDescription=description[:1024],
             ModelApprovalStatus="PendingManualApproval",
-            InferenceSpecification={
-                "Containers": [{"Image": settings.inference_image_uri, "ModelDataUrl": model_uri,
-                                "Environment": {"HF_TASK": spec["task"]}}],
-                "SupportedContentTypes": ["application/json"],
-                "SupportedResponseMIMETypes": ["application/json"],
-            },
+            InferenceSpecification=model_package.inference_specification(settings.inference_image_uri, model_uri,
+                                                                          spec["task"]),
             ModelMetrics={"ModelQuality": {"Statistics": {"ContentType": "application/json",
                                                           "S3Uri": run["uris"]["metrics"]}}},
             CustomerMetadataProperties=metadata,

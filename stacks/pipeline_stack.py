@@ -17,6 +17,7 @@ from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subscriptions
 from constructs import Construct
 
+from stacks import job_wheels
 from stacks.code_asset import build_code_bundle
 from stacks.common import removal_policy
 from stacks.config import EnvironmentConfig
@@ -60,7 +61,8 @@ class PipelineStack(Stack):
             security_groups=[training_security_group], file_system_arn=fsx_arn).role
 
         # training_code/ as a content-addressed sourcedir.tar.gz (+ runproc.sh) under code/<sha>/.
-        bundle_dir, code_sha = build_code_bundle(REPO / "training_code", REPO / "build" / "code")
+        bundle_dir, code_sha = build_code_bundle(REPO / "training_code", REPO / "build" / "code",
+                                                 wheels=job_wheels.wheel_files(job_wheels.wheel_dir()))
         code_prefix = f"{CODE_PREFIX}{code_sha}/"
         code_deployment = s3deploy.BucketDeployment(
             self, "TrainingCode", sources=[s3deploy.Source.asset(str(bundle_dir))],
@@ -152,7 +154,10 @@ class PipelineStack(Stack):
                                     resources=[f"{self.data_arn}/{RUNS_PREFIX}*"]),
                 list_buckets, use_key,
                 iam.PolicyStatement(sid="CheckJobNamesAreNew", actions=["sagemaker:DescribeTrainingJob"],
-                                    resources=[training_jobs])]),
+                                    resources=[training_jobs]),
+                # free IPs per EFA instance (lambda/efa.py); DescribeSubnets takes no resource ARN
+                iam.PolicyStatement(sid="CheckEfaSubnetAddresses", actions=["ec2:DescribeSubnets"],
+                                    resources=["*"])]),
             "start_processing": ("Start a tokenizer processing job (map or reduce)", [
                 iam.PolicyStatement(sid="StartProcessingJobs", resources=[processing_jobs], actions=[
                     "sagemaker:CreateProcessingJob", "sagemaker:DescribeProcessingJob", "sagemaker:AddTags"]),
