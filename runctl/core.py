@@ -29,10 +29,11 @@ class Clients:
     """The clients runctl uses, made on first use from `session` unless given."""
 
     def __init__(self, session: Any = None, *, sfn: Any = None, sagemaker: Any = None,
-                 cloudformation: Any = None, logs: Any = None, s3: Any = None, lambda_: Any = None) -> None:
+                 cloudformation: Any = None, logs: Any = None, s3: Any = None, lambda_: Any = None,
+                 ec2: Any = None) -> None:
         self._session = session
         self._given = {"stepfunctions": sfn, "sagemaker": sagemaker, "cloudformation": cloudformation,
-                       "logs": logs, "s3": s3, "lambda": lambda_}
+                       "logs": logs, "s3": s3, "lambda": lambda_, "ec2": ec2}
 
     def _client(self, service: str) -> Any:
         if self._given[service] is None:
@@ -58,6 +59,10 @@ class Clients:
     @property
     def s3(self) -> Any:
         return self._client("s3")
+
+    @property
+    def ec2(self) -> Any:  # runctl plan: Prepare's free-IP check of EFA subnets
+        return self._client("ec2")
 
     @property
     def lambda_(self) -> Any:

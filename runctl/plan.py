@@ -59,21 +59,20 @@ def plan(clients: Clients | None, spec: dict[str, Any], *, settings_text: str, o
         raise RunctlError(f"the pipeline settings are not usable: {'; '.join(err.problems)}") from err
     try:
         run = mods["runs"].prepare_run(spec, settings, s3=None if offline else clients.s3,
-                                       sagemaker=None if offline else clients.sagemaker)
+                                       sagemaker=None if offline else clients.sagemaker,
+                                       ec2=None if offline else clients.ec2)
     except (errors.SpecError, errors.PreflightError) as err:
         return {"ok": False, "error": type(err).__name__, "problems": err.problems,
                 "environment": settings.environment}
-    requests = []
-    if run["tokenizer_stage"]:
-        for stage in ("map", "reduce"):
-            requests.append({"operation": "CreateProcessingJob", "stage": f"tokenizer {stage}",
-                             "request": mods["job_requests"].processing_request(run, settings, stage)})
-    for attempt in range(run["max_attempts"]):
-        requests.append({"operation": "CreateTrainingJob", "stage": f"training attempt {attempt}",
-                         "request": mods["job_requests"].training_request(run, settings, attempt)})
+    # The requests Prepare built and checked (prepare_run keeps only the run): built again from the plan, in the
+    # order the run sends them (tokenizer jobs, then the training attempts).
+    built = mods["job_requests"].build_requests(run, settings)
+    built = sorted(built, key=lambda item: item[0] != "CreateProcessingJob")
+    worst = mods["cost"].worst_case_cost(run, built, settings)
+    requests = [{"operation": op, "stage": item["kind"], "request": request}
+                for (op, request), item in zip(built, worst["items"], strict=True)]
     return {"ok": True, "environment": settings.environment, "region": settings.region, "run": run,
-            "requests": requests, "worst_case": mods["cost"].worst_case_cost(run, settings),
-            "storage_checked": not offline}
+            "requests": requests, "worst_case": worst, "storage_checked": not offline}
 
 
 def _hours(seconds: int) -> str:
@@ -118,5 +117,5 @@ def plan_lines(result: dict[str, Any], *, show_requests: bool = True) -> list[st
         for entry in result["requests"]:
             lines += [f"# {entry['operation']} ({entry['stage']})", json.dumps(entry["request"], indent=1)]
     else:
-        lines += ["", "(--requests prints the CreateTrainingJob / CreateProcessingJob requests)"]
+        lines += ["", "(without --brief: the CreateTrainingJob / CreateProcessingJob requests as they would be sent)"]
     return lines
