@@ -38,7 +38,7 @@ def list_runs(clients: Clients, state_machine_arn: str, limit: int = 20) -> list
         desc = clients.sfn.describe_execution(executionArn=execution["executionArn"])
         output = json.loads(desc.get("output") or "{}") if desc.get("output") else {}
         result = output.get("result") if isinstance(output, dict) else None
-        run_id = (result or {}).get("run_id") or (execution["name"] if RUN_ID_RE.match(execution["name"]) else None)
+        run_id = (result or {}).get("run_id") or (execution["name"] if RUN_ID_RE.fullmatch(execution["name"]) else None)
         if run_id is None:  # started by an upload: Prepare named the run
             run = _latest_state(clients, execution["executionArn"]).get("run") or {}
             run_id = run.get("run_id")

@@ -8,7 +8,7 @@ from pathlib import Path
 from local_mode.report import MIN_CURVE_POINTS, write_report
 from local_mode.session import RunOutcome, failing_state
 
-FAILED_CAUSE = json.dumps({"job_name": "hfsm-dev-x-20250101000000-abcd-train0", "job_type": "training",
+FAILED_CAUSE = json.dumps({"job_name": "hfsm-dev-x-20250101000000-0123456789abcdef-train0", "job_type": "training",
                            "status": "Failed", "failure_reason": "AlgorithmError: the training data is missing "
                            "column(s) ['sentiment']; it has ['text', 'label'].\n(train.py on algo-1, rank 0)",
                            "state": "failed"})
@@ -39,11 +39,11 @@ def test_a_failed_run_gets_a_report_with_the_reason(tmp_path: Path) -> None:
     states = ["Prepare", "StartTraining", "CheckTraining", "TrainingStatus", "TrainingFailed", "NotifyFailure",
               "RunFailed"]
     outcome = _outcome(status="FAILED", states=states, output={}, error="TrainingJobFailed", cause=FAILED_CAUSE,
-                       failed_state=failing_state(states), planned_run_id="x-20250101000000-abcd")
+                       failed_state=failing_state(states), planned_run_id="x-20250101000000-0123456789abcdef")
     report = write_report(tmp_path, outcome)
     text = report.read_text()
-    assert text.startswith("# Run x-20250101000000-abcd: FAILED")
-    assert "run x-20250101000000-abcd FAILED in state TrainingFailed" in text
+    assert text.startswith("# Run x-20250101000000-0123456789abcdef: FAILED")
+    assert "run x-20250101000000-0123456789abcdef FAILED in state TrainingFailed" in text
     assert "AlgorithmError: the training data is missing column(s) ['sentiment']" in text
     assert '{"' not in text  # the cause in words, not as JSON
     record = json.loads((tmp_path / "run.json").read_text())
