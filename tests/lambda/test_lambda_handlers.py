@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from typing import Any
 
 import aws
@@ -307,6 +308,9 @@ def test_finish_registers_the_model_and_notifies(state, context, set_settings):
     fake.final_metric_data_list = [{"MetricName": "eval_f1", "Value": 71.25}, {"MetricName": "train_loss", "Value": 0.5},
                                    {"MetricName": "eval_loss", "Value": float("nan")}]
     fake.resource_config = {**fake.resource_config, "InstanceCount": 2}
+    moment = datetime(2025, 1, 1, tzinfo=UTC)
+    fake.secondary_status_transitions = [{"Status": s, "StartTime": moment, "StatusMessage": s} for s in
+                                         ("Starting", "Training", "Interrupted", "Starting", "Training", "Completed")]
     sent: dict[str, Any] = {}
     aws.client("sagemaker").meta.events.register(
         "provide-client-params.sagemaker.CreateModelPackage", lambda params, **_: sent.update(params))
@@ -340,8 +344,14 @@ def test_finish_registers_the_model_and_notifies(state, context, set_settings):
     (_, message, subject, attributes, _) = sent_messages()[-1]
     assert subject == f"[hfsm-dev] run {run['run_id']} succeeded"
     assert attributes["status"]["Value"] == "Succeeded" or attributes["status"]["StringValue"] == "Succeeded"
-    for needle in (summary["model_uri"], "eval_f1=71.25", "spot saving 67%", "0.67 billable instance-hours",
-                   "$0.80", "Attempts: 2 after", "MaxWaitTimeExceeded", naming.training_job_url(REGION, job["job_name"])):
+    assert [a["interruptions"] for a in summary["attempts"]] == [0, 1]
+    assert message.splitlines()[0] == (f"Run {run['run_id']} succeeded: {summary['task']} fine-tune of "
+                                       f"{summary['base_model']}.")
+    assert "{" not in message  # a text a person reads, no JSON dump
+    for needle in (summary["model_uri"], "eval_f1", "71.25", "spot saving    67% on the final job",
+                   "40m00s instance time", "$0.80 at on-demand list prices", "attempts       2",
+                   "MaxWaitTimeExceeded", "1 spot interruption, resumed from checkpoints", summary["summary_uri"],
+                   naming.training_job_url(REGION, job["job_name"])):
         assert needle in message, needle
 
 
