@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import code_policy
 import naming
 import planning
 from run_spec import hyperparameter_argument, model_source
@@ -177,7 +178,7 @@ def training_request(run: dict[str, Any], settings: Settings, attempt: int = 0) 
     vpc = vpc_config(settings, fsx=uses_fsx(spec))
     if vpc:
         request["VpcConfig"] = vpc
-    return request
+    return code_policy.isolate_training_request(request, spec, settings)
 
 
 def _processing_input(name: str, uri: str, local_path: str, distribution: str = "FullyReplicated") -> dict[str, Any]:

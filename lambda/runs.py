@@ -5,7 +5,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+import code_policy
 import naming
+import spend
 from errors import PreflightError, SpecError
 from planning import plan_run
 from preflight import job_name_problems, request_problems, static_problems, storage_problems
@@ -39,6 +41,7 @@ def prepare_run(
     exec_id = next((v for k, v in (execution or {}).items() if k.lower() == "id"), None)
     run = plan_run(spec, settings, run_id, source=source, execution_arn=exec_id, created_at=now)
     problems = static_problems(spec, settings) + request_problems(run, settings)
+    problems += code_policy.spec_problems(spec, settings) + spend.run_cost_problems(run, settings)
     if s3 is not None:
         problems += storage_problems(spec, settings, s3)
     if sagemaker is not None:
