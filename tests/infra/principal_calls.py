@@ -58,7 +58,7 @@ def principal_calls(fsx: bool, create_sagemaker_log_groups: bool) -> dict[str, l
         ("s3:GetObjectVersion", "{data}/*", SM_JOB + ": versioned input objects"),
         ("s3:ListBucket", "{data}", SM_JOB + ": S3Prefix channels are listed"),
         ("s3:ListBucket", "{arts}", SM_JOB + ": code, tokenizer and checkpoint prefixes are listed"),
-        *[(a, "{arts}/%s/*" % p, SM_JOB + f": {p}/ is read") for p in ("code", "checkpoints", "models", "outputs")
+        *[(a, "{arts}/" + p + "/*", SM_JOB + f": {p}/ is read") for p in ("code", "checkpoints", "models", "outputs")
           for a in ("s3:GetObject", "s3:GetObjectVersion")],
         ("s3:PutObject", "{arts}/checkpoints/*", SM_JOB + ": checkpoint sync uploads"),
         ("s3:DeleteObject", "{arts}/checkpoints/*", SM_JOB + ": checkpoint sync mirrors local deletions"),
@@ -77,7 +77,7 @@ def principal_calls(fsx: bool, create_sagemaker_log_groups: bool) -> dict[str, l
         ("ecr:GetDownloadUrlForLayer", "arn:aws:ecr:{region}:*:repository/*", SM_JOB + ": pull the DLC image"),
         ("ecr:BatchCheckLayerAvailability", "arn:aws:ecr:{region}:*:repository/*", SM_JOB + ": pull the DLC image"),
         ("ecr:GetAuthorizationToken", "*", SM_JOB + ": registry login"),
-        *[(a, "{logs}:log-group:/aws/sagemaker/%s:*" % g, SM_JOB + ": job logs")
+        *[(a, "{logs}:log-group:/aws/sagemaker/" + g + ":*", SM_JOB + ": job logs")
           for g in ("TrainingJobs", "ProcessingJobs")
           for a in ("logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams")],
         ("cloudwatch:PutMetricData", "*", SM_JOB + ": MetricDefinitions / EnableSageMakerMetricsTimeSeries"),
@@ -95,7 +95,7 @@ def principal_calls(fsx: bool, create_sagemaker_log_groups: bool) -> dict[str, l
         sagemaker.append(("fsx:DescribeFileSystems", "arn:aws:fsx:{region}:{account}:file-system/*",
                           SM_JOB + ": FSx for Lustre channels"))
     if create_sagemaker_log_groups:
-        sagemaker += [("logs:CreateLogGroup", "{logs}:log-group:/aws/sagemaker/%s:*" % g, SM_JOB + ": job logs")
+        sagemaker += [("logs:CreateLogGroup", "{logs}:log-group:/aws/sagemaker/" + g + ":*", SM_JOB + ": job logs")
                       for g in ("TrainingJobs", "ProcessingJobs")]
     pass_role = ("iam:PassRole", "ref:SageMakerExecutionRole", "sdk:CreateTrainingJob/CreateProcessingJob pass RoleArn")
     grant = ("kms:CreateGrant", KEY, "sdk:SageMaker creates the volume grant with the caller's credentials "
@@ -162,11 +162,11 @@ def principal_calls(fsx: bool, create_sagemaker_log_groups: bool) -> dict[str, l
             ("s3:ListBucket", "{data}", "sdk:aws s3 ls s3://<data>/runs/"),
             ("kms:GenerateDataKey", KEY, S3_KMS.format("GenerateDataKey") + ": uploading a spec"),
             ("kms:Decrypt", KEY, S3_KMS.format("Decrypt") + ": reading a spec"),
-            *[("states:StartExecution", "{states}:stateMachine:{prefix}-%s" % m, "runctl:start_execution")
+            *[("states:StartExecution", "{states}:stateMachine:{prefix}-" + m + "", "runctl:start_execution")
               for m in ("fine-tune", "tokenizer")],
-            *[("states:ListExecutions", "{states}:stateMachine:{prefix}-%s" % m, "sdk:console / aws stepfunctions "
+            *[("states:ListExecutions", "{states}:stateMachine:{prefix}-" + m + "", "sdk:console / aws stepfunctions "
                "list-executions") for m in ("fine-tune", "tokenizer")],
-            *[(a, "{states}:execution:{prefix}-%s:*" % m, "runctl:" + method) for m in ("fine-tune", "tokenizer")
+            *[(a, "{states}:execution:{prefix}-" + m + ":*", "runctl:" + method) for m in ("fine-tune", "tokenizer")
               for a, method in (("states:DescribeExecution", "describe_execution"),
                                 ("states:GetExecutionHistory", "get_execution_history"),
                                 ("states:StopExecution", "stop_execution"))],
@@ -178,7 +178,7 @@ def principal_calls(fsx: bool, create_sagemaker_log_groups: bool) -> dict[str, l
             ("sagemaker:ListProcessingJobs", "*", "runctl:list_processing_jobs"),
             ("cloudformation:DescribeStacks", "ref:AWS::StackId", "runctl:describe_stacks")],
         "{prefix}-dataset-uploader": [
-            *[(a, "{data}/%s/*" % p, "sdk:aws s3 cp/sync/rm of datasets and base models (README, uploading data)")
+            *[(a, "{data}/" + p + "/*", "sdk:aws s3 cp/sync/rm of datasets and base models (README, uploading data)")
               for p in ("datasets", "base-models")
               for a in ("s3:PutObject", "s3:GetObject", "s3:DeleteObject", "s3:AbortMultipartUpload")],
             ("s3:ListBucket", "{data}", "sdk:aws s3 ls/sync of the data prefixes"),
