@@ -167,7 +167,7 @@ def start_processing(event: dict[str, Any], context: Any = None) -> dict[str, An
     """Input {run, stage: map|reduce}; starts the tokenizer processing job; returns the job ($.job)."""
     settings = load_settings()
     run, stage = event["run"], event["stage"]
-    request = job_requests.processing_request(run, settings, stage)
+    request = request_guard.build(job_requests.processing_request, run, settings, stage)
     request_guard.check_processing(request, run, settings, job_requests.PROCESSING_STAGES[stage])
     name = request["ProcessingJobName"]
     sm = client("sagemaker")
@@ -186,7 +186,7 @@ def start_training(event: dict[str, Any], context: Any = None) -> dict[str, Any]
     settings = load_settings()
     run = event["run"]
     attempt = int(event.get("attempt") or 0)
-    request = job_requests.training_request(run, settings, attempt)
+    request = request_guard.build(job_requests.training_request, run, settings, attempt)
     request_guard.check_training(request, run, settings, attempt)
     name = request["TrainingJobName"]
     sm = client("sagemaker")

@@ -194,6 +194,14 @@ def processing_request_problems(request: dict[str, Any], run: Any, settings: Set
     return problems
 
 
+def build(builder: Any, run: Any, settings: Settings, which: Any) -> dict[str, Any]:
+    """The request `builder(run, settings, which)` makes; a run that is not a planned run is rejected, not a crash."""
+    try:
+        return builder(run, settings, which)
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as err:
+        raise RequestRejected([f"run: not a run planned by Prepare ({type(err).__name__}: {err})"]) from None
+
+
 def check_training(request: dict[str, Any], run: Any, settings: Settings, attempt: int) -> None:
     problems = training_request_problems(request, run, settings, attempt)
     if problems:

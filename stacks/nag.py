@@ -121,6 +121,8 @@ def _pipeline(stack: Stack, config: EnvironmentConfig) -> None:
           + JOB_NAMES)
     for arn in executions:
         _iam5(submitter, arn, "runctl status/stop read and stop a run's execution. " + EXECUTIONS)
+    _iam5(submitter, stack.stack_arn_pattern, "runctl finds the state machine in this pipeline stack's outputs; "
+                                              "a stack ARN ends in a UUID chosen at creation.")
     uploader = _policy(stack.dataset_uploader)
     for p in ("datasets", "base-models"):
         _iam5(uploader, f"{data}/{p}/*", f"Dataset uploaders write their data under {p}/ of the data bucket only "

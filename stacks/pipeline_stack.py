@@ -64,6 +64,7 @@ class PipelineStack(Stack):
         part = self.partition
         # Literal ARNs (fixed names): the Lambdas' settings can name the machines that invoke them.
         self.state_machine_arns = [names.state_machine_arn(config, n) for n in names.state_machine_names(config)]
+        self.stack_arn_pattern = f"arn:aws:cloudformation:{config.region}:{config.account}:stack/{self.stack_name}/*"
 
         fsx_arn = (f"arn:{part}:fsx:{self.region}:{self.account}:file-system/{fsx_file_system_id}"
                    if fsx_file_system_id else None)
@@ -361,8 +362,9 @@ class PipelineStack(Stack):
             # List* take no resource ARN (runctl stop finds a run's jobs by name).
             iam.PolicyStatement(sid="FindRunJobs", actions=["sagemaker:ListTrainingJobs",
                                                             "sagemaker:ListProcessingJobs"], resources=["*"]),
+            # The stack id ends in a UUID CloudFormation picks: its ARN is known up to that part only.
             iam.PolicyStatement(sid="FindStateMachines", actions=["cloudformation:DescribeStacks"],
-                                resources=[self.stack_id]),
+                                resources=[self.stack_arn_pattern]),
             use_key,
         ):
             self.run_submitter.add_to_policy(statement)

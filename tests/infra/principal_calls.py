@@ -176,7 +176,8 @@ def principal_calls(fsx: bool, create_sagemaker_log_groups: bool) -> dict[str, l
             ("sagemaker:StopProcessingJob", pj, "runctl:stop_processing_job"),
             ("sagemaker:ListTrainingJobs", "*", "runctl:list_training_jobs"),
             ("sagemaker:ListProcessingJobs", "*", "runctl:list_processing_jobs"),
-            ("cloudformation:DescribeStacks", "ref:AWS::StackId", "runctl:describe_stacks")],
+            ("cloudformation:DescribeStacks", "arn:aws:cloudformation:{region}:{account}:stack/{prefix}-pipeline/*",
+             "runctl:describe_stacks")],
         "{prefix}-dataset-uploader": [
             *[(a, "{data}/" + p + "/*", "sdk:aws s3 cp/sync/rm of datasets and base models (README, uploading data)")
               for p in ("datasets", "base-models")

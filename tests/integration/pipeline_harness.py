@@ -13,7 +13,9 @@ from typing import Any
 
 import boto3
 from moto.core.exceptions import JsonRESTError
+from moto.core.responses import EmptyResult
 from moto.sagemaker.models import SageMakerModelBackend
+from moto.sagemaker.responses import SageMakerResponse
 
 from local_mode.cloud_assembly import CloudAssembly
 from local_mode.emulator import Deployment, Emulator
@@ -39,6 +41,7 @@ class ScriptedSageMaker:
     refused: list[str] = field(default_factory=list)
     created: list[dict[str, Any]] = field(default_factory=list)
     describes: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    stopped: list[str] = field(default_factory=list)
 
     @contextmanager
     def installed(self):  # noqa: ANN201
@@ -55,27 +58,44 @@ class ScriptedSageMaker:
 
         def describe(backend: Any, name: str) -> dict[str, Any]:
             out = orig_describe(backend, name)
+            if name in script.stopped:
+                return {**out, "TrainingJobStatus": "Stopped", "SecondaryStatus": "Stopped"}
             names = [c.get("training_job_name") for c in script.created]
             attempt = names.index(name) if name in names else 0
             steps = script.attempts[min(attempt, len(script.attempts) - 1)]
             i = script.describes[name]
             script.describes[name] += 1
-            return {**out, **steps[min(i, len(steps) - 1)]}
+            result = {**out, **steps[min(i, len(steps) - 1)]}
+            if result["TrainingJobStatus"] == "Completed":  # what SageMaker uploads at the end of the job
+                bucket, key = result["ModelArtifacts"]["S3ModelArtifacts"].removeprefix("s3:/" + "/").split("/", 1)
+                boto3.client("s3", region_name=backend.region_name).put_object(Bucket=bucket, Key=key,
+                                                                               Body=b"model")
+            return result
+
+        def stop(backend: Any, name: str) -> None:  # moto has no StopTrainingJob
+            orig_describe(backend, name)  # unknown names fail as in AWS
+            script.stopped.append(name)
+
+        def stop_response(response: Any) -> Any:
+            stop(response.sagemaker_backend, response._get_param("TrainingJobName"))
+            return EmptyResult()
 
         SageMakerModelBackend.create_training_job = create
         SageMakerModelBackend.describe_training_job = describe
+        SageMakerResponse.stop_training_job = stop_response
         try:
             yield self
         finally:
             SageMakerModelBackend.create_training_job = orig_create
             SageMakerModelBackend.describe_training_job = orig_describe
+            del SageMakerResponse.stop_training_job
 
 
 class Pipeline:
     """A deployed emulation of the dev app with helpers to start runs and read what happened."""
 
-    def __init__(self, outdir: Path) -> None:
-        self.emulator = Emulator(CloudAssembly(outdir), settings_overrides={"poll_seconds": 1})
+    def __init__(self, outdir: Path, **settings: Any) -> None:
+        self.emulator = Emulator(CloudAssembly(outdir), settings_overrides={"poll_seconds": 1, **settings})
         self.dep: Deployment = self.emulator.deploy()
         self.region = self.dep.region
         self.s3 = boto3.client("s3", region_name=self.region)

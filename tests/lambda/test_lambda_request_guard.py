@@ -117,3 +117,9 @@ def test_start_handlers_refuse_before_calling_sagemaker(aws_account: dict[str, A
     assert backend.training_jobs == {} and backend.processing_jobs == {}
     # The error is what Step Functions sees: a JSON-serializable name and message.
     assert type(info.value).__name__ == "RequestRejected" and json.dumps(str(info.value))
+
+
+def test_a_run_that_is_not_a_plan_is_rejected_not_a_crash(aws_account: dict[str, Any], context: Any) -> None:
+    with pytest.raises(RequestRejected) as info:
+        handlers.start_processing({"run": {"run_id": "x-20250101000000-abcd", "spec": {}}, "stage": "map"}, context)
+    assert "not a run planned by Prepare" in str(info.value)
