@@ -62,8 +62,8 @@ def _pipeline(stack: Stack, config: EnvironmentConfig) -> None:
     for p, what in (("code", "read the content-addressed training code (read only)"),
                     ("checkpoints", "read and write spot checkpoints (every run's: one shared role; see README "
                                     "Security, residual risks)"),
-                    ("models", "read base models and upload model artifacts (put only, no delete)"),
-                    ("outputs", "read tokenizer outputs and upload processing outputs and metrics (put only, "
+                    ("models", "read base models and upload model artifacts (get and put, no delete)"),
+                    ("outputs", "read tokenizer outputs and upload processing outputs and metrics (get and put, "
                                 "no delete)")):
         _iam5(role, f"{artifacts}/{p}/*", f"Jobs {what} under the artifacts bucket's {p}/ prefix only.")
     _iam5(role, "*", "ecr:GetAuthorizationToken, cloudwatch:PutMetricData (pinned to the /aws/sagemaker/* "

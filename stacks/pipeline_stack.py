@@ -305,6 +305,9 @@ class PipelineStack(Stack):
             server_side_encryption=s3deploy.ServerSideEncryption.AWS_KMS,
             server_side_encryption_aws_kms_key_id=key.key_arn, memory_limit=512,
             role=role.without_policy_updates(add_grants_to_resources=False), log_group=log_group)
+        # CDK's provider function sets AWS_CA_BUNDLE: its environment is encrypted with the project key too.
+        provider = next(c for c in self.node.children if c.node.id.startswith("Custom::CDKBucketDeployment"))
+        provider.node.default_child.add_property_override("KmsKeyArn", key.key_arn)
         return code_prefix
 
     def _alarm_publishers(self, config: EnvironmentConfig) -> None:
