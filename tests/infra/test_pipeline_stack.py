@@ -51,6 +51,11 @@ def test_settings_carry_resolved_images_and_environment_limits(any_env: Synthesi
     assert "huggingface-pytorch-training:2.9.0-transformers5.3.0-gpu" in images.training
     assert f'\\"max_instance_count\\":{any_env.config.max_instance_count}' in raw
     assert '\\"instance_prices\\":{\\"ml.' in raw
+    c = any_env.config
+    for fragment in (f'\\"max_run_cost_usd\\":{c.max_run_cost_usd}',
+                     f'\\"max_concurrent_runs\\":{c.max_concurrent_runs}', f'stateMachine:{c.prefix}-fine-tune', f'stateMachine:{c.prefix}-tokenizer',
+                     '\\"remote_code_hub_orgs\\":[]'):
+        assert fragment in raw, fragment
     assert f'\\"inter_container_encryption\\":{str(any_env.config.inter_container_encryption).lower()}' in raw
 
 
