@@ -27,6 +27,7 @@ from hashlib import sha256
 from typing import Any
 from urllib.parse import unquote_plus
 
+import durability
 import job_requests
 import messages
 import naming
@@ -195,8 +196,12 @@ def start_training(event: dict[str, Any], context: Any = None) -> dict[str, Any]
     config = planning.attempt_config(run["spec"], attempt)
     _log("training job started" if created else "training job already started", job_name=name, attempt=attempt,
          **config)
+    checkpoint = run["spec"]["checkpoint"]
     return {"job_type": "training", "stage": "train", "job_name": name, "job_arn": arn, "attempt": attempt,
-            "created": created, **config, "links": messages.run_links(settings, None, name, "training")}
+            "created": created, **config, "links": messages.run_links(settings, None, name, "training"),
+            "run_id": run["run_id"], "checkpoint_uri": run["uris"]["checkpoint"],
+            "watchdog": {"every_minutes": checkpoint.get("every_minutes", 0),
+                         **checkpoint.get("watchdog", {"intervals": None, "action": "off"})}}
 
 
 # --- poll ------------------------------------------------------------------------------------------------
@@ -208,17 +213,57 @@ def _describe(sm: Any, job_type: str, name: str) -> dict[str, Any]:
 
 
 def check_job(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
-    """Input {job}; returns {state, status, secondary_status, failure_reason, ...} ($.status).
+    """Input {job, previous?}; returns {state, status, secondary_status, failure_reason, ...} ($.status).
 
-    state: running | completed | retryable (spot MaxWaitTimeExceeded, capacity errors) | failed.
+    state: running | completed | retryable (spot MaxWaitTimeExceeded, capacity errors, a stop by the
+    durability watchdog) | failed. For training jobs with a checkpoint URI, `durability` reports the newest
+    checkpoint complete in S3; `previous` (the last $.status) carries the watchdog's warned/stopped state.
     """
     job = event["job"]
-    desc = _describe(client("sagemaker"), job["job_type"], job["job_name"])
+    sm = client("sagemaker")
+    desc = _describe(sm, job["job_type"], job["job_name"])
     status = outcomes.classify(job["job_type"], desc)
     status["stage"] = job.get("stage")
     status["checked_at"] = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    _log("job checked", **{k: status[k] for k in ("job_name", "status", "secondary_status", "state")})
+    if job["job_type"] == "training" and job.get("checkpoint_uri"):
+        previous = event.get("previous") if isinstance(event.get("previous"), dict) else {}
+        _watch_durability(sm, job, desc, status, previous.get("durability"))
+    _log("job checked", **{k: status[k] for k in ("job_name", "status", "secondary_status", "state")},
+         last_durable_step=(status.get("durability") or {}).get("last_durable_step"))
     return status
+
+
+def _watch_durability(sm: Any, job: dict[str, Any], desc: dict[str, Any], status: dict[str, Any],
+                      previous: dict[str, Any] | None) -> None:
+    """The durability watchdog (durability.py): report, warn once per stale period, stop when asked."""
+    settings = load_settings()
+    try:
+        with aws_errors():
+            durable = durability.last_durable(client("s3"), job["checkpoint_uri"])
+    except ClientError as err:  # the job check must not fail because the checkpoint prefix is unreadable
+        logger.warning("cannot read checkpoints under %s: %s", job["checkpoint_uri"], error_code(err))
+        status["durability"] = {**(previous or {}), "error": f"cannot list {job['checkpoint_uri']}: {error_code(err)}"}
+        return
+    watchdog = job.get("watchdog") or {"action": "off"}
+    report, actions = durability.watch(previous, durable, now=durability.utc_now(),
+                                       since=durability.training_since(desc), watchdog=watchdog)
+    report["checkpoint_uri"] = job["checkpoint_uri"]
+    status["durability"] = report
+    if "stop" in actions:
+        with aws_errors():
+            try:
+                sm.stop_training_job(TrainingJobName=job["job_name"])
+            except ClientError as err:  # already stopping or ended: nothing to stop
+                logger.warning("stop_training_job %s: %s", job["job_name"], error_code(err))
+        _log("durability watchdog stopped the job", job_name=job["job_name"], reason=report["stop_reason"])
+    if "warn" in actions:
+        subject, message = messages.durability_warning(settings, job, report, stopped="stop" in actions)
+        _publish(settings, subject, message, "Warning", job.get("run_id"))
+        _log("durability warning", job_name=job["job_name"], age_minutes=report["age_minutes"],
+             last_durable_step=report["last_durable_step"])
+    if report.get("stopped_at") and status["status"] in ("Stopped", "Failed") and status["state"] != "completed":
+        status["state"] = outcomes.RETRYABLE
+        status["failure_reason"] = report["stop_reason"]
 
 
 def plan_fallback(event: dict[str, Any], context: Any = None) -> int:
@@ -314,6 +359,7 @@ def finish(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
             ClientToken=sha256(job["job_name"].encode()).hexdigest()[:32],  # one package per job, even on retry
             Tags=job_requests.tags(settings, run),
         )["ModelPackageArn"]
+    checkpoints = _checkpoint_report(run)
     summary = {
         "run_id": run["run_id"], "status": "Succeeded", "task": spec["task"], "base_model": spec["model"],
         "job_name": job["job_name"], "model_uri": model_uri, "registered_model_uri": frozen["uri"],
@@ -322,6 +368,7 @@ def finish(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
         "summary_uri": run["uris"]["summary"], "metrics_uri": run["uris"]["metrics"], "attempts": attempts,
         "source": run.get("source"), "links": messages.run_links(settings, run, job["job_name"]),
         "finished_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "interruptions": checkpoints.pop("interruptions"), "checkpoints": checkpoints,
     }
     _put_json(settings, run["uris"]["summary"], summary)
     subject, message = messages.success_notification(settings, summary)
@@ -329,6 +376,26 @@ def finish(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
     _log("finished", run_id=run["run_id"], model_package_arn=package_arn,
          billable_instance_seconds=cost["billable_instance_seconds"])
     return summary
+
+
+def _checkpoint_report(run: dict[str, Any]) -> dict[str, Any]:
+    """Per interruption: step reached, step resumed from, work lost (the training code's `_history.json`); the
+    newest durable checkpoint; the checkpoints rejected at a resume. Best effort: never fails the run."""
+    uri = run["uris"]["checkpoint"]
+    s3 = client("s3")
+    history = durability.read_history(s3, uri)
+    try:
+        durable = durability.last_durable(s3, uri)
+    except ClientError as err:
+        logger.warning("cannot list checkpoints under %s: %s", uri, error_code(err))
+        durable = None
+    rejected = [{**r, "job": start.get("job")} for start in history.get("starts", []) if isinstance(start, dict)
+                for r in start.get("rejected", []) if isinstance(r, dict)]
+    return {"interruptions": [i for i in history.get("interruptions", []) if isinstance(i, dict)],
+            "checkpoint_uri": uri, "last_durable_step": (durable or {}).get("step"),
+            "last_durable_at": (durable or {}).get("saved_at"), "rejected": rejected[-20:],
+            "fresh_starts": [s.get("decision") for s in history.get("starts", []) if isinstance(s, dict)
+                             and s.get("resumed_from_step") is None and "none verifies" in str(s.get("decision"))]}
 
 
 def _publish(settings: Settings, subject: str, message: str, status: str, run_id: str | None) -> str:

@@ -88,6 +88,8 @@ def training_hyperparameters(run: dict[str, Any], settings: Settings, attempt: i
     if model_source(spec["model"]) == "hub":
         values["model_name_or_path"] = spec["model"]
     values["save_steps"] = spec["checkpoint"]["every_steps"]
+    if spec["checkpoint"].get("every_minutes"):
+        values["save_every_minutes"] = spec["checkpoint"]["every_minutes"]
     if distribution["strategy"] == "fsdp":
         values["fsdp"] = distribution["fsdp"]["sharding"]
         values["fsdp_config"] = json.dumps(distribution["fsdp"]["config"], sort_keys=True, separators=(",", ":"))

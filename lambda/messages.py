@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import durability
 import naming
 from settings import Settings
 
@@ -97,6 +98,7 @@ def success_notification(settings: Settings, summary: dict[str, Any]) -> tuple[s
         f"Metrics: {_format_metrics(summary['metrics'])}",
         f"Cost: {hours:.2f} billable instance-hours{price}; spot saving {cost['spot_saving']:.0%}",
         f"Attempts: {len(attempts)}{retried}",
+        *checkpoint_lines(summary),
         "Links:",
         *[f"  {k}: {v}" for k, v in summary["links"].items()],
         "",
@@ -121,7 +123,63 @@ def failure_notification(settings: Settings, summary: dict[str, Any]) -> tuple[s
         lines.append(f"Spec: s3://{source.get('bucket')}/{source.get('key')}{version}")
     if summary.get("job_name"):
         lines.append(f"Last job: {summary['job_name']}")
+    durable = (summary.get("job_status") or {}).get("durability")
+    if isinstance(durable, dict):
+        lines.append(f"Last durable checkpoint: {durability.describe(durable)} ({durable.get('checkpoint_uri')})")
     if summary.get("links"):
         lines += ["Links:", *[f"  {k}: {v}" for k, v in summary["links"].items()]]
     lines += ["", "Summary (JSON):", json.dumps(summary, indent=1, default=str)]
     return _subject(settings, f"run {who} FAILED: {summary['error']}"), _clip("\n".join(lines))
+
+
+def interruption_line(record: dict[str, Any]) -> str:
+    lost = record.get("lost_minutes")
+    minutes = "unknown minutes" if lost is None else f"{lost:.1f} min"
+    return (f"step {record.get('step_reached')} reached by {record.get('job')}, resumed from step "
+            f"{record.get('resumed_from_step') if record.get('resumed_from_step') is not None else '0 (scratch)'}: "
+            f"{record.get('lost_steps')} step(s), {minutes} of work lost")
+
+
+def checkpoint_lines(summary: dict[str, Any]) -> list[str]:
+    """Interruptions (step reached, step resumed from, work lost) and checkpoint problems, for notifications."""
+    lines = []
+    interruptions = summary.get("interruptions") or []
+    if interruptions:
+        total = sum(r.get("lost_minutes") or 0 for r in interruptions)
+        lines.append(f"Interruptions: {len(interruptions)}, {total:.1f} min of work lost in all")
+        lines += [f"  {interruption_line(r)}" for r in interruptions[:20]]
+    checkpoints = summary.get("checkpoints") or {}
+    if checkpoints.get("last_durable_step") is not None:
+        lines.append(f"Last durable checkpoint: step {checkpoints['last_durable_step']} saved "
+                     f"{checkpoints.get('last_durable_at')} ({checkpoints.get('checkpoint_uri')})")
+    for record in (checkpoints.get("rejected") or [])[:10]:
+        lines.append(f"Checkpoint rejected at a resume (kept for inspection): {record.get('checkpoint')}: "
+                     f"{record.get('reason')}")
+    for decision in checkpoints.get("fresh_starts") or []:
+        lines.append(f"Started from scratch: {decision}")
+    return lines
+
+
+def durability_warning(settings: Settings, job: dict[str, Any], report: dict[str, Any], *,
+                       stopped: bool) -> tuple[str, str]:
+    """The watchdog's notification: no new checkpoint has reached S3 for too long."""
+    run = job.get("run_id") or job["job_name"]
+    every = (job.get("watchdog") or {}).get("every_minutes")
+    action = ("The job was stopped; the pipeline starts the next attempt, which resumes from the last durable "
+              "checkpoint." if stopped else
+              "The job keeps running. Check its logs (checkpoint saves, S3 access of the SageMaker role, disk "
+              "space); set checkpoint.watchdog.action to 'stop' to have such a job stopped and resumed.")
+    lines = [
+        f"Run {run}: no new checkpoint has reached S3 for {report.get('age_minutes')} minutes of training "
+        f"(checkpoint.every_minutes={every}, limit {report.get('threshold_minutes')} minutes).",
+        f"Job: {job['job_name']}",
+        f"Last durable checkpoint: {durability.describe(report)}",
+        f"Checkpoint prefix: {report.get('checkpoint_uri')}",
+        *[f"Not complete in S3: checkpoint-{p['step']}: {p['reason']}" for p in report.get("pending") or []],
+        "",
+        action,
+        "Links:",
+        *[f"  {k}: {v}" for k, v in (job.get("links") or {}).items()],
+    ]
+    what = "stopped: no new checkpoint" if stopped else "no new checkpoint"
+    return _subject(settings, f"run {run} {what} for {report.get('age_minutes'):.0f} min"), _clip("\n".join(lines))

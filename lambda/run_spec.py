@@ -25,6 +25,7 @@ DISTRIBUTION_TYPES = ("FullyReplicated", "ShardedByS3Key")
 INPUT_MODES = ("File", "FastFile")
 STRATEGIES = ("none", "ddp", "smddp", "fsdp")
 TOKENIZER_TYPES = ("bpe", "wordpiece")
+WATCHDOG_ACTIONS = ("warn", "stop", "off")
 DEFAULT_SPECIAL_TOKENS = {
     "bpe": ["<s>", "<pad>", "</s>", "<unk>", "<mask>"],
     "wordpiece": ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"],
@@ -40,6 +41,7 @@ PIPELINE_HYPERPARAMETERS = {
     "task": "task",
     "model_name_or_path": "model",
     "save_steps": "checkpoint.every_steps",
+    "save_every_minutes": "checkpoint.every_minutes",
     "fsdp": "distribution.fsdp.sharding",
     "fsdp_config": "distribution.fsdp.config",
     "ddp_backend": "distribution.strategy",
@@ -56,6 +58,9 @@ MAX_ATTEMPTS_LIMIT = 10
 DEFAULTS = {
     "volume_size_gb": 100,
     "checkpoint_every_steps": 500,
+    "checkpoint_every_minutes": 30,
+    "watchdog_intervals": 3,
+    "watchdog_action": "warn",
     "strategy": "ddp",
     "tokenizer_vocab_size": 32000,
     "tokenizer_min_frequency": 2,
@@ -204,6 +209,7 @@ def parse_spec(raw: Any, settings: Settings) -> dict[str, Any]:
     spec["spot"] = _spot(c, top.get("spot", {}), settings, spec["max_runtime_seconds"])
     spec["checkpoint"] = _checkpoint(c, top.get("checkpoint", {}))
     spec["fallback"] = _fallback(c, top.get("fallback", {}))
+    _checkpoint_fallback_problems(c, spec["checkpoint"], spec["fallback"])
     spec["hyperparameters"] = _hyperparameters(c, top.get("hyperparameters", {}))
     spec["tags"] = _tags(c, top.get("tags", {}))
     if "tokenizer" in top:
@@ -323,10 +329,35 @@ def _spot(c: _Checker, spot: Any, settings: Settings, max_runtime: int | None) -
 
 
 def _checkpoint(c: _Checker, checkpoint: Any) -> dict[str, Any]:
-    body = c.obj(checkpoint, "checkpoint", {"every_steps": False}) or {}
+    body = c.obj(checkpoint, "checkpoint", {"every_steps": False, "every_minutes": False, "watchdog": False}) or {}
     every = c.integer(body.get("every_steps", DEFAULTS["checkpoint_every_steps"]), "checkpoint.every_steps", 1,
                       10**9)
-    return {"every_steps": every}
+    # --- issue 9: time-bounded loss and the durability watchdog -------------------------------------------
+    minutes = c.integer(body.get("every_minutes", DEFAULTS["checkpoint_every_minutes"]), "checkpoint.every_minutes",
+                        0, 10080)
+    watchdog = c.obj(body.get("watchdog", {}), "checkpoint.watchdog", {"intervals": False, "action": False}) or {}
+    intervals = watchdog.get("intervals", DEFAULTS["watchdog_intervals"])
+    if isinstance(intervals, bool) or not isinstance(intervals, int | float) or not 1.5 <= intervals <= 100:
+        c.add("checkpoint.watchdog.intervals", f"expected a number from 1.5 to 100 (checkpoint intervals without a "
+                                               f"new checkpoint in S3 before the watchdog acts), got "
+                                               f"{_describe(intervals)}")
+        intervals = None
+    action = c.choice(watchdog.get("action", DEFAULTS["watchdog_action"]), "checkpoint.watchdog.action",
+                      WATCHDOG_ACTIONS)
+    if minutes == 0 and "watchdog" in body and action not in (None, "off"):
+        c.add("checkpoint.watchdog", "needs checkpoint.every_minutes > 0 (the interval it measures against); "
+                                     "set every_minutes or watchdog.action 'off'")
+    return {"every_steps": every, "every_minutes": minutes,
+            "watchdog": {"intervals": intervals, "action": action if minutes else "off"}}
+
+
+def _checkpoint_fallback_problems(c: _Checker, checkpoint: dict[str, Any], fallback: dict[str, Any]) -> None:
+    """A watchdog that stops the job needs an attempt left to resume it."""
+    attempts = fallback.get("max_attempts")
+    if checkpoint["watchdog"]["action"] == "stop" and isinstance(attempts, int) and attempts < 2:
+        c.add("checkpoint.watchdog.action", f"'stop' ends the job so that a new attempt resumes from the last "
+                                            f"durable checkpoint, but fallback.max_attempts is {attempts}; raise it "
+                                            "to at least 2 (or use 'warn')")
 
 
 def _fallback(c: _Checker, fallback: Any) -> dict[str, Any]:

@@ -104,6 +104,10 @@ def _summary(outcome: RunOutcome, session: LocalSession, model_dir: Path, report
         f"  metrics        : {json.dumps(r.get('metrics', {}), sort_keys=True)}",
         f"  cost           : {json.dumps(cost, sort_keys=True)}",
         f"  attempts       : {len(r.get('attempts', []))}; spot interruption injected and resumed from checkpoints",
+        *[f"  interruption   : step {i.get('step_reached')} reached, resumed from step {i.get('resumed_from_step')}, "
+          f"{i.get('lost_steps')} step(s) / {i.get('lost_minutes')} min of work lost" for i in r.get("interruptions") or []],
+        f"  checkpoints    : last durable step {(r.get('checkpoints') or {}).get('last_durable_step')} in "
+        f"{(r.get('checkpoints') or {}).get('checkpoint_uri')}",
         f"  re-upload      : {'no second run' if again == 0 else f'{again} new run(s)!'}",
         f"  report         : {report}",
         f"  notification   : published to {session.dep.settings['topic_arn']}",

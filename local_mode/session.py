@@ -50,6 +50,7 @@ class LocalSession:
         self.losses: list[tuple[int, float]] = []
         self._last_step: dict[str, int] = {}  # last step printed, per job
         self._step: dict[str, int] = {}  # last step reached, per job
+        self._durable: tuple[int | None, bool] = (None, False)  # last durable step and staleness printed
         self._stack: Any = None
 
     # --- lifetime ---------------------------------------------------------------------------------------
@@ -138,6 +139,7 @@ class LocalSession:
             desc = self.sfn.describe_execution(executionArn=arn)
             events = self.sfn.get_execution_history(executionArn=arn, maxResults=1000)["events"]
             for e in events[seen:]:
+                self._report_durability(e)
                 details = e.get("stateEnteredEventDetails")
                 if details:
                     states.append(details["name"])
@@ -153,6 +155,24 @@ class LocalSession:
         return RunOutcome(execution_arn=arn, status=desc["status"], states=states, output=output,
                           error=desc.get("error"), cause=desc.get("cause"), losses=sorted(set(self.losses)),
                           seconds=time.time() - t0)
+
+    def _report_durability(self, event: dict[str, Any]) -> None:
+        """The durability watchdog's findings (check_job's `durability`), printed when they change."""
+        exited = event.get("stateExitedEventDetails") or {}
+        if exited.get("name") != "CheckTraining":
+            return
+        try:
+            durable = (json.loads(exited.get("output") or "{}").get("status") or {}).get("durability") or {}
+        except json.JSONDecodeError:
+            return
+        step, stale = durable.get("last_durable_step"), bool(durable.get("stale"))
+        if step is not None and step != self._durable[0]:
+            self.say(f"    checkpoint-{step} is durable in S3 (last_durable_step={step}, "
+                     f"last_durable_at={durable.get('last_durable_at')})")
+        if stale and not self._durable[1]:
+            self.say(f"    WARNING: no new checkpoint reached S3 for {durable.get('age_minutes')} min of training "
+                     f"(limit {durable.get('threshold_minutes')} min; watchdog action {durable.get('action')})")
+        self._durable = (step if step is not None else self._durable[0], stale)
 
     def sagemaker_client(self) -> Any:
         return boto3.client("sagemaker", region_name=self.dep.region)

@@ -57,6 +57,7 @@ def _status_lines(info: dict[str, Any]) -> list[str]:
         lines.append(f"Job:        {info['job']} (attempt {info.get('attempt')}) {detail}".rstrip())
         if job.get("failure_reason"):
             lines.append(f"Reason:     {job['failure_reason']}")
+    lines += _checkpoint_lines(info)
     if info.get("error"):
         lines += [f"Error:      {info['error']}", f"Cause:      {info.get('cause')}"]
     if info.get("result"):
@@ -64,6 +65,28 @@ def _status_lines(info: dict[str, Any]) -> list[str]:
         lines += [f"Model:      {result.get('model_uri')}", f"Package:    {result.get('model_package_arn')}",
                   f"Metrics:    {json.dumps(result.get('metrics'))}"]
     lines.append(f"Console:    {info['console_url']}")
+    return lines
+
+
+def _checkpoint_lines(info: dict[str, Any]) -> list[str]:
+    """The newest checkpoint complete in S3 (durability watchdog) and, for a finished run, its interruptions."""
+    lines = []
+    durable = info.get("durability")
+    if durable:
+        step = durable.get("last_durable_step")
+        text = "none in S3 yet" if step is None else f"step {step} saved {durable.get('last_durable_at')}"
+        if durable.get("age_minutes") is not None:
+            text += f", {durable['age_minutes']:g} min of training since"
+        lines.append(f"Checkpoint: {text} (checked {durable.get('checked_at')})")
+        if durable.get("stale"):
+            what = "job stopped to resume elsewhere" if durable.get("stopped_at") else "warned"
+            lines.append(f"Warning:    no new checkpoint within {durable.get('threshold_minutes'):g} min ({what})")
+    result = info.get("result") or {}
+    for record in result.get("interruptions") or []:
+        lost = record.get("lost_minutes")
+        lines.append(f"Interrupted: step {record.get('step_reached')} reached, resumed from "
+                     f"{record.get('resumed_from_step') or 0}, {record.get('lost_steps')} step(s) / "
+                     f"{'?' if lost is None else f'{lost:.1f}'} min lost")
     return lines
 
 

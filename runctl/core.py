@@ -170,13 +170,19 @@ def status(clients: Clients, execution_arn: str) -> dict[str, Any]:
     elif isinstance(state.get("status"), dict):
         result["job_status"] = {k: state["status"].get(k) for k in ("state", "status", "secondary_status",
                                                                       "failure_reason")}
+    status_state = state.get("status") if isinstance(state.get("status"), dict) else {}
+    if isinstance(status_state.get("durability"), dict):  # the durability watchdog's last look (check_job)
+        result["durability"] = {k: status_state["durability"].get(k) for k in (
+            "last_durable_step", "last_durable_at", "age_minutes", "threshold_minutes", "stale", "action",
+            "warned_at", "stopped_at", "checkpoint_uri", "checked_at")}
     if execution.get("error") or execution.get("cause"):
         result["error"], result["cause"] = execution.get("error"), execution.get("cause")
     if execution["status"] == "SUCCEEDED" and execution.get("output"):
         output = json.loads(execution["output"])
         summary = output.get("result") if isinstance(output, dict) else None
         if isinstance(summary, dict):
-            result["result"] = {k: summary.get(k) for k in ("model_uri", "model_package_arn", "metrics", "cost")}
+            result["result"] = {k: summary.get(k) for k in ("model_uri", "model_package_arn", "metrics", "cost",
+                                                            "interruptions", "checkpoints")}
     return result
 
 

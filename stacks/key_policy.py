@@ -8,7 +8,8 @@ Each statement names who may use the key for what, and through which service:
   roles and the run-submitter/dataset-uploader roles do; nobody else does by default.
 - SageMakerGrants: the execution role and the two start roles let SageMaker create grants (encrypted job volumes
   and outputs) for AWS resources only (`kms:GrantIsForAWSResource`), through SageMaker/EC2.
-- NotificationsThroughSns: Finish and NotifyFailure publish to the encrypted topic, through SNS.
+- NotificationsThroughSns: Finish, NotifyFailure and CheckJob (durability warnings) publish to the
+  encrypted topic, through SNS.
 - LambdaEnvironment: the account's deployers encrypt the functions' environment variables through Lambda; Lambda
   decrypts them through the grant it creates (for AWS resources only).
 - CloudWatchLogs: the Logs service for the project's own log groups only (encryption context `aws:logs:arn`).
@@ -35,7 +36,7 @@ ADMIN_ACTIONS = [
 DATA_ACTIONS = ["kms:Encrypt", "kms:Decrypt", "kms:GenerateDataKey", "kms:DescribeKey"]
 LOGS_ACTIONS = ["kms:Encrypt", "kms:Decrypt", "kms:ReEncryptFrom", "kms:ReEncryptTo", "kms:GenerateDataKey",
                 "kms:GenerateDataKeyWithoutPlaintext", "kms:DescribeKey"]
-SNS_HANDLERS = ("finish", "notify_failure")
+SNS_HANDLERS = ("finish", "notify_failure", "check_job")  # check_job: durability warnings
 GRANT_HANDLERS = ("start_training", "start_processing")
 
 

@@ -97,6 +97,10 @@ def _pipeline(stack: Stack, config: EnvironmentConfig) -> None:
     _iam5(finish, f"{artifacts}/outputs/*", "Finish writes the run summary and metrics under outputs/<run_id>/.")
     _iam5(_policy(fns["notify_failure"].role), f"{artifacts}/outputs/*",
           "A failed run's summary.json is written under outputs/<run_id>/.")
+    for name in ("check_job", "finish"):
+        _iam5(_policy(fns[name].role), f"{artifacts}/checkpoints/*",
+              "Reads the checkpoint completion markers and _history.json under checkpoints/<run_id>/ (read only): "
+              "the durability watchdog and the run summary's interruptions.")
 
     machines = stack.state_machines
     for machine, handlers in ((machines.tokenizer, ("prepare", "start_processing", "check_job", "notify_failure")),

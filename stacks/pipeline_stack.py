@@ -32,6 +32,7 @@ from stacks.pipeline_functions import PipelineFunction, lambda_code
 from stacks.sagemaker_role import SageMakerExecutionRole
 from stacks.state_machines import PipelineStateMachines
 from stacks.storage_stack import (
+    CHECKPOINTS_PREFIX,
     CODE_PREFIX,
     MODELS_PREFIX,
     OUTPUTS_PREFIX,
@@ -175,6 +176,12 @@ class PipelineStack(Stack):
         publish = iam.PolicyStatement(sid="Notify", actions=["sns:Publish"], resources=[self.topic.topic_arn])
         list_buckets = iam.PolicyStatement(sid="ListInputs", actions=["s3:ListBucket"],
                                            resources=[self.data_arn, self.artifacts_arn])
+        # The durability watchdog (check_job) and the run summary (finish) read the checkpoint markers.
+        read_checkpoints = [
+            iam.PolicyStatement(sid="ListCheckpoints", actions=["s3:ListBucket"], resources=[self.artifacts_arn],
+                                conditions={"StringLike": {"s3:prefix": [f"{CHECKPOINTS_PREFIX}*"]}}),
+            iam.PolicyStatement(sid="ReadCheckpointMarkers", actions=["s3:GetObject"],
+                                resources=[f"{self.artifacts_arn}/{CHECKPOINTS_PREFIX}*"])]
         specs = {
             "prepare": ("Validate a run spec, apply defaults, pre-flight checks, plan names and URIs", [
                 iam.PolicyStatement(sid="ReadSpecs", actions=["s3:GetObject", "s3:GetObjectVersion"],
@@ -193,8 +200,11 @@ class PipelineStack(Stack):
                 iam.PolicyStatement(sid="StartTrainingJobs", resources=[training_jobs], actions=[
                     "sagemaker:CreateTrainingJob", "sagemaker:DescribeTrainingJob", "sagemaker:AddTags"]),
                 pass_role, *job_key]),
-            "check_job": ("Describe a job and classify its state", [
-                *job_statements("DescribeJobs", ["Describe"], training_jobs, processing_jobs)]),
+            "check_job": ("Describe a job, classify its state, watch checkpoint durability", [
+                *job_statements("DescribeJobs", ["Describe"], training_jobs, processing_jobs),
+                iam.PolicyStatement(sid="StopStaleTrainingJobs", actions=["sagemaker:StopTrainingJob"],
+                                    resources=[training_jobs]),
+                *read_checkpoints, use_key, publish]),
             "plan_fallback": ("Pick the next fallback attempt after a spot timeout or capacity error", []),
             "finish": ("Collect metrics and cost, register the model, notify", [
                 *job_statements("DescribeRunJobs", ["Describe"], training_jobs, processing_jobs),
@@ -211,7 +221,7 @@ class PipelineStack(Stack):
                                     resources=[f"{self.artifacts_arn}/{MODELS_PREFIX}*"]),
                 iam.PolicyStatement(sid="FreezeRegisteredModels", actions=["s3:PutObject"],
                                     resources=[f"{self.artifacts_arn}/{REGISTRY_PREFIX}*"]),
-                use_key, publish]),
+                *read_checkpoints, use_key, publish]),
             "notify_failure": ("Publish a failed run's error and summary", [
                 use_key, publish,
                 iam.PolicyStatement(sid="WriteRunSummary", actions=["s3:PutObject"],

@@ -65,15 +65,26 @@ class _Builder:
         return sfn.Pass(self.scope, state_id, result_path="$.error", parameters={
             "Error": error, "Cause.$": "States.JsonToString($.status)"}).next(self.on_error)
 
-    def watch(self, prefix: str) -> tuple[sfn.Wait, sfn.Choice]:
-        """Wait -> CheckJob -> Choice on $.status.state; returns (wait, choice) to wire the outcomes."""
+    def watch(self, prefix: str, *, carry_status: bool = False) -> tuple[sfn.IChainable, sfn.Choice]:
+        """Wait -> CheckJob -> Choice on $.status.state; returns (entry, choice) to wire the outcomes.
+
+        carry_status: each check also gets the previous look (`previous`: $.status), which the durability
+        watchdog keeps its state in; a Pass state first resets $.status for the job just started."""
         wait = sfn.Wait(self.scope, f"Wait{prefix}", time=sfn.WaitTime.seconds_path("$.poll_seconds"))
-        check = self.invoke(f"Check{prefix}", "check_job", sfn.TaskInput.from_object({
-            "job": sfn.JsonPath.object_at("$.job")}), "$.status")
+        payload: dict = {"job": sfn.JsonPath.object_at("$.job")}
+        if carry_status:
+            payload["previous"] = sfn.JsonPath.object_at("$.status")
+        check = self.invoke(f"Check{prefix}", "check_job", sfn.TaskInput.from_object(payload), "$.status")
         choice = sfn.Choice(self.scope, f"{prefix}Status")
         choice.when(sfn.Condition.string_equals("$.status.state", "running"), wait)
         wait.next(check).next(choice)
-        return wait, choice
+        if not carry_status:
+            return wait, choice
+        started = sfn.Pass(self.scope, f"{prefix}Started", result_path="$.status",
+                           comment="A fresh status for the job just started (the watchdog's state starts empty)",
+                           parameters={"state": "running", "job_name.$": "$.job.job_name"})
+        started.next(wait)
+        return started, choice
 
     def processing_stage(self, prefix: str, stage: str) -> tuple[sfn.IChainable, sfn.Choice]:
         start = self.invoke(f"Start{prefix}", "start_processing", sfn.TaskInput.from_object({
@@ -119,8 +130,8 @@ def fine_tune_definition(scope: Construct, functions: dict[str, lambda_.IFunctio
     start = b.invoke("StartTraining", "start_training", sfn.TaskInput.from_object({
         "run": sfn.JsonPath.object_at("$.run"), "attempt": sfn.JsonPath.number_at("$.attempt")}), "$.job")
     reduce_done.when(sfn.Condition.string_equals("$.status.state", "completed"), start)
-    wait, outcome = b.watch("Training")
-    start.next(wait)
+    watch, outcome = b.watch("Training", carry_status=True)
+    start.next(watch)
     fallback = b.invoke("PlanFallback", "plan_fallback", sfn.TaskInput.from_object({
         "run": sfn.JsonPath.object_at("$.run"), "attempt": sfn.JsonPath.number_at("$.attempt"),
         "status": sfn.JsonPath.object_at("$.status")}), "$.attempt")

@@ -20,7 +20,8 @@ def test_local_run_end_to_end(dev_outdir: Path, tmp_path: Path) -> None:
     from transformers import AutoModelForQuestionAnswering, AutoTokenizer
 
     inputs = build_inputs(tmp_path / "inputs")
-    with LocalSession(dev_outdir, tmp_path / "run") as s:
+    said: list[str] = []
+    with LocalSession(dev_outdir, tmp_path / "run", say=said.append) as s:
         s.upload_folder(inputs)
         spec = demo_spec(s.dep.data_bucket)
         spec["hyperparameters"].update(max_steps=24, logging_steps=2)
@@ -55,6 +56,15 @@ def test_local_run_end_to_end(dev_outdir: Path, tmp_path: Path) -> None:
         resumed = [int(m) for m in re.findall(r"PROGRESS global_step=(\d+)", (logs[1] / "algo-1.log").read_text())]
         assert resumed[0] > 1 and resumed[-1] == 24
         assert desc["BillableTimeInSeconds"] < desc["TrainingTimeInSeconds"]
+        # The summary reports the interruption (step reached, step resumed from, work lost) and the last
+        # checkpoint complete in S3; the session printed the durability watchdog's findings while it ran.
+        (interruption,) = result["interruptions"]
+        assert interruption["resumed_from_step"] == resumed[0] - 1
+        assert interruption["step_reached"] >= interruption["resumed_from_step"] >= 5
+        assert interruption["lost_steps"] == interruption["step_reached"] - interruption["resumed_from_step"]
+        assert interruption["lost_minutes"] is not None
+        assert result["checkpoints"]["last_durable_step"] >= 20
+        assert any("is durable in S3 (last_durable_step=" in line for line in said)
 
         # Registered, notified, summarized.
         packages = s.sagemaker_client().list_model_packages(ModelPackageGroupName="hfsm-dev-models")

@@ -97,6 +97,9 @@ def principal_calls(fsx: bool, create_sagemaker_log_groups: bool) -> dict[str, l
     if create_sagemaker_log_groups:
         sagemaker += [("logs:CreateLogGroup", "{logs}:log-group:/aws/sagemaker/" + g + ":*", SM_JOB + ": job logs")
                       for g in ("TrainingJobs", "ProcessingJobs")]
+    # The durability watchdog (check_job) and the run summary (finish) read checkpoint markers and _history.json.
+    read_checkpoints = [("s3:ListBucket", "{arts}", "code:durability.get_paginator"),
+                        ("s3:GetObject", "{arts}/checkpoints/*", "code:durability.get_object")]
     pass_role = ("iam:PassRole", "ref:SageMakerExecutionRole", "sdk:CreateTrainingJob/CreateProcessingJob pass RoleArn")
     grant = ("kms:CreateGrant", KEY, "sdk:SageMaker creates the volume grant with the caller's credentials "
                                      "(VolumeKmsKeyId)")
@@ -127,7 +130,12 @@ def principal_calls(fsx: bool, create_sagemaker_log_groups: bool) -> dict[str, l
             pass_role, grant, describe_key]),
         "{prefix}-fn-check-job": lambda_role("check_job", "CheckJob", [
             ("sagemaker:DescribeTrainingJob", tj, "code:handlers.describe_training_job"),
-            ("sagemaker:DescribeProcessingJob", pj, "code:handlers.describe_processing_job")]),
+            ("sagemaker:DescribeProcessingJob", pj, "code:handlers.describe_processing_job"),
+            ("sagemaker:StopTrainingJob", tj, "code:handlers.stop_training_job"),
+            *read_checkpoints,
+            ("kms:Decrypt", KEY, S3_KMS.format("Decrypt") + " (checkpoint markers); " + SNS_KMS),
+            ("kms:GenerateDataKey", KEY, SNS_KMS + " (durability warnings)"),
+            ("sns:Publish", "ref:Notifications", "code:handlers.publish")]),
         "{prefix}-fn-plan-fallback": lambda_role("plan_fallback", "PlanFallback", []),
         "{prefix}-fn-finish": lambda_role("finish", "Finish", [
             ("sagemaker:DescribeTrainingJob", tj, "code:handlers.describe_training_job"),
@@ -142,7 +150,8 @@ def principal_calls(fsx: bool, create_sagemaker_log_groups: bool) -> dict[str, l
             ("s3:PutObject", "{arts}/registry/*", "code:registry.copy"),
             ("kms:Decrypt", KEY, S3_KMS.format("Decrypt") + " (copy source); " + SNS_KMS),
             ("kms:GenerateDataKey", KEY, S3_KMS.format("GenerateDataKey") + "; " + SNS_KMS),
-            ("sns:Publish", "ref:Notifications", "code:handlers.publish")]),
+            ("sns:Publish", "ref:Notifications", "code:handlers.publish"),
+            *read_checkpoints]),
         "{prefix}-fn-notify-failure": lambda_role("notify_failure", "NotifyFailure", [
             ("s3:PutObject", "{arts}/outputs/*", "code:handlers.put_object"),
             ("kms:Decrypt", KEY, SNS_KMS),

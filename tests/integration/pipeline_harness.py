@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +29,8 @@ RUNNING = {"TrainingJobStatus": "InProgress", "SecondaryStatus": "Training"}
 INTERRUPTED = {"TrainingJobStatus": "InProgress", "SecondaryStatus": "Interrupted"}
 MAX_WAIT = {"TrainingJobStatus": "Stopped", "SecondaryStatus": "MaxWaitTimeExceeded",
             "FailureReason": "MaxWaitTimeExceeded: spot capacity did not become available in time"}
+STOPPING = {"TrainingJobStatus": "Stopping", "SecondaryStatus": "Stopping"}
+STOPPED = {"TrainingJobStatus": "Stopped", "SecondaryStatus": "Stopped"}
 FAILED = {"TrainingJobStatus": "Failed", "SecondaryStatus": "Failed",
           "FailureReason": "AlgorithmError: ExecuteUserScriptError: CUDA out of memory"}
 
@@ -41,6 +44,9 @@ class ScriptedSageMaker:
     refused: list[str] = field(default_factory=list)
     created: list[dict[str, Any]] = field(default_factory=list)
     describes: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    # Called before each describe with (attempt, describe index): e.g. to upload checkpoints or move a clock.
+    on_describe: Callable[[int, int], None] | None = None
+    after_stop: list[dict[str, Any]] = field(default_factory=lambda: [STOPPING, STOPPED])
     stopped: list[str] = field(default_factory=list)
 
     @contextmanager
@@ -58,13 +64,17 @@ class ScriptedSageMaker:
 
         def describe(backend: Any, name: str) -> dict[str, Any]:
             out = orig_describe(backend, name)
-            if name in script.stopped:
-                return {**out, "TrainingJobStatus": "Stopped", "SecondaryStatus": "Stopped"}
             names = [c.get("training_job_name") for c in script.created]
             attempt = names.index(name) if name in names else 0
             steps = script.attempts[min(attempt, len(script.attempts) - 1)]
             i = script.describes[name]
             script.describes[name] += 1
+            if script.on_describe is not None:
+                script.on_describe(attempt, i)
+            if name in script.stopped:  # what SageMaker reports after StopTrainingJob
+                done = script.stopped.count(name) - 1 + script.describes[f"stop:{name}"]
+                script.describes[f"stop:{name}"] += 1
+                return {**out, **script.after_stop[min(done, len(script.after_stop) - 1)]}
             result = {**out, **steps[min(i, len(steps) - 1)]}
             if result["TrainingJobStatus"] == "Completed":  # what SageMaker uploads at the end of the job
                 bucket, key = result["ModelArtifacts"]["S3ModelArtifacts"].removeprefix("s3:/" + "/").split("/", 1)
@@ -72,23 +82,30 @@ class ScriptedSageMaker:
                                                                                Body=b"model")
             return result
 
-        def stop(backend: Any, name: str) -> None:  # moto has no StopTrainingJob
-            orig_describe(backend, name)  # unknown names fail as in AWS
-            script.stopped.append(name)
+        def stop_backend(backend: Any, training_job_name: str) -> None:
+            script.stopped.append(training_job_name)
 
         def stop_response(response: Any) -> Any:
-            stop(response.sagemaker_backend, response._get_param("TrainingJobName"))
+            response.sagemaker_backend.stop_training_job(response._get_param("TrainingJobName"))
             return EmptyResult()
 
+        originals = {(SageMakerModelBackend, "stop_training_job"): getattr(SageMakerModelBackend, "stop_training_job",
+                                                                          None),
+                     (SageMakerResponse, "stop_training_job"): getattr(SageMakerResponse, "stop_training_job", None)}
         SageMakerModelBackend.create_training_job = create
         SageMakerModelBackend.describe_training_job = describe
+        SageMakerModelBackend.stop_training_job = stop_backend
         SageMakerResponse.stop_training_job = stop_response
         try:
             yield self
         finally:
             SageMakerModelBackend.create_training_job = orig_create
             SageMakerModelBackend.describe_training_job = orig_describe
-            del SageMakerResponse.stop_training_job
+            for (cls, attr), original in originals.items():
+                if original is None:
+                    delattr(cls, attr)
+                else:
+                    setattr(cls, attr, original)
 
 
 class Pipeline:

@@ -201,3 +201,61 @@ def test_invalid_uploaded_spec_is_reported_and_starts_no_job(pipeline: Pipeline)
     assert sm.created == []
     (note,) = p.published()
     assert "runs/broken.json" in note["message"] or "JSON" in note["message"]
+
+
+def test_durability_watchdog_stops_a_job_whose_checkpoints_stop_arriving(pipeline: Pipeline, tmp_path,
+                                                                          monkeypatch) -> None:
+    """Checkpoints reach S3 for the first three looks, then stop; the job keeps Training. After
+    intervals x every_minutes without a new durable checkpoint the run warns once, stops the job, the stop is
+    retryable, and the fallback attempt (same checkpoint prefix) resumes and completes. The Lambda code runs in
+    this process: the watchdog's clock moves 8 minutes per look."""
+    from datetime import UTC, datetime, timedelta
+
+    import durability
+    from checkpoint_testlib import upload_checkpoint
+
+    p = with_data(pipeline)
+    t0 = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
+    clock = {"now": t0}
+    monkeypatch.setattr(durability, "utc_now", lambda: clock["now"])
+    training = {"TrainingJobStatus": "InProgress", "SecondaryStatus": "Training",
+                "SecondaryStatusTransitions": [{"Status": "Starting", "StartTime": t0 - timedelta(minutes=5)},
+                                               {"Status": "Training", "StartTime": t0}]}
+    run_spec = spec(checkpoint={"every_steps": 100, "every_minutes": 10, "watchdog": {"intervals": 3,
+                                                                                      "action": "stop"}})
+    uploads: list[int] = []
+
+    def look(attempt: int, i: int) -> None:
+        if attempt == 0:
+            clock["now"] = t0 + timedelta(minutes=8 * i)
+            if i < 3:  # steps 100, 200, 300 at minutes 0, 8, 16; then nothing more reaches S3
+                uri = sm.created[0]["checkpoint_config"]["S3Uri"]
+                upload_checkpoint(p.s3, uri, tmp_path, 100 * (i + 1), saved_at=clock["now"].timestamp())
+                uploads.append(100 * (i + 1))
+
+    sm = ScriptedSageMaker(attempts=[[training], [RUNNING, COMPLETED]], on_describe=look)
+    with sm.installed():
+        desc = p.wait(p.start(run_spec))
+    assert desc["status"] == "SUCCEEDED", desc.get("cause")
+    assert uploads == [100, 200, 300]
+    first, second = (c["training_job_name"] for c in sm.created)
+    assert sm.stopped == [first], "the stale job is stopped once"
+    states = p.entered_states(desc["executionArn"])
+    assert states.count("StartTraining") == 2 and "PlanFallback" in states and "TrainingStarted" in states
+    # one warning, naming the last durable checkpoint; the run's success afterwards
+    warnings = [n for n in p.published() if n["attributes"].get("status", {}).get("Value") == "Warning"]
+    (warning,) = warnings
+    assert "stopped: no new checkpoint for 32 min" in warning["subject"]
+    assert "Last durable checkpoint: step 300 saved 2025-06-01T12:16:00Z" in warning["message"]
+    # the status carried through the loop reports the durable step; the stop made the attempt retryable
+    checks = [json.loads(e["stateExitedEventDetails"]["output"]) for e in p.history(desc["executionArn"])
+              if e.get("stateExitedEventDetails", {}).get("name") == "CheckTraining"]
+    durable = [c["status"]["durability"]["last_durable_step"] for c in checks if c["status"]["job_name"] == first]
+    assert durable[:4] == [100, 200, 300, 300] and durable[-1] == 300
+    stopped = [c["status"] for c in checks if c["status"]["job_name"] == first][-1]
+    assert stopped["state"] == "retryable" and "durability watchdog" in stopped["failure_reason"]
+    a, b = (p.sm.describe_training_job(TrainingJobName=n) for n in (first, second))
+    assert a["CheckpointConfig"]["S3Uri"] == b["CheckpointConfig"]["S3Uri"]
+    assert a["HyperParameters"]["save_every_minutes"] == "10"
+    result = json.loads(desc["output"])["result"]
+    assert result["checkpoints"]["last_durable_step"] == 300

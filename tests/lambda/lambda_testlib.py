@@ -224,3 +224,4 @@ def all_requests(run: dict[str, Any], settings: Any) -> list[tuple[str, dict[str
         requests += [("CreateProcessingJob", job_requests.processing_request(run, settings, s))
                      for s in ("map", "reduce")]
     return requests
+

@@ -28,7 +28,8 @@ def test_minimal_spec_gets_environment_defaults(settings):
     assert spec["spot"] == {"enabled": True, "max_wait_seconds": 172800}
     assert spec["max_runtime_seconds"] == 86400
     assert spec["distribution"] == {"strategy": "ddp"}
-    assert spec["checkpoint"] == {"every_steps": 500}
+    assert spec["checkpoint"] == {"every_steps": 500, "every_minutes": 30,
+                                  "watchdog": {"intervals": 3, "action": "warn"}}
     assert spec["fallback"] == {"max_attempts": 1, "options": []}
     assert spec["data"]["train"] == {"s3": "s3://hfsm-dev-data/datasets/x/", "distribution": "FullyReplicated",
                                      "input_mode": "File"}
@@ -217,3 +218,28 @@ def test_oversized_fsdp_config_is_reported_against_its_field(settings):
     raw = {**MINIMAL, "distribution": {"strategy": "fsdp", "fsdp": {"config": {"x": "y" * 3000}}}}
     with pytest.raises(PreflightError, match=r"distribution\.fsdp\.config: JSON-encoded value is \d+ characters"):
         prepare_run(raw, settings)
+
+
+# --- checkpoint.every_minutes and checkpoint.watchdog (issue 9) ---------------------------------------------
+def test_checkpoint_time_interval_and_watchdog(settings):
+    spec = run_spec.parse_spec({**MINIMAL, "checkpoint": {"every_minutes": 10, "watchdog": {
+        "intervals": 2.5, "action": "stop"}}, "fallback": {"max_attempts": 2}}, settings)
+    assert spec["checkpoint"] == {"every_steps": 500, "every_minutes": 10,
+                                  "watchdog": {"intervals": 2.5, "action": "stop"}}
+    assert run_spec.parse_spec({**MINIMAL, "checkpoint": {"every_minutes": 0}}, settings)["checkpoint"][
+        "watchdog"]["action"] == "off"
+    assert problems_of({**MINIMAL, "checkpoint": {"every_minutes": -1, "watchdog": {"intervals": 1, "action": "x",
+                                                                                     "after": 3}}}, settings) == [
+        "checkpoint.every_minutes: expected an integer from 0 to 10080, got -1",
+        "checkpoint.watchdog.after: unknown field; allowed: action, intervals",
+        "checkpoint.watchdog.intervals: expected a number from 1.5 to 100 (checkpoint intervals without a new "
+        "checkpoint in S3 before the watchdog acts), got 1",
+        "checkpoint.watchdog.action: 'x' is not allowed; allowed: warn, stop, off",
+    ]
+    (problem,) = problems_of({**MINIMAL, "checkpoint": {"watchdog": {"action": "stop"}}}, settings)
+    assert problem.startswith("checkpoint.watchdog.action: 'stop' ends the job") and "max_attempts is 1" in problem
+    (problem,) = problems_of({**MINIMAL, "checkpoint": {"every_minutes": 0, "watchdog": {"action": "warn"}}},
+                             settings)
+    assert problem.startswith("checkpoint.watchdog: needs checkpoint.every_minutes > 0")
+    (problem,) = problems_of({**MINIMAL, "hyperparameters": {"save_every_minutes": 5}}, settings)
+    assert "set by the pipeline from checkpoint.every_minutes" in problem

@@ -154,3 +154,53 @@ def test_module_entry_point():
     result = subprocess.run([sys.executable, "-m", "runctl", "--help"], cwd=REPO, capture_output=True, text=True,
                             timeout=60)
     assert result.returncode == 0 and "submit" in result.stdout and "status" in result.stdout
+
+
+class _HistorySfn:
+    """A Step Functions client whose execution history ends with a check_job status (durability included)."""
+
+    def __init__(self, state: dict, status: str = "RUNNING", output: dict | None = None) -> None:
+        self.state, self.status, self.output = state, status, output
+
+    def describe_execution(self, executionArn):  # noqa: N803 - boto3's parameter name
+        out = {"executionArn": executionArn, "status": self.status, "name": "tickets-20250601120000-abcd",
+               "startDate": "2025-06-01 12:00:00"}
+        if self.output is not None:
+            out["output"] = json.dumps(self.output)
+        return out
+
+    def get_paginator(self, name):
+        state = self.state
+
+        class _Pages:
+            def paginate(self, **kwargs):
+                return [{"events": [{"stateExitedEventDetails": {"name": "CheckTraining",
+                                                                 "output": json.dumps(state)}}]}]
+        return _Pages()
+
+
+def test_status_shows_the_last_durable_checkpoint_and_interruptions(capsys):
+    durability = {"last_durable_step": 300, "last_durable_at": "2025-06-01T12:16:00Z", "age_minutes": 32.0,
+                  "threshold_minutes": 30.0, "stale": True, "action": "warn", "warned_at": "2025-06-01T12:48:00Z",
+                  "checked_at": "2025-06-01T12:48:00Z", "checkpoint_uri": "s3://b/checkpoints/r/"}
+    state = {"run": {"run_id": "tickets-20250601120000-abcd"}, "attempt": 0, "job": {"job_name": "j0"},
+             "status": {"state": "running", "status": "InProgress", "durability": durability}}
+    sm = type("SM", (), {"describe_training_job": lambda self, **kw: {"TrainingJobStatus": "InProgress",
+                                                                        "SecondaryStatus": "Training"}})()
+    clients = core.Clients(sfn=_HistorySfn(state), sagemaker=sm, cloudformation=None)
+    arn = "arn:aws:states:us-east-1:123456789012:stateMachine:hfsm-dev-fine-tune"
+    code, out, _ = run_cli(capsys, "status", "tickets-20250601120000-abcd", "--state-machine-arn", arn,
+                           clients=clients)
+    assert code == 0
+    assert "Checkpoint: step 300 saved 2025-06-01T12:16:00Z, 32 min of training since" in out
+    assert "Warning:    no new checkpoint within 30 min (warned)" in out
+    summary = {"result": {"model_uri": "s3://m", "interruptions": [
+        {"step_reached": 104, "resumed_from_step": 80, "lost_steps": 24, "lost_minutes": 6.0}]}}
+    clients = core.Clients(sfn=_HistorySfn(state, "SUCCEEDED", summary), sagemaker=sm, cloudformation=None)
+    code, out, _ = run_cli(capsys, "status", "tickets-20250601120000-abcd", "--json", "--state-machine-arn", arn,
+                           clients=clients)
+    info = json.loads(out)
+    assert info["durability"]["last_durable_step"] == 300 and info["result"]["interruptions"][0]["lost_steps"] == 24
+    code, out, _ = run_cli(capsys, "status", "tickets-20250601120000-abcd", "--state-machine-arn", arn,
+                           clients=clients)
+    assert "Interrupted: step 104 reached, resumed from 80, 24 step(s) / 6.0 min lost" in out

@@ -16,7 +16,8 @@ from safetensors.torch import load_file
 from local_mode import synthetic as synth
 
 HPS = {"task": "text-classification", "max_steps": 14, "save_steps": 4, "logging_steps": 1,
-       "per_device_train_batch_size": 4, "learning_rate": 1e-3, "seed": 11, "warmup_steps": 2}
+       "per_device_train_batch_size": 4, "learning_rate": 1e-3, "seed": 11, "warmup_steps": 2,
+       "progress_every_seconds": 0}
 
 
 def _wait_for(proc, needle: str, timeout: float = 180) -> list[str]:
@@ -72,10 +73,15 @@ def test_killed_run_resumes_to_the_same_weights(tiny_models, tmp_path):
     proc = start_train(killed, hps)
     out = _finish(proc)
     assert proc.returncode == 0, out[-3000:]
-    assert "skipping partial checkpoint" in out and "checkpoint-12" in out
+    assert "checkpoint-12 rejected (incomplete): no completion marker" in out
     assert f"resuming from {ckpt / 'checkpoint-4'}" in out  # killed at step 7: 4 is the newest complete one
     state = json.loads((ckpt / "checkpoint-14" / "trainer_state.json").read_text())
     assert state["global_step"] == 14
+    # the partial directory was moved aside (kept) when step 12 was saved again
+    assert (ckpt / "checkpoint-12.unverified-1" / "model.safetensors").read_bytes() == b"truncated"
+    history = json.loads((ckpt / "_history.json").read_text())
+    (interruption,) = history["interruptions"]
+    assert interruption["resumed_from_step"] == 4 and interruption["step_reached"] >= 4
 
     # a restart after the last checkpoint trains no further step and writes the same model again
     (killed / "model" / "model.safetensors").unlink()
@@ -141,4 +147,4 @@ def test_sigterm_through_torchrun_all_ranks_save_one_checkpoint(tiny_models, tmp
     assert {"_complete.algo-1.json", "rng_state_0.pth", "rng_state_1.pth", "optimizer.pt"} <= names
     from hftrain import checkpoints
 
-    assert checkpoints.inspect(str(saved[0]))[0]
+    assert checkpoints.verify(str(saved[0])).ok  # both ranks' files hashed in the one marker

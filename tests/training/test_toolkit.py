@@ -130,3 +130,68 @@ def test_a_host_without_files_keeps_in_step(code_and_model, tmp_path):
     assert zero_weight == 6  # 24 rows / batch 4 = 6 steps; algo-2 runs all 6 with zero weight
     assert "rows per rank [24, 0], 6 batches per epoch" in results[0].log
     assert (hosts[0].model_dir / "model.safetensors").exists()
+
+
+def _merge_as_s3(hosts, target: Path) -> Path:
+    """What the shared S3 prefix holds after every node synced its own checkpoint dir (no name in common)."""
+    import shutil
+
+    seen: set[str] = set()
+    for host in hosts:
+        for path in sorted(host.checkpoint_dir.rglob("*")):
+            if path.is_file():
+                rel = path.relative_to(host.checkpoint_dir).as_posix()
+                assert rel not in seen, f"{rel} written by two nodes"
+                seen.add(rel)
+                (target / rel).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(path, target / rel)
+    return target
+
+
+@pytest.mark.slow
+def test_multi_node_markers_and_a_restart_on_other_host_names(code_and_model, tmp_path):
+    """Two nodes each write their own marker; a step counts only with every node's marker. The restart runs
+    on two hosts with other names (spot replacement), each restored from the shared prefix: they verify the
+    checkpoint written by algo-1 + algo-2, reject the one whose algo-2 marker never arrived, and agree."""
+    import shutil
+
+    sourcedir, archive = code_and_model
+    train = synth.write_jsonl(tmp_path / "data" / "train.jsonl", synth.cls_examples(32, 11))
+    hps = {"task": "text-classification", "max_steps": 4, "save_steps": 2, "per_device_train_batch_size": 4,
+           "learning_rate": 1e-3, "logging_steps": 2, "progress_every_seconds": 0}
+
+    def layout(root, names, extra):
+        return smhost.layout_hosts(root, hosts=names, hyperparameters={**hps, **extra},
+                                   channels={"train": {n: [train] for n in names},
+                                             "model": {n: [archive] for n in names}},
+                                   distribution={}, sourcedir=sourcedir, processes_per_host=1)
+
+    first = layout(tmp_path / "first", ["algo-1", "algo-2"], {})
+    for result in smhost.run_hosts(first, timeout=300):
+        assert result.returncode == 0, f"{result.host.name} failed:\n{result.log[-4000:]}"
+    for step in (2, 4):  # per-node markers, each listing only what its node wrote
+        a = json.loads((first[0].checkpoint_dir / f"checkpoint-{step}" / "_complete.algo-1.json").read_text())
+        b = json.loads((first[1].checkpoint_dir / f"checkpoint-{step}" / "_complete.algo-2.json").read_text())
+        assert "model.safetensors" in a["files"] and list(b["files"]) == ["rng_state_1.pth"]
+        assert a["hosts"] == b["hosts"] == ["algo-1", "algo-2"] and a["world_size"] == 2
+    shared = _merge_as_s3(first, tmp_path / "s3")
+    (shared / "checkpoint-4" / "_complete.algo-2.json").unlink()  # algo-2's last marker never reached S3
+
+    second = layout(tmp_path / "second", ["algo-5", "algo-6"], {"max_steps": 6})
+    for host in second:
+        shutil.rmtree(host.checkpoint_dir)
+        shutil.copytree(shared, host.checkpoint_dir)  # SageMaker restores the prefix to every instance
+    results = smhost.run_hosts(second, timeout=300)
+    for result in results:
+        assert result.returncode == 0, f"{result.host.name} failed:\n{result.log[-4000:]}"
+    log = results[0].log
+    assert "checkpoint-4 rejected (incomplete): no completion marker from host(s) algo-2" in log
+    assert "resuming from" in log and "checkpoint-2 (verified on 2 node(s)" in log
+    final = [json.loads((h.checkpoint_dir / "checkpoint-6" / f"_complete.{h.name}.json").read_text()) for h in second]
+    assert [m["hosts"] for m in final] == [["algo-5", "algo-6"]] * 2
+    assert final[0]["lineage"] == json.loads(
+        (shared / "checkpoint-2" / "_complete.algo-1.json").read_text())["lineage"]
+    # both nodes moved the unverified checkpoint-4 aside (same name) before saving step 4 again
+    for host in second:
+        assert (host.checkpoint_dir / "checkpoint-4.unverified-1" / "_complete.algo-1.json").exists()
+    assert (second[0].model_dir / "model.safetensors").exists()

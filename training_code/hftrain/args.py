@@ -300,6 +300,20 @@ class SageMakerTrainingArguments(Seq2SeqTrainingArguments):
         default=True,
         metadata={"help": "On SIGTERM (spot interruption, stop), save a checkpoint at the next step and exit 0."},
     )
+    save_every_minutes: float = field(
+        default=0.0,
+        metadata={
+            "help": "Also save a checkpoint when this many minutes have passed since the last one (whichever of "
+            "save_steps and this comes first); 0 = by steps only. The pipeline sets it from checkpoint.every_minutes."
+        },
+    )
+    progress_every_seconds: float = field(
+        default=30.0,
+        metadata={
+            "help": "How often global rank 0 records the step reached in checkpoint_dir/_progress.json, from which "
+            "the next start reports the work an interruption lost; 0 = at every step."
+        },
+    )
 
     def __post_init__(self) -> None:
         if self.output_dir not in (None, "", self.checkpoint_dir):
@@ -339,6 +353,10 @@ class SageMakerTrainingArguments(Seq2SeqTrainingArguments):
                 ) from err
         if self.save_steps is not None and self.save_steps <= 0:
             raise ArgumentError(f"save_steps must be > 0, got {self.save_steps}")
+        for name in ("save_every_minutes", "progress_every_seconds"):
+            value = getattr(self, name)
+            if value is None or not value >= 0:
+                raise ArgumentError(f"{name} must be >= 0, got {value}")
         super().__post_init__()
 
 

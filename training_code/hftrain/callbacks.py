@@ -11,7 +11,7 @@ import time
 
 from transformers import TrainerCallback
 
-from . import checkpoints, distributed
+from . import checkpoints, distributed, run_history
 
 logger = logging.getLogger(__name__)
 
@@ -54,16 +54,21 @@ class LogLinesCallback(TrainerCallback):
 
 
 class SigtermCallback(TrainerCallback):
-    """SIGTERM (spot interruption, StopTrainingJob) -> checkpoint at the next optimizer step, then stop.
+    """SIGTERM (spot interruption, StopTrainingJob) -> checkpoint at the next optimizer step, then stop; and
+    a checkpoint at least every `save_every_seconds` (whichever of steps and time comes first).
 
-    The signal only sets a flag; at each step end the ranks agree (an all-reduce of one integer over a
-    gloo group) so that all of them stop at the same step and save the same checkpoint together.
+    The signal only sets a flag; at each step end the ranks agree (one all-reduce of two integers over a gloo
+    group) so that all of them stop or save at the same step and save the same checkpoint together.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, save_every_seconds: float | None = None, clock=time.monotonic) -> None:
         self.requested = False
         self.requested_at: float | None = None
         self.stopped = False
+        self.save_every_seconds = save_every_seconds or None
+        self.clock = clock
+        self.timed_saves = 0
+        self._last_save = clock()
         self._previous = None
 
     def install(self) -> None:
@@ -82,8 +87,20 @@ class SigtermCallback(TrainerCallback):
             sys.stderr.write("SIGTERM received: saving a checkpoint at the next step boundary, then exiting\n")
             sys.stderr.flush()
 
+    def on_train_begin(self, args, state, control, **kwargs):
+        self._last_save = self.clock()
+        return control
+
     def on_step_end(self, args, state, control, **kwargs):
-        if distributed.any_rank(self.requested):
+        due = bool(self.save_every_seconds) and self.clock() - self._last_save >= self.save_every_seconds
+        stop, due = distributed.any_rank_each([self.requested, due])
+        if due and not control.should_save:
+            self.timed_saves += 1
+            control.should_save = True
+            if state.is_world_process_zero:
+                logger.info("saving a checkpoint at step %d: %.1f minutes since the last one (save_every_minutes)",
+                            state.global_step, self.save_every_seconds / 60)
+        if stop:
             self.requested = True
             self.stopped = True
             control.should_save = True
@@ -91,9 +108,14 @@ class SigtermCallback(TrainerCallback):
             control.should_training_stop = True
         return control
 
+    def on_save(self, args, state, control, **kwargs):
+        self._last_save = self.clock()
+        return control
+
 
 class CheckpointCallback(TrainerCallback):
-    """Completion markers, stale-directory cleanup and safe rotation around the Trainer's own saving."""
+    """Completion markers with content hashes, moving stale directories aside, and safe rotation around the
+    Trainer's own saving; global rank 0 also keeps `_progress.json` current (run_history.py)."""
 
     def __init__(
         self,
@@ -103,7 +125,10 @@ class CheckpointCallback(TrainerCallback):
         hosts: list[str],
         keep: int | None,
         resumed_step: int | None,
-        known_complete: list[int],
+        ours: list[int],
+        identity: dict,
+        lineage: str,
+        history: run_history.RunHistory | None = None,
         storage: checkpoints.LocalStorage | None = None,
     ) -> None:
         self.root = root
@@ -111,21 +136,34 @@ class CheckpointCallback(TrainerCallback):
         self.hosts = hosts
         self.keep = keep
         self.protected = {resumed_step} if resumed_step is not None else set()
-        self.known_complete = sorted(set(known_complete))
+        self.ours = sorted(set(ours))
+        self.identity = identity
+        self.lineage = lineage
+        self.history = history
         self.storage = storage or checkpoints.LocalStorage()
         self.saved: list[int] = []
+        self.deleted: list[str] = []
+        self.moved: list[tuple[str, str]] = []
 
     def _node_leader(self) -> bool:
         return distributed.local_rank() == 0
 
     def on_step_end(self, args, state, control, **kwargs):
-        # Runs after the flow callback and SIGTERM callback decided whether to save at this step.
+        # Runs after the flow callback and SigtermCallback decided whether to save at this step.
         if control.should_save:
-            target = os.path.join(self.root, f"{checkpoints.PREFIX}{state.global_step}")
+            name = checkpoints.checkpoint_name(state.global_step)
+            target = os.path.join(self.root, name)
             if self._node_leader() and self.storage.exists(target):
-                logger.warning("removing stale checkpoint directory %s before saving the same step", target)
-                self.storage.remove_tree(target)
+                # An earlier attempt's partial or rejected save of this step, or someone's files: the Trainer
+                # would write into it and mix the two. Move it aside; never delete what may be someone's work.
+                aside = checkpoints.quarantine_name(state.global_step, self.storage.list_dirs(self.root))
+                self.storage.rename(target, os.path.join(self.root, aside))
+                self.moved.append((name, aside))
+                logger.warning("moved %s aside to %s before saving step %d again (it was not a verified "
+                               "checkpoint of this run; nothing is deleted)", target, aside, state.global_step)
             distributed.barrier()
+        elif self.history is not None and state.is_world_process_zero:
+            self.history.beat(state.global_step)
         return control
 
     def on_epoch_end(self, args, state, control, **kwargs):  # save_strategy "epoch" decides here
@@ -133,25 +171,34 @@ class CheckpointCallback(TrainerCallback):
 
     def on_save(self, args, state, control, **kwargs):
         step = state.global_step
-        path = os.path.join(self.root, f"{checkpoints.PREFIX}{step}")
+        path = os.path.join(self.root, checkpoints.checkpoint_name(step))
         distributed.barrier()  # every rank has finished writing its files
+        marker = None
         if self._node_leader():
-            checkpoints.write_node_marker(
+            marker = checkpoints.write_node_marker(
                 path, host=self.host, hosts=self.hosts, step=step, world_size=distributed.world_size(),
-                storage=self.storage,
+                identity=self.identity, lineage=self.lineage, storage=self.storage,
             )
         distributed.barrier()  # every node's marker is written: the checkpoint is complete
-        self.known_complete = sorted(set(self.known_complete) | {step})
+        self.ours = sorted(set(self.ours) | {step})
         self.saved.append(step)
         if state.is_world_process_zero:
-            logger.info("checkpoint %s complete", path)
-        if self._node_leader():
-            on_disk = [s for s in (checkpoints.step_of(n) for n in self.storage.list_dirs(self.root)) if s is not None]
-            for victim in checkpoints.rotation_victims(on_disk, self.known_complete, keep=self.keep,
-                                                       protected=self.protected):
-                victim_path = os.path.join(self.root, f"{checkpoints.PREFIX}{victim}")
-                logger.info("rotating out %s", victim_path)
+            size = sum(f["size"] for f in marker["files"].values()) if marker else 0
+            logger.info("checkpoint %s complete: %d file(s), %.1f MB hashed (%s) in %.3f s", path,
+                        len(marker["files"]) if marker else 0, size / 1e6,
+                        marker["hash_algorithm"] if marker else "-", marker["hash_seconds"] if marker else 0.0)
+            if self.history is not None:
+                self.history.beat(step, force=True)
+        victims = checkpoints.rotation_victims(self.ours, keep=self.keep, protected=self.protected)
+        for victim in victims:
+            victim_path = os.path.join(self.root, checkpoints.checkpoint_name(victim))
+            if self._node_leader():
+                logger.info("deleting %s (rotation: save_total_limit=%s keeps the newest verified checkpoints "
+                            "%s of this run)", victim_path, self.keep,
+                            ", ".join(str(s) for s in self.ours[-(self.keep or 0):]))
                 self.storage.remove_tree(victim_path)
+            self.deleted.append(checkpoints.checkpoint_name(victim))
+        self.ours = [s for s in self.ours if s not in victims]
         return control
 
 

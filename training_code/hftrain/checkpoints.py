@@ -1,49 +1,138 @@
-"""Spot-safe checkpoints in the SageMaker checkpoint dir (CheckpointConfig.LocalPath).
+"""Checkpoints you can trust: completion markers with content hashes, verification, safe rotation.
 
 Layout: `<checkpoint_dir>/checkpoint-<step>/` as the Trainer writes it (model, optimizer, scheduler and
-trainer state by global rank 0 only; `rng_state_<rank>.pth` by each rank), plus one completion marker per
-node, `_complete.<host>.json`, written by the node's local rank 0 *after* every rank has finished writing.
-Each marker lists the files the node wrote and their sizes. Every node syncs its own local directory to
-the same S3 prefix, so no two nodes may write a file of the same name: the Trainer's files are
-rank-unique and the markers carry the host name.
+trainer state by global rank 0; `rng_state_<rank>.pth` by each rank; FSDP: sharded directories such as
+`pytorch_model_fsdp_0/` and `optimizer_0/` with one file per rank), plus one completion marker per node,
+`_complete.<host>.json`, written by the node's local rank 0 *after* every rank has finished writing.
 
-A checkpoint is complete when a marker exists for every host its markers name and every file a marker
-lists exists with the listed size (so a marker that reached S3 before the data it describes does not
-count). On start every rank lists the complete checkpoints it sees and the ranks resume from the newest
-step that all of them see as complete. Partial checkpoints are logged and skipped. Rotation
-(`save_total_limit`) deletes only checkpoints older than the newest complete one and never the one this
-run resumed from. Deleting a local directory deletes it in S3 too (the sync mirrors it), so each node
-deletes only from its own local directory and all nodes decide the same deletions from the same inputs.
+A marker (format 2) records, for every file the node wrote (recursively, so sharded directories are covered
+file by file), its size and a fast content hash (xxh3-128; blake2b where xxhash is missing), plus the model
+config fingerprint, the task, the world size, the host set, the global step, when it was saved and the run's
+lineage (an id shared by every checkpoint of one run, across restarts). Every node syncs its own directory to
+the one S3 prefix, so no two nodes may write a file of the same name: the Trainer's files are rank-unique and
+the markers carry the host name.
+
+A checkpoint *verifies* when a marker exists for every host its markers name, no two markers claim one file,
+every listed file exists with the listed size and hash, the markers agree on the step, the world size and the
+identity, the identity is the run's (else it is *foreign*, refused by the caller), and it holds what a resume
+needs (weights, optimizer, scheduler, trainer state). Anything else under the checkpoint dir (user files,
+other names, checkpoints without a marker) is never deleted: rotation deletes only checkpoints of this run's
+lineage that are older than a newer verified one (see `rotation_victims`), and a checkpoint that failed
+verification is moved out of the way (`quarantine_name`) only when the run is about to save the same step.
 
 The storage is abstracted (`LocalStorage`) so the logic is tested with a fake.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
 import re
 import shutil
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 logger = logging.getLogger(__name__)
 
 PREFIX = "checkpoint-"
 MARKER_PREFIX = "_complete."
 MARKER_SUFFIX = ".json"
+MARKER_FORMAT = 2
+QUARANTINE_TAG = ".unverified-"
 _STEP_RE = re.compile(r"^checkpoint-(\d+)$")
+_CHUNK = 8 << 20
+
+# What a resume needs, by role: any one name of each group (directories hold FSDP's sharded state).
+WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
+                "pytorch_model.bin.index.json", "pytorch_model_fsdp.bin", "adapter_model.safetensors",
+                "adapter_model.bin")
+WEIGHT_DIRS = ("pytorch_model_fsdp_0",)
+OPTIMIZER_FILES = ("optimizer.pt", "optimizer.bin")
+OPTIMIZER_DIRS = ("optimizer_0",)
+SCHEDULER_FILE = "scheduler.pt"
+TRAINER_STATE_FILE = "trainer_state.json"
+
+# Config fields that say nothing about the weights' meaning (paths, library versions, runtime switches).
+_VOLATILE_CONFIG_KEYS = {
+    "_name_or_path", "transformers_version", "_commit_hash", "_attn_implementation", "_attn_implementation_autoset",
+    "_attn_implementation_internal", "attn_implementation", "torch_dtype", "dtype", "use_cache",
+    "output_attentions", "output_hidden_states", "return_dict", "_experts_implementation",
+}
+_SUMMARY_KEYS = ("model_type", "architectures", "hidden_size", "d_model", "num_hidden_layers", "num_layers",
+                 "vocab_size", "num_labels")
 
 
-def marker_name(host: str) -> str:
-    return f"{MARKER_PREFIX}{host}{MARKER_SUFFIX}"
+# ---------------------------------------------------------------- hashing
 
 
-def is_marker(name: str) -> bool:
-    base = name.rsplit("/", 1)[-1]
-    return base.startswith(MARKER_PREFIX) and (base.endswith(MARKER_SUFFIX) or base.endswith(".tmp"))
+def hash_algorithm() -> str:
+    try:
+        import xxhash  # noqa: F401 - a dependency of `datasets`, so present wherever the training code runs
+
+        return "xxh3_128"
+    except ImportError:  # pragma: no cover - only without datasets
+        return "blake2b"
+
+
+def _new_hasher(algorithm: str):
+    if algorithm == "xxh3_128":
+        import xxhash
+
+        return xxhash.xxh3_128()
+    if algorithm in hashlib.algorithms_available:
+        return hashlib.new(algorithm)
+    raise ValueError(f"unknown hash algorithm {algorithm!r}")
+
+
+def hash_file(path: str, algorithm: str) -> str:
+    hasher = _new_hasher(algorithm)
+    with open(path, "rb", buffering=0) as handle:
+        buffer = bytearray(_CHUNK)
+        view = memoryview(buffer)
+        while True:
+            n = handle.readinto(buffer)
+            if not n:
+                break
+            hasher.update(view[:n])
+    return hasher.hexdigest()
+
+
+# ---------------------------------------------------------------- identity
+
+
+def model_identity(config: Any, task: str) -> dict[str, Any]:
+    """{task, model_fingerprint, model}: what a checkpoint must match to be resumed by this run.
+
+    The fingerprint is a sha256 of the model config (as a dict, volatile fields removed: the model's path and
+    library version change between attempts without changing what the weights mean); `model` is a short
+    human-readable summary for messages.
+    """
+    raw = config.to_dict() if hasattr(config, "to_dict") else dict(config)
+    kept = {k: v for k, v in raw.items() if k not in _VOLATILE_CONFIG_KEYS}
+    text = json.dumps(kept, sort_keys=True, default=str, separators=(",", ":"))
+    summary = {k: raw[k] for k in _SUMMARY_KEYS if raw.get(k) is not None}
+    return {"task": task, "model_fingerprint": hashlib.sha256(text.encode()).hexdigest()[:32], "model": summary}
+
+
+def describe_identity(identity: dict[str, Any]) -> str:
+    model = identity.get("model") or {}
+    parts = [f"{k}={v}" for k, v in model.items() if k != "architectures"]
+    arch = ",".join(model.get("architectures") or []) or "?"
+    return (f"task {identity.get('task')}, {arch} ({' '.join(parts)}), config fingerprint "
+            f"{str(identity.get('model_fingerprint'))[:12]}")
+
+
+def same_identity(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    return a.get("task") == b.get("task") and a.get("model_fingerprint") == b.get("model_fingerprint")
+
+
+# ---------------------------------------------------------------- storage
 
 
 class LocalStorage:
@@ -69,7 +158,7 @@ class LocalStorage:
     def read_text(self, path: str) -> str | None:
         try:
             return Path(path).read_text()
-        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError, UnicodeDecodeError):
             return None
 
     def write_text_atomic(self, path: str, text: str) -> None:
@@ -80,8 +169,14 @@ class LocalStorage:
             os.fsync(handle.fileno())
         os.replace(tmp, path)
 
+    def hash_file(self, path: str, algorithm: str) -> str:
+        return hash_file(path, algorithm)
+
     def remove_tree(self, path: str) -> None:
         shutil.rmtree(path, ignore_errors=True)
+
+    def rename(self, source: str, target: str) -> None:
+        os.rename(source, target)
 
     def exists(self, path: str) -> bool:
         return os.path.exists(path)
@@ -92,13 +187,24 @@ def step_of(name: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
-@dataclass
-class CheckpointInfo:
-    step: int
-    path: str
-    complete: bool
-    reason: str = ""
-    hosts: list[str] = field(default_factory=list)
+def checkpoint_name(step: int) -> str:
+    return f"{PREFIX}{step}"
+
+
+def marker_name(host: str) -> str:
+    return f"{MARKER_PREFIX}{host}{MARKER_SUFFIX}"
+
+
+def is_marker(name: str) -> bool:
+    base = name.rsplit("/", 1)[-1]
+    return base.startswith(MARKER_PREFIX) and (base.endswith(MARKER_SUFFIX) or base.endswith(".tmp"))
+
+
+def utc_iso(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# ---------------------------------------------------------------- markers
 
 
 def write_node_marker(
@@ -108,97 +214,253 @@ def write_node_marker(
     hosts: Sequence[str],
     step: int,
     world_size: int,
+    identity: dict[str, Any],
+    lineage: str,
     storage: LocalStorage | None = None,
+    now: float | None = None,
 ) -> dict:
-    """Write this node's completion marker, listing the files present on this node (call after a barrier)."""
+    """Hash every file this node wrote into the checkpoint and write the node's marker last (atomically).
+
+    Call after a barrier (every rank has finished writing) on each node's local rank 0.
+    """
     storage = storage or LocalStorage()
-    files = {name: size for name, size in storage.list_files(checkpoint_path).items() if not is_marker(name)}
+    algorithm = hash_algorithm()
+    started = time.perf_counter()
+    files = {}
+    for name, size in sorted(storage.list_files(checkpoint_path).items()):
+        if is_marker(name):
+            continue
+        files[name] = {"size": size, "hash": storage.hash_file(os.path.join(checkpoint_path, name), algorithm)}
+    saved_at = time.time() if now is None else now
     marker = {
+        "format": MARKER_FORMAT,
         "step": step,
         "host": host,
         "hosts": sorted(hosts),
         "world_size": world_size,
-        "files": dict(sorted(files.items())),
+        "task": identity.get("task"),
+        "model_fingerprint": identity.get("model_fingerprint"),
+        "model": identity.get("model", {}),
+        "lineage": lineage,
+        "saved_at": utc_iso(saved_at),
+        "saved_at_unix": round(saved_at, 3),
+        "hash_algorithm": algorithm,
+        "hash_seconds": round(time.perf_counter() - started, 4),
+        "files": files,
     }
     storage.write_text_atomic(os.path.join(checkpoint_path, marker_name(host)), json.dumps(marker, indent=1))
     return marker
 
 
-def inspect(checkpoint_path: str, storage: LocalStorage | None = None) -> tuple[bool, str, list[str]]:
-    """(complete, reason when not, hosts) for one checkpoint directory."""
-    storage = storage or LocalStorage()
+@dataclass
+class Verdict:
+    """What one checkpoint directory is. kind: ok | incomplete | corrupt | foreign | unusable."""
+
+    name: str
+    step: int | None
+    kind: str
+    reason: str = ""
+    markers: list[dict] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.kind == "ok"
+
+    @property
+    def hosts(self) -> list[str]:
+        return sorted({h for m in self.markers for h in m.get("hosts", [])})
+
+    @property
+    def lineage(self) -> str | None:
+        return self.markers[0].get("lineage") if self.markers else None
+
+    @property
+    def identity(self) -> dict[str, Any]:
+        m = self.markers[0] if self.markers else {}
+        return {"task": m.get("task"), "model_fingerprint": m.get("model_fingerprint"), "model": m.get("model")}
+
+    @property
+    def saved_at_unix(self) -> float | None:
+        values = [m.get("saved_at_unix") for m in self.markers if m.get("saved_at_unix") is not None]
+        return max(values) if values else None
+
+    @property
+    def world_size(self) -> int | None:
+        return self.markers[0].get("world_size") if self.markers else None
+
+    def summary(self) -> dict[str, Any]:
+        return {"checkpoint": self.name, "kind": self.kind, "reason": self.reason}
+
+
+def read_markers(checkpoint_path: str, storage: LocalStorage) -> tuple[list[dict], str]:
+    """(markers, problem): every `_complete.<host>.json` at the top of the directory, parsed."""
     present = storage.list_files(checkpoint_path)
-    markers = sorted(name for name in present if "/" not in name and name.startswith(MARKER_PREFIX)
-                     and name.endswith(MARKER_SUFFIX))
-    if not markers:
-        return False, "no completion marker (the save was interrupted)", []
-    parsed = []
-    for name in markers:
-        text = storage.read_text(os.path.join(checkpoint_path, name))
+    names = sorted(n for n in present if "/" not in n and n.startswith(MARKER_PREFIX) and n.endswith(MARKER_SUFFIX))
+    markers = []
+    for name in names:
         try:
-            parsed.append(json.loads(text or ""))
+            marker = json.loads(storage.read_text(os.path.join(checkpoint_path, name)) or "")
         except ValueError:
-            return False, f"unreadable marker {name}", []
-    hosts = sorted({h for m in parsed for h in m.get("hosts", [])})
-    have = {m.get("host") for m in parsed}
+            return [], f"marker {name} is not valid JSON"
+        if not isinstance(marker, dict):
+            return [], f"marker {name} is not a JSON object"
+        markers.append(marker)
+    return markers, ""
+
+
+def inspect_structure(checkpoint_path: str, storage: LocalStorage | None = None) -> Verdict:
+    """The cheap checks (no hashing): markers from every host, consistent, listing files that exist with
+    their sizes. kind is ok, incomplete or corrupt."""
+    storage = storage or LocalStorage()
+    name = os.path.basename(checkpoint_path.rstrip("/"))
+    step = step_of(name)
+    markers, problem = read_markers(checkpoint_path, storage)
+    if problem:
+        return Verdict(name, step, "corrupt", problem)
+    if not markers:
+        return Verdict(name, step, "incomplete", "no completion marker (the save was interrupted, or these files "
+                                                 "were not written by the training code)")
+    for marker in markers:
+        if marker.get("format") != MARKER_FORMAT:
+            return Verdict(name, step, "corrupt",
+                           f"marker {marker_name(str(marker.get('host')))} has format {marker.get('format', 1)}, "
+                           f"not {MARKER_FORMAT} (no content hashes: written by an older version)", markers)
+        if not isinstance(marker.get("files"), dict):
+            return Verdict(name, step, "corrupt", f"marker of {marker.get('host')} lists no files", markers)
+    hosts = sorted({h for m in markers for h in m.get("hosts", [])})
+    have = {m.get("host") for m in markers}
     missing = [h for h in hosts if h not in have]
     if missing:
-        return False, f"no completion marker from host(s) {', '.join(missing)}", hosts
-    for marker in parsed:
-        for name, size in marker.get("files", {}).items():
-            if name not in present:
-                return False, f"file {name} listed by {marker.get('host')} is missing", hosts
-            if present[name] != size:
-                return False, f"file {name} has {present[name]} bytes, marker says {size}", hosts
-    return True, "", hosts
+        return Verdict(name, step, "incomplete", f"no completion marker from host(s) {', '.join(missing)} "
+                                                 f"(of {', '.join(hosts)})", markers)
+    first = markers[0]
+    for marker in markers[1:]:
+        for key in ("step", "world_size", "task", "model_fingerprint", "lineage", "hosts"):
+            if marker.get(key) != first.get(key):
+                return Verdict(name, step, "corrupt", f"markers of {first.get('host')} and {marker.get('host')} "
+                                                      f"disagree on {key}", markers)
+    if step is not None and first.get("step") != step:
+        return Verdict(name, step, "corrupt", f"markers say step {first.get('step')}, the directory {name}", markers)
+    present = storage.list_files(checkpoint_path)
+    owner: dict[str, str] = {}
+    for marker in markers:
+        for file, meta in marker["files"].items():
+            if file in owner:
+                return Verdict(name, step, "corrupt", f"file {file} is claimed by {owner[file]} and "
+                                                      f"{marker.get('host')} (one would overwrite the other in S3)",
+                               markers)
+            owner[file] = str(marker.get("host"))
+            if file not in present:
+                return Verdict(name, step, "incomplete", f"file {file} listed by {marker.get('host')} is missing",
+                               markers)
+            if present[file] != meta.get("size"):
+                return Verdict(name, step, "corrupt", f"file {file} has {present[file]} bytes, the marker says "
+                                                      f"{meta.get('size')}", markers)
+    return Verdict(name, step, "ok", "", markers)
 
 
-def discover(root: str, storage: LocalStorage | None = None) -> list[CheckpointInfo]:
-    """All checkpoint-<step> directories under root, oldest first, each marked complete or not."""
+def missing_for_resume(files: Iterable[str]) -> list[str]:
+    """What a resume needs and these (relative) file names lack."""
+    names = set(files)
+    tops = {n.split("/", 1)[0] for n in names if "/" in n}
+    problems = []
+    if not (names & set(WEIGHT_FILES) or tops & set(WEIGHT_DIRS)):
+        problems.append("model weights (model.safetensors or a sharded model directory)")
+    if not (names & set(OPTIMIZER_FILES) or tops & set(OPTIMIZER_DIRS)):
+        problems.append("optimizer state (optimizer.pt): resuming would restart the optimizer")
+    if SCHEDULER_FILE not in names:
+        problems.append("scheduler.pt: resuming would restart the learning-rate schedule")
+    if TRAINER_STATE_FILE not in names:
+        problems.append("trainer_state.json (the global step and epoch position)")
+    return problems
+
+
+def verify(checkpoint_path: str, *, identity: dict[str, Any] | None = None, storage: LocalStorage | None = None,
+           hash_files: bool = True) -> Verdict:
+    """Full verification: structure, identity (foreign when it differs), resumability, then content hashes."""
     storage = storage or LocalStorage()
-    infos = []
+    verdict = inspect_structure(checkpoint_path, storage)
+    if not verdict.ok:
+        return verdict
+    first = verdict.markers[0]
+    if identity is not None and not same_identity(first, identity):
+        return Verdict(verdict.name, verdict.step, "foreign",
+                       f"saved for {describe_identity(verdict.identity)}; this run trains "
+                       f"{describe_identity(identity)}", verdict.markers)
+    listed = {f for m in verdict.markers for f in m["files"]}
+    lacking = missing_for_resume(listed)
+    if lacking:
+        return Verdict(verdict.name, verdict.step, "unusable", "no " + "; no ".join(lacking), verdict.markers)
+    if hash_files:
+        for marker in verdict.markers:
+            algorithm = marker.get("hash_algorithm", "")
+            for file, meta in sorted(marker["files"].items()):
+                try:
+                    actual = storage.hash_file(os.path.join(checkpoint_path, file), algorithm)
+                except (OSError, ValueError) as err:
+                    return Verdict(verdict.name, verdict.step, "corrupt", f"cannot hash {file}: {err}",
+                                   verdict.markers)
+                if actual != meta.get("hash"):
+                    return Verdict(verdict.name, verdict.step, "corrupt",
+                                   f"file {file} does not match its content hash ({algorithm} {actual[:16]}..., "
+                                   f"the marker says {str(meta.get('hash'))[:16]}...)", verdict.markers)
+    return verdict
+
+
+# ---------------------------------------------------------------- the checkpoint dir
+
+
+@dataclass
+class Entry:
+    """A `checkpoint-<step>` directory under the checkpoint dir."""
+
+    step: int
+    name: str
+    path: str
+
+
+def discover(root: str, storage: LocalStorage | None = None) -> list[Entry]:
+    """Every `checkpoint-<step>` directory under root, oldest first (other names are not checkpoints)."""
+    storage = storage or LocalStorage()
+    out = []
     for name in storage.list_dirs(root):
         step = step_of(name)
-        if step is None:
-            continue
-        path = os.path.join(root, name)
-        complete, reason, hosts = inspect(path, storage)
-        infos.append(CheckpointInfo(step=step, path=path, complete=complete, reason=reason, hosts=hosts))
-    return sorted(infos, key=lambda info: info.step)
+        if step is not None:
+            out.append(Entry(step, name, os.path.join(root, name)))
+    return sorted(out, key=lambda e: e.step)
 
 
-def newest_complete(infos: Iterable[CheckpointInfo]) -> CheckpointInfo | None:
-    complete = [info for info in infos if info.complete]
-    return complete[-1] if complete else None
+def other_entries(root: str, storage: LocalStorage | None = None) -> list[str]:
+    """Directories under root that are not `checkpoint-<step>` (user files, quarantined checkpoints)."""
+    storage = storage or LocalStorage()
+    return [name for name in storage.list_dirs(root) if step_of(name) is None]
 
 
-def choose_resume_step(complete_steps_per_rank: Sequence[Iterable[int]]) -> int | None:
-    """The newest step every rank sees as complete (None: start from scratch)."""
-    sets = [set(steps) for steps in complete_steps_per_rank]
+def quarantine_name(step: int, taken: Iterable[str]) -> str:
+    """`checkpoint-<step>.unverified-<k>`, the first k not taken: a name discovery never reads as a checkpoint."""
+    taken = set(taken)
+    k = 1
+    while f"{PREFIX}{step}{QUARANTINE_TAG}{k}" in taken:
+        k += 1
+    return f"{PREFIX}{step}{QUARANTINE_TAG}{k}"
+
+
+def choose_resume_step(verified_steps_per_node: Sequence[Iterable[int]]) -> int | None:
+    """The newest step every node verified (None: none)."""
+    sets = [set(steps) for steps in verified_steps_per_node]
     if not sets:
         return None
     common = set.intersection(*sets)
     return max(common) if common else None
 
 
-def rotation_victims(
-    steps_on_disk: Iterable[int],
-    known_complete: Iterable[int],
-    *,
-    keep: int | None,
-    protected: Iterable[int] = (),
-) -> list[int]:
-    """Steps to delete: everything older than the newest complete checkpoint except the newest `keep`
-    complete ones and the protected ones (the checkpoint this run resumed from).
-
-    Nothing newer than the newest complete checkpoint is touched. keep=None/0 keeps all complete ones
-    (partial ones older than the newest complete checkpoint are still removed).
-    """
-    complete = sorted(set(known_complete))
-    if not complete:
+def rotation_victims(ours_verified: Iterable[int], *, keep: int | None, protected: Iterable[int] = ()) -> list[int]:
+    """Steps rotation may delete: checkpoints of this run's lineage known to verify, except the newest `keep`
+    of them and the protected ones (the checkpoint this run resumed from). Only checkpoints older than a
+    newer verified one are ever returned; keep None/0 deletes nothing."""
+    steps = sorted(set(ours_verified))
+    if not keep or len(steps) <= 1:
         return []
-    newest = complete[-1]
-    keep_set = set(complete[-keep:]) if keep else set(complete)
-    keep_set |= set(protected)
-    keep_set.add(newest)
-    return sorted(step for step in set(steps_on_disk) if step < newest and step not in keep_set)
+    newest = steps[-1]
+    kept = set(steps[-keep:]) | set(protected) | {newest}
+    return [s for s in steps if s < newest and s not in kept]

@@ -65,6 +65,16 @@ def any_rank(flag: bool) -> bool:
     return bool(tensor.item())
 
 
+def any_rank_each(flags: list[bool]) -> list[bool]:
+    """For each flag: True on every rank when it is True on at least one rank (one all-reduce for all)."""
+    dist = _dist()
+    if dist is None:
+        return [bool(f) for f in flags]
+    tensor = torch.tensor([1 if f else 0 for f in flags], dtype=torch.int32)
+    dist.all_reduce(tensor, op=dist.ReduceOp.MAX, group=_cpu_group())
+    return [bool(v) for v in tensor.tolist()]
+
+
 def all_gather_objects(obj) -> list:
     dist = _dist()
     if dist is None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import logging
@@ -14,7 +15,7 @@ import time
 from pathlib import Path
 
 from . import args as hp
-from . import checkpoints, distributed, sharding, smenv
+from . import checkpoints, distributed, resume, run_history, sharding, smenv
 from .callbacks import CheckpointCallback, EpochCallback, LogLinesCallback, SigtermCallback
 from .data import DataError, load_hub, load_local
 from .tasks import get_task
@@ -22,7 +23,7 @@ from .tasks.base import ModelTaskMismatch
 
 logger = logging.getLogger("hftrain")
 
-USER_ERRORS = (hp.ArgumentError, DataError, ModelTaskMismatch)
+USER_ERRORS = (hp.ArgumentError, DataError, ModelTaskMismatch, resume.CheckpointMismatchError)
 
 
 # ---------------------------------------------------------------- Trainer with our train dataloader
@@ -42,7 +43,25 @@ def make_trainer_class(base):
                 return super().get_train_dataloader()
             return self._train_loader_factory()
 
+        def _guarded_load(self, what: str, checkpoint, load):
+            """Run one load on every rank; if it fails on any, all raise CheckpointLoadError together (the
+            runner then falls back to an older checkpoint instead of crashing or hanging)."""
+            error = None
+            try:
+                load()
+            except Exception as err:  # noqa: BLE001 - any load failure is a reason to fall back
+                error = err
+            if distributed.any_rank(error is not None):
+                reason = f"{what}: {type(error).__name__}: {error}" if error else f"{what} failed on another rank"
+                raise resume.CheckpointLoadError(str(checkpoint), reason) from error
+
         def _load_optimizer_and_scheduler(self, checkpoint):
+            if checkpoint is None:
+                return super()._load_optimizer_and_scheduler(checkpoint)
+            self._guarded_load("optimizer/scheduler", checkpoint,
+                               lambda: self._load_optimizer_and_scheduler_on_cpu(checkpoint))
+
+        def _load_optimizer_and_scheduler_on_cpu(self, checkpoint):
             # Under DDP transformers maps the optimizer state to args.device; on CPU (gloo) that is "cpu:0",
             # a location torch.load cannot restore to. Plain "cpu" is the same memory.
             if self.args.device.type != "cpu" or self.args.world_size <= 1:
@@ -63,9 +82,18 @@ def make_trainer_class(base):
                 torch.load = original
 
         def _load_from_checkpoint(self, resume_from_checkpoint, model=None):
-            super()._load_from_checkpoint(resume_from_checkpoint, model)
-            if not (self.is_fsdp_enabled or self.is_deepspeed_enabled):
-                reload_legacy_named_weights(resume_from_checkpoint, model if model is not None else self.model)
+            def load():
+                super(SageMakerTrainer, self)._load_from_checkpoint(resume_from_checkpoint, model)
+                if not (self.is_fsdp_enabled or self.is_deepspeed_enabled):
+                    reload_legacy_named_weights(resume_from_checkpoint, model if model is not None else self.model)
+
+            self._guarded_load("model weights", resume_from_checkpoint, load)
+
+        def _load_rng_state(self, checkpoint):
+            try:
+                super()._load_rng_state(checkpoint)
+            except Exception as err:  # noqa: BLE001 - RNG state only makes a resume bit-exact
+                logger.warning("RNG state of %s not restored (%s): training continues, not bit-exact", checkpoint, err)
 
         def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
             weight = inputs.pop("loss_weight", None)
@@ -242,37 +270,25 @@ def load_model(task, model_path, config, model_args):
 # ---------------------------------------------------------------- checkpoints
 
 
-def find_resume_point(training_args, env) -> tuple[str | None, list[int]]:
+def _record_start(history: run_history.RunHistory, decision: resume.ResumeDecision, env, world: int) -> None:
+    interruption = history.record_start({**decision.record(), "hosts": env.hosts, "world_size": world},
+                                        resumed_step=decision.step)
+    if interruption:
+        lost = interruption["lost_minutes"]
+        logger.info("interruption: job %s reached step %d, resumed from step %s: %d step(s) lost (%s minutes)",
+                    interruption["job"], interruption["step_reached"], decision.step, interruption["lost_steps"],
+                    "?" if lost is None else f"{lost:.2f}")
+
+
+def decide_resume(training_args, env, model, task_name: str) -> tuple[resume.ResumePlanner, resume.ResumeDecision]:
+    """Every rank: verify the checkpoints and agree where to start (resume.py), before any training."""
     root = training_args.checkpoint_dir
     os.makedirs(root, exist_ok=True)
+    identity = checkpoints.model_identity(model.config, task_name)
+    planner = resume.ResumePlanner(root, identity, model=model)
     if training_args.resume_from_checkpoint:
-        path = training_args.resume_from_checkpoint
-        complete, reason, _ = checkpoints.inspect(path)
-        if not complete:
-            raise DataError(f"resume_from_checkpoint {path} is not a complete checkpoint: {reason}")
-        return path, [checkpoints.step_of(os.path.basename(path.rstrip("/"))) or 0]
-    infos = checkpoints.discover(root)
-    for info in infos:
-        if not info.complete and distributed.rank() == 0:
-            logger.warning("skipping partial checkpoint %s: %s", info.path, info.reason)
-    local_complete = [info.step for info in infos if info.complete]
-    everyone = distributed.all_gather_objects(local_complete)  # every rank calls this exactly once
-    agreed = checkpoints.choose_resume_step(everyone)
-    known = sorted(set.intersection(*[set(steps) for steps in everyone]))
-    # partial directories newer than the resume point can never be used: remove them (node leaders)
-    if distributed.local_rank() == 0:
-        for info in infos:
-            if not info.complete and (agreed is None or info.step > agreed):
-                checkpoints.LocalStorage().remove_tree(info.path)
-    distributed.barrier()
-    if not training_args.resume or agreed is None:
-        if agreed is not None and distributed.rank() == 0:
-            logger.warning("resume is off: starting from scratch although %s has checkpoints", root)
-        return None, known
-    path = os.path.join(root, f"{checkpoints.PREFIX}{agreed}")
-    if distributed.rank() == 0:
-        logger.info("resuming from %s", path)
-    return path, known
+        return planner, planner.verify_explicit(training_args.resume_from_checkpoint)
+    return planner, planner.plan(resume=training_args.resume)
 
 
 # ---------------------------------------------------------------- the run
@@ -301,7 +317,7 @@ def run(model_args, data_args, training_args) -> int:
         logger.info("enable_jit_checkpoint is replaced by sigterm_checkpoint (multi-node safe)")
         training_args.enable_jit_checkpoint = False
 
-    sigterm = SigtermCallback()
+    sigterm = SigtermCallback(save_every_seconds=training_args.save_every_minutes * 60 or None)
     if training_args.sigterm_checkpoint:
         sigterm.install()
 
@@ -358,18 +374,24 @@ def run(model_args, data_args, training_args) -> int:
                                       revision=model_args.model_revision if tokenizer_path == model_path else None),
         data_args.task,
     )
-    model = load_model(task, model_path, config, model_args)
-    embeddings = model.get_input_embeddings()
-    if embeddings is not None and len(tokenizer) > embeddings.num_embeddings:
-        logger.warning("tokenizer has %d tokens, model %d embeddings: resizing", len(tokenizer), embeddings.num_embeddings)
-        model.resize_token_embeddings(len(tokenizer))
-    if model.config.pad_token_id is None:
-        model.config.pad_token_id = tokenizer.pad_token_id
-    if getattr(model.config, "is_encoder_decoder", False) and model.config.decoder_start_token_id is None:
-        start = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.pad_token_id
-        model.config.decoder_start_token_id = start
-        if getattr(model, "generation_config", None) is not None:
-            model.generation_config.decoder_start_token_id = start
+
+    def build_model():  # again after a failed checkpoint load: the base weights, nothing of the checkpoint
+        model = load_model(task, model_path, copy.deepcopy(config), model_args)
+        embeddings = model.get_input_embeddings()
+        if embeddings is not None and len(tokenizer) > embeddings.num_embeddings:
+            logger.warning("tokenizer has %d tokens, model %d embeddings: resizing", len(tokenizer),
+                           embeddings.num_embeddings)
+            model.resize_token_embeddings(len(tokenizer))
+        if model.config.pad_token_id is None:
+            model.config.pad_token_id = tokenizer.pad_token_id
+        if getattr(model.config, "is_encoder_decoder", False) and model.config.decoder_start_token_id is None:
+            start = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.pad_token_id
+            model.config.decoder_start_token_id = start
+            if getattr(model, "generation_config", None) is not None:
+                model.generation_config.decoder_start_token_id = start
+        return model
+
+    model = build_model()
 
     # --- tokenization: once per node (local rank 0 first, the others read the cache)
     map_kwargs = _map_kwargs(data_args, training_args)
@@ -424,69 +446,92 @@ def run(model_args, data_args, training_args) -> int:
         trace_ids=trace_ids,
         trace_path=trace_path,
     )
-    train_collator = sharding.WeightedCollator(task.collator(tokenizer, model, training_args))
     workers = training_args.dataloader_num_workers
 
-    def train_loader():
-        return sharding.EpochDataLoader(
-            rows,
-            batch_sampler=sampler,
-            collate_fn=train_collator,
-            num_workers=workers,
-            pin_memory=training_args.dataloader_pin_memory,
-            persistent_workers=training_args.dataloader_persistent_workers and workers > 0,
-            prefetch_factor=training_args.dataloader_prefetch_factor if workers > 0 else None,
-        )
-
-    # --- checkpoints
-    resume_path, known_complete = find_resume_point(training_args, env)
+    # --- checkpoints: every rank agrees on the newest checkpoint that verifies (or a logged fresh start)
+    planner, decision = decide_resume(training_args, env, model, data_args.task)
+    history = None
+    if rank == 0:
+        history = run_history.RunHistory(training_args.checkpoint_dir, job=env.job_name, host=env.current_host,
+                                         every_seconds=training_args.progress_every_seconds)
+        _record_start(history, decision, env, world)
     keep = training_args.save_total_limit
-    training_args.save_total_limit = None  # rotation is ours (never the resumed checkpoint, never partial-aware)
-    resumed_step = checkpoints.step_of(os.path.basename(resume_path)) if resume_path else None
-
-    callbacks = [
-        sigterm,
-        CheckpointCallback(
-            root=training_args.checkpoint_dir,
-            host=env.current_host,
-            hosts=env.hosts,
-            keep=keep,
-            resumed_step=resumed_step,
-            known_complete=known_complete,
-        ),
-        EpochCallback(sampler, layout.plan.num_batches),
-        LogLinesCallback(),
-    ]
+    training_args.save_total_limit = None  # rotation is ours (this run's verified checkpoints only)
     trainer_cls = make_trainer_class(task.trainer_class)
     compute_metrics = task.compute_metrics(raw_eval, eval_features, tokenizer) if eval_features is not None else None
-    trainer = trainer_cls(
-        model=model,
-        args=training_args,
-        train_dataset=rows,
-        eval_dataset=eval_features,
-        processing_class=tokenizer,
-        data_collator=task.collator(tokenizer, model, training_args),
-        compute_metrics=compute_metrics,
-        callbacks=callbacks,
-        train_loader_factory=train_loader,
-    )
-    from transformers.trainer_callback import PrinterCallback
-
-    trainer.remove_callback(PrinterCallback)  # METRIC lines carry the same numbers
     if training_args.eval_strategy != "no" and eval_features is None:
         raise DataError("eval_strategy is set but there is no validation data")
+
+    def build_trainer(model, decision):
+        train_collator = sharding.WeightedCollator(task.collator(tokenizer, model, training_args))
+
+        def train_loader():
+            return sharding.EpochDataLoader(
+                rows,
+                batch_sampler=sampler,
+                collate_fn=train_collator,
+                num_workers=workers,
+                pin_memory=training_args.dataloader_pin_memory,
+                persistent_workers=training_args.dataloader_persistent_workers and workers > 0,
+                prefetch_factor=training_args.dataloader_prefetch_factor if workers > 0 else None,
+            )
+
+        callbacks = [
+            sigterm,
+            CheckpointCallback(
+                root=training_args.checkpoint_dir,
+                host=env.current_host,
+                hosts=env.hosts,
+                keep=keep,
+                resumed_step=decision.step,
+                ours=decision.ours,
+                identity=planner.identity,
+                lineage=decision.lineage,
+                history=history,
+            ),
+            EpochCallback(sampler, layout.plan.num_batches),
+            LogLinesCallback(),
+        ]
+        trainer = trainer_cls(
+            model=model,
+            args=training_args,
+            train_dataset=rows,
+            eval_dataset=eval_features,
+            processing_class=tokenizer,
+            data_collator=task.collator(tokenizer, model, training_args),
+            compute_metrics=compute_metrics,
+            callbacks=callbacks,
+            train_loader_factory=train_loader,
+        )
+        from transformers.trainer_callback import PrinterCallback
+
+        trainer.remove_callback(PrinterCallback)  # METRIC lines carry the same numbers
+        return trainer
 
     steps_per_epoch = math.ceil(layout.plan.num_batches / training_args.gradient_accumulation_steps)
     total_steps = training_args.max_steps if training_args.max_steps > 0 else math.ceil(
         training_args.num_train_epochs * steps_per_epoch)
-    if resumed_step is not None and resumed_step >= total_steps:
-        # the previous attempt finished training but not the final save: don't train a step more
-        logger.info("training finished at %s already: writing the final model from it", resume_path)
-        trainer._load_from_checkpoint(resume_path)
-        metrics = {"train_global_step": float(resumed_step)}
-    else:
-        result = trainer.train(resume_from_checkpoint=resume_path)
-        metrics = {k: v for k, v in result.metrics.items() if isinstance(v, int | float)}
+    while True:
+        trainer = build_trainer(model, decision)
+        try:
+            if decision.step is not None and decision.step >= total_steps:
+                # the previous attempt finished training but not the final save: don't train a step more
+                logger.info("training finished at %s already: writing the final model from it", decision.path)
+                trainer._load_from_checkpoint(decision.path)
+                metrics = {"train_global_step": float(decision.step)}
+            else:
+                result = trainer.train(resume_from_checkpoint=decision.path)
+                metrics = {k: v for k, v in result.metrics.items() if isinstance(v, int | float)}
+            break
+        except resume.CheckpointLoadError as err:
+            if decision.step is None or training_args.resume_from_checkpoint:
+                raise
+            decision = planner.next_after(decision.step, err.reason)
+            if history is not None:
+                _record_start(history, decision, env, world)
+            model = build_model()  # the failed load may have changed some weights
+    if history is not None and not sigterm.stopped:
+        history.beat(trainer.state.global_step, force=True, finished=True)
     if sigterm.stopped:
         if rank == 0:
             logger.warning("stopped by SIGTERM at step %d after saving a checkpoint", trainer.state.global_step)

@@ -42,6 +42,7 @@ class SageMakerEnv:
     output_data_dir: str = ""
     channels: dict[str, str] = field(default_factory=dict)  # name -> local dir
     distribution: dict[str, str] = field(default_factory=dict)  # name -> S3DistributionType
+    job_name: str = "local"  # TRAINING_JOB_NAME (set by SageMaker in the container)
 
     @property
     def host_index(self) -> int:
@@ -104,4 +105,11 @@ class SageMakerEnv:
             output_data_dir=env.get("SM_OUTPUT_DATA_DIR") or str(base / "output" / "data"),
             channels=channels,
             distribution=distribution,
+            job_name=env.get("TRAINING_JOB_NAME") or _training_env_job_name(env) or "local",
         )
+
+
+def _training_env_job_name(env) -> str | None:
+    with contextlib.suppress(ValueError, AttributeError):
+        return json.loads(env.get("SM_TRAINING_ENV") or "{}").get("job_name")
+    return None

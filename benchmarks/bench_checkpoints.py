@@ -1,0 +1,107 @@
+"""What trustworthy checkpoints cost: content hashing at save time and verification at resume.
+
+A checkpoint directory of about `--gb` GB is written the way the Trainer writes one (safetensors weights,
+a torch.save optimizer state twice their size, scheduler and trainer state). Then, in the same run:
+
+* save: the time to write it (the baseline), and the time `write_node_marker` takes right after (hashing every
+  file, page cache warm, as in the training code), with xxh3-128 and, for comparison, sha256;
+* resume: `verify` (structure + every hash) with the page cache warm and after dropping the files from the
+  cache (posix_fadvise DONTNEED: what a restarted instance reading its restored copy sees, bounded by disk).
+
+    python benchmarks/bench_checkpoints.py            # 1 GB
+    python benchmarks/bench_checkpoints.py --gb 0.25
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "training_code"))
+
+from hftrain import checkpoints as ck  # noqa: E402
+
+IDENTITY = {"task": "text-classification", "model_fingerprint": "0" * 32, "model": {"model_type": "bench"}}
+
+
+def write_checkpoint(directory: Path, total_bytes: int) -> float:
+    import torch
+    from safetensors.torch import save_file
+
+    directory.mkdir(parents=True)
+    weights_bytes = total_bytes // 3  # Adam keeps two moments per weight: the optimizer is twice the model
+    n = max(1, weights_bytes // 4 // (1 << 22))
+    tensors = {f"layer.{i}.weight": torch.randn(1 << 22) for i in range(n)}
+    state = {i: {"exp_avg": torch.randn(1 << 22), "exp_avg_sq": torch.rand(1 << 22)} for i in range(n)}
+    started = time.perf_counter()  # the writes only, not making the tensors
+    save_file(tensors, directory / "model.safetensors")
+    torch.save({"state": state, "param_groups": [{"params": list(range(n)), "lr": 1e-4}]},
+               directory / "optimizer.pt")
+    torch.save({"last_epoch": 10}, directory / "scheduler.pt")
+    (directory / "trainer_state.json").write_text(json.dumps({"global_step": 10}))
+    torch.save({"cpu": torch.random.get_rng_state()}, directory / "rng_state.pth")
+    return time.perf_counter() - started
+
+
+def drop_cache(directory: Path) -> None:
+    for path in directory.rglob("*"):
+        if path.is_file():
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            finally:
+                os.close(fd)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--gb", type=float, default=1.0)
+    parser.add_argument("--dir", type=Path, default=None, help="where to write (default: a temp dir)")
+    args = parser.parse_args()
+    root = Path(tempfile.mkdtemp(prefix="bench-ckpt-", dir=args.dir))
+    try:
+        d = root / "checkpoint-10"
+        write_s = write_checkpoint(d, int(args.gb * (1 << 30)))
+        size = sum(p.stat().st_size for p in d.rglob("*") if p.is_file())
+        timings = {}
+        for algorithm in ("xxh3_128", "sha256"):
+            started = time.perf_counter()
+            for path in sorted(d.rglob("*")):
+                if path.is_file() and not ck.is_marker(path.name):
+                    ck.hash_file(str(path), algorithm)
+            timings[algorithm] = time.perf_counter() - started
+        started = time.perf_counter()
+        marker = ck.write_node_marker(str(d), host="algo-1", hosts=["algo-1"], step=10, world_size=1,
+                                      identity=IDENTITY, lineage="bench")
+        marker_s = time.perf_counter() - started
+        started = time.perf_counter()
+        assert ck.verify(str(d), identity=IDENTITY).ok
+        warm_s = time.perf_counter() - started
+        drop_cache(d)
+        started = time.perf_counter()
+        assert ck.verify(str(d), identity=IDENTITY).ok
+        cold_s = time.perf_counter() - started
+        gb = size / (1 << 30)
+        print(f"bench_checkpoints: checkpoint of {gb:.2f} GiB ({len(marker['files'])} files), {os.cpu_count()} CPUs")
+        print(f"  save (torch.save/safetensors, no fsync)  {write_s:7.2f} s  {gb / write_s:6.2f} GiB/s   baseline")
+        print(f"  + marker with xxh3-128 (page cache warm) {marker_s:7.2f} s  {gb / marker_s:6.2f} GiB/s   "
+              f"overhead {marker_s / write_s:.1%} of the save")
+        print(f"    hashing only: xxh3-128 {timings['xxh3_128']:.2f} s, sha256 {timings['sha256']:.2f} s "
+              f"(sha256 / xxh3 = x{timings['sha256'] / timings['xxh3_128']:.1f})")
+        print(f"  resume verification, cache warm          {warm_s:7.2f} s  {gb / warm_s:6.2f} GiB/s")
+        print(f"  resume verification, cache dropped       {cold_s:7.2f} s  {gb / cold_s:6.2f} GiB/s   (disk-bound)")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
