@@ -12,7 +12,8 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 .PHONY: setup synth test test-fast lint demo bench clean
 
 # Set-up is stamped on the requirement files: it re-runs only when a pin changes.
-$(VENV)/.stamp: requirements.txt requirements-dev.txt training_code/requirements.txt
+$(VENV)/.stamp: requirements.txt requirements-dev.txt training_code/requirements.txt \
+		training_code/requirements-processing.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip==25.3
 	$(PY) -m pip install -q -r requirements-dev.txt
@@ -56,4 +57,4 @@ bench: setup
 	for b in benchmarks/bench_*.py; do $(PY) $$b || exit 1; done
 
 clean:
-	rm -rf cdk.out build .local-runs .pytest_cache
+	rm -rf cdk.out build .local-runs .pytest_cache  # .whl/ and .cache/ keep downloads (rm them to refetch)

@@ -30,6 +30,7 @@ from urllib.parse import unquote_plus
 import durability
 import job_requests
 import messages
+import model_package
 import naming
 import orphans
 import outcomes
@@ -138,7 +139,7 @@ def prepare(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
         raw = parse_spec_text(raw)
     exec_small = {k: v for k, v in (execution or {}).items() if k.lower() in ("id", "name", "starttime", "start_time")}
     run = prepare_run(raw, settings, run_id=payload.get("run_id"), execution=exec_small, source=source, s3=s3,
-                      sagemaker=client("sagemaker"))
+                      sagemaker=client("sagemaker"), ec2=client("ec2"))
     busy = spend.concurrency_problems(settings, client("stepfunctions"), (execution or {}).get("Id"))
     if busy:
         raise PreflightError(busy)
@@ -347,12 +348,8 @@ def finish(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
             ModelPackageGroupName=settings.model_package_group,
             ModelPackageDescription=description[:1024],
             ModelApprovalStatus="PendingManualApproval",
-            InferenceSpecification={
-                "Containers": [{"Image": settings.inference_image_uri, "ModelDataUrl": frozen["uri"],
-                                "ModelDataETag": frozen["etag"], "Environment": {"HF_TASK": spec["task"]}}],
-                "SupportedContentTypes": ["application/json"],
-                "SupportedResponseMIMETypes": ["application/json"],
-            },
+            InferenceSpecification=registry.pinned(model_package.inference_specification(
+                settings.inference_image_uri, frozen["uri"], spec["task"]), frozen),
             ModelMetrics={"ModelQuality": {"Statistics": {"ContentType": "application/json",
                                                           "S3Uri": run["uris"]["metrics"]}}},
             CustomerMetadataProperties=metadata,

@@ -12,6 +12,7 @@ import json
 from typing import Any
 
 import code_policy
+import efa
 import naming
 import planning
 from run_spec import hyperparameter_argument, model_source
@@ -21,8 +22,6 @@ ENTRY_POINT = "train.py"
 CONTAINER_LOG_LEVEL = 20  # logging.INFO, the SDK's default
 CHECKPOINT_LOCAL_PATH = "/opt/ml/checkpoints"
 RETRY_ATTEMPTS = 2  # SageMaker-side retries of InternalServerError
-SMDDP_INSTANCE_TYPES = ("ml.p3.16xlarge", "ml.p3dn.24xlarge", "ml.p4d.24xlarge", "ml.p4de.24xlarge",
-                        "ml.p5.48xlarge")
 PROCESSING_CODE_DIR = "/opt/ml/processing/input/code"
 PROCESSING_ENTRYPOINT = ["/bin/bash", f"{PROCESSING_CODE_DIR}/runproc.sh"]
 MAP_INPUT_DIR = "/opt/ml/processing/input/data"
@@ -177,6 +176,10 @@ def training_request(run: dict[str, Any], settings: Settings, attempt: int = 0) 
         "CheckpointConfig": {"S3Uri": run["uris"]["checkpoint"], "LocalPath": CHECKPOINT_LOCAL_PATH},
         "RetryStrategy": {"MaximumRetryAttempts": RETRY_ATTEMPTS},
     }
+    environment = efa.training_environment(config["instance_type"],
+                                           distributed=spec["distribution"]["strategy"] != "none")
+    if environment:  # EFA variables the toolkit would not set, NCCL's transport report
+        request["Environment"] = environment
     vpc = vpc_config(settings, fsx=uses_fsx(spec))
     if vpc:
         request["VpcConfig"] = vpc

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import efa
 import job_requests
 import naming
+import smddp_support
 from aws import aws_errors, error_code, error_message, is_not_found
 from botocore.exceptions import ClientError
 from run_spec import (
@@ -48,9 +50,10 @@ def static_problems(spec: dict[str, Any], settings: Settings) -> list[str]:
         if instance_type not in settings.allowed_instance_types:
             problems.append(f"{path}: {instance_type} is not allowed in environment {settings.environment}; "
                             f"allowed: {_allowed(settings.allowed_instance_types)}")
-        elif strategy == "smddp" and instance_type not in job_requests.SMDDP_INSTANCE_TYPES:
-            problems.append(f"{path}: SMDDP (distribution.strategy smddp) does not run on {instance_type}; "
-                            f"supported: {_allowed(job_requests.SMDDP_INSTANCE_TYPES)}; or use ddp")
+        elif strategy == "smddp" and smddp_support.instance_problem(instance_type):
+            problems.append(f"{path}: (distribution.strategy smddp) {smddp_support.instance_problem(instance_type)}")
+    if strategy == "smddp" and smddp_support.image_problem(settings.training_image_uri):
+        problems.append(f"distribution.strategy: smddp: {smddp_support.image_problem(settings.training_image_uri)}")
     if compute["instance_count"] > settings.max_instance_count:
         problems.append(f"compute.instance_count: {compute['instance_count']} is over environment "
                         f"{settings.environment}'s limit of {settings.max_instance_count}")
@@ -228,4 +231,30 @@ def storage_problems(spec: dict[str, Any], settings: Settings, s3: Any) -> list[
             problems.append(f"{path}: ShardedByS3Key needs at least one object per instance, but {uri} has "
                             f"{found} object(s) for {sharded_over}; split the data into at least {needed} files, "
                             "use fewer instances or FullyReplicated")
+    return problems
+
+
+def subnet_problems(run: dict[str, Any], settings: Settings, ec2: Any) -> list[str]:
+    """EFA attempts: every subnet the job may use has the free private IPs its instances need (lambda/efa.py)."""
+    problems: list[str] = []
+    cache: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+    for attempt in range(run["max_attempts"]):
+        request = job_requests.training_request(run, settings, attempt)
+        instance_type = request["ResourceConfig"]["InstanceType"]
+        subnets = tuple(request.get("VpcConfig", {}).get("Subnets", ()))
+        if not efa.is_efa(instance_type) or not subnets:
+            continue
+        if subnets not in cache:
+            try:
+                with aws_errors():
+                    cache[subnets] = ec2.describe_subnets(SubnetIds=list(subnets))["Subnets"]
+            except ClientError as err:
+                problems.append(f"settings.subnet_ids: cannot check free IPs for EFA instances in {', '.join(subnets)}: "
+                                f"{error_code(err)} {error_message(err)}; check the network stack's subnets")
+                cache[subnets] = []
+        field = "compute.instance_type" if attempt == 0 else f"fallback.options[{attempt - 1}].instance_type"
+        for problem in efa.subnet_ip_problems(field, instance_type, request["ResourceConfig"]["InstanceCount"],
+                                              cache[subnets]):
+            if problem not in problems:
+                problems.append(problem)
     return problems

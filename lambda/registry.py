@@ -39,3 +39,11 @@ def freeze_model_artifact(s3: Any, settings: Settings, run_id: str, job_name: st
     return {"uri": f"s3://{settings.artifacts_bucket}/{dest_key}", "etag": str(frozen["ETag"]).strip('"'),
             "version_id": str(frozen.get("VersionId") or ""), "source_uri": model_uri,
             "source_version_id": str(copy_source.get("VersionId", "")), "source_etag": str(source["ETag"]).strip('"')}
+
+
+def pinned(inference_specification: dict[str, Any], frozen: dict[str, str]) -> dict[str, Any]:
+    """The model package's containers point at the frozen copy, pinned by its ETag (ModelDataETag)."""
+    for container in inference_specification["Containers"]:
+        container["ModelDataUrl"] = frozen["uri"]
+        container["ModelDataETag"] = frozen["etag"]
+    return inference_specification

@@ -36,6 +36,9 @@ FSDP_OPTIONS = ("full_shard", "shard_grad_op", "hybrid_shard", "hybrid_shard_zer
                 "auto_wrap")
 FSDP_SHARDING_MODES = ("full_shard", "shard_grad_op", "hybrid_shard", "hybrid_shard_zero2", "no_shard")
 DEFAULT_FSDP_SHARDING = "full_shard auto_wrap"
+# FSDP2 unless the spec's config names a version: FSDP1 is deprecated in accelerate and cannot run on CPU
+# (local mode); see training_code/hftrain/fsdp.py.
+DEFAULT_FSDP_VERSION = 2
 # Hyperparameters the pipeline sets from other fields (the spec's `hyperparameters` may not set them).
 PIPELINE_HYPERPARAMETERS = {
     "task": "task",
@@ -315,6 +318,8 @@ def _distribution(c: _Checker, distribution: Any, compute: dict[str, Any]) -> di
         config = fsdp.get("config", {})
         if not isinstance(config, dict):
             c.add("distribution.fsdp.config", f"expected a JSON object (HF fsdp_config), got {_describe(config)}")
+        else:
+            config = {"version": DEFAULT_FSDP_VERSION, **config}
         out["fsdp"] = {"sharding": sharding, "config": config}
     return out
 

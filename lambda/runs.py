@@ -10,7 +10,7 @@ import naming
 import spend
 from errors import PreflightError, SpecError
 from planning import plan_run
-from preflight import job_name_problems, request_problems, static_problems, storage_problems
+from preflight import job_name_problems, request_problems, static_problems, storage_problems, subnet_problems
 from run_spec import parse_spec
 from settings import Settings
 
@@ -24,12 +24,13 @@ def prepare_run(
     source: dict[str, Any] | None = None,
     s3: Any = None,
     sagemaker: Any = None,
+    ec2: Any = None,
     now: datetime | None = None,
 ) -> dict[str, Any]:
     """SpecError for a malformed spec; PreflightError listing every environment/data problem; else the run.
 
     `run_id` (optional) must look like `<spec name>-<yyyymmddHHMMSS>-<4 hex>`: runctl names the execution
-    after it. Without `s3` / `sagemaker` clients the storage and job-name checks are skipped (pure use).
+    after it. Without `s3` / `sagemaker` / `ec2` clients the storage, job-name and EFA subnet checks are skipped (pure use).
     """
     spec = parse_spec(raw, settings)
     if run_id is not None:
@@ -46,6 +47,8 @@ def prepare_run(
         problems += storage_problems(spec, settings, s3)
     if sagemaker is not None:
         problems += job_name_problems(run, sagemaker)
+    if ec2 is not None and not problems:  # one more API call only for runs that could otherwise start
+        problems += subnet_problems(run, settings, ec2)
     if problems:
         raise PreflightError(problems)
     return run

@@ -12,11 +12,13 @@ import hashlib
 import io
 import shutil
 import tarfile
+from collections.abc import Sequence
 from pathlib import Path
 
 EXCLUDE_DIRS = {"__pycache__", ".pytest_cache", ".ruff_cache", ".ipynb_checkpoints"}
 EXCLUDE_SUFFIXES = (".pyc", ".pyo")
 ENTRYPOINT = "runproc.sh"  # the processing-job entrypoint, shipped beside the tarball
+WHEELS_DIR = "wheels"  # inside the tarball: what the job images lack (stacks/job_wheels.py)
 
 
 def _files(root: Path) -> list[Path]:
@@ -30,11 +32,13 @@ def _files(root: Path) -> list[Path]:
     return out
 
 
-def sourcedir_bytes(source: Path) -> bytes:
+def sourcedir_bytes(source: Path, wheels: Sequence[Path] = ()) -> bytes:
+    entries = [(path.relative_to(source).as_posix(), path) for path in _files(source)]
+    entries += sorted((f"{WHEELS_DIR}/{path.name}", path) for path in wheels)
     raw = io.BytesIO()
     with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        for path in _files(source):
-            info = tarfile.TarInfo(path.relative_to(source).as_posix())
+        for name, path in entries:
+            info = tarfile.TarInfo(name)
             info.size = path.stat().st_size
             info.mode = 0o755 if path.stat().st_mode & 0o111 else 0o644
             info.mtime = 0
@@ -48,9 +52,9 @@ def sourcedir_bytes(source: Path) -> bytes:
     return out.getvalue()
 
 
-def build_code_bundle(source: Path, build_root: Path) -> tuple[Path, str]:
+def build_code_bundle(source: Path, build_root: Path, wheels: Sequence[Path] = ()) -> tuple[Path, str]:
     """Writes `<build_root>/<sha16>/{sourcedir.tar.gz, runproc.sh}`; returns (folder, sha16)."""
-    data = sourcedir_bytes(source)
+    data = sourcedir_bytes(source, wheels)
     sha = hashlib.sha256(data).hexdigest()[:16]
     folder = build_root / sha
     if not (folder / "sourcedir.tar.gz").exists():

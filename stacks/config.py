@@ -71,6 +71,8 @@ class EnvironmentConfig:
     transformers_version: str = "5.3.0"
     pytorch_version: str = "2.9.0"
     processing_pytorch_version: str = "2.8.0"
+    # 4.51.3: transformers 5 has no question-answering/summarization pipelines; the training code writes tokenizer
+    # files 4.x reads (hftrain/export.py), checked in stacks/inference_compat.py
     inference_transformers_version: str = "4.51.3"
     inference_pytorch_version: str = "2.6.0"
     log_retention_days: int = 30

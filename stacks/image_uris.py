@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from sagemaker.core import image_uris
 
+from stacks import inference_compat, job_images
 from stacks.config import ConfigError, EnvironmentConfig
 
 _ECR = re.compile(r"^(?P<account>\d{12})\.dkr\.ecr\.(?P<region>[a-z0-9-]+)\.amazonaws\.com(\.cn)?/(?P<repo>[^:]+):")
@@ -41,6 +42,8 @@ def _retrieve(key: str, **kwargs: str) -> str:
 
 
 def resolve_images(cfg: EnvironmentConfig) -> ImageUris:
+    inference_compat.check(cfg)  # the registered model must load in the inference image
+    job_images.check(cfg)  # what the jobs ship was decided from these images' package lists
     gpu_type = next((t for t in cfg.training_instance_types if not t.startswith(("ml.c", "ml.m", "ml.t", "ml.r"))),
                     "ml.g5.2xlarge")
     return ImageUris(

@@ -76,9 +76,11 @@ def _pipeline(stack: Stack, config: EnvironmentConfig) -> None:
     _iam5(role, f"arn:aws:ec2:{region}:{account}:network-interface/*",
           "SageMaker creates job ENIs at run time; the statement is pinned to this VPC by an ec2:Vpc condition.")
 
+    for name, fn in stack.lambda_constructs.items():
+        extra = (" ec2:DescribeSubnets (Prepare's free-IP check for EFA instances, lambda/efa.py) supports no "
+                 "resource-level permissions either.") if name == "prepare" else ""
+        _iam5(_policy(fn.role), "*", XRAY + extra)
     fns = stack.lambda_constructs
-    for fn in fns.values():
-        _iam5(_policy(fn.role), "*", XRAY)
     _iam5(_policy(fns["prepare"].role), f"{data}/runs/*", "Prepare reads the uploaded run specs under runs/.")
     for name in ("prepare", "start_training", "check_job", "finish", "stop_run_jobs"):
         _iam5(_policy(fns[name].role), training_jobs, JOB_NAMES)

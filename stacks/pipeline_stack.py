@@ -23,7 +23,7 @@ from aws_cdk import aws_sns_subscriptions as subscriptions
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from stacks import names
+from stacks import job_wheels, names
 from stacks.code_asset import build_code_bundle
 from stacks.common import removal_policy, retention
 from stacks.config import EnvironmentConfig
@@ -191,7 +191,10 @@ class PipelineStack(Stack):
                 iam.PolicyStatement(sid="CheckJobNamesAreNew", actions=["sagemaker:DescribeTrainingJob"],
                                     resources=[training_jobs]),
                 iam.PolicyStatement(sid="CountRunningRuns", actions=["states:ListExecutions"],
-                                    resources=self.state_machine_arns)]),
+                                    resources=self.state_machine_arns),
+                # free IPs per EFA instance (lambda/efa.py); DescribeSubnets takes no resource ARN
+                iam.PolicyStatement(sid="CheckEfaSubnetAddresses", actions=["ec2:DescribeSubnets"],
+                                    resources=["*"])]),
             "start_processing": ("Start a tokenizer processing job (map or reduce)", [
                 iam.PolicyStatement(sid="StartProcessingJobs", resources=[processing_jobs], actions=[
                     "sagemaker:CreateProcessingJob", "sagemaker:DescribeProcessingJob", "sagemaker:AddTags"]),
@@ -285,7 +288,8 @@ class PipelineStack(Stack):
         """training_code/ as a content-addressed sourcedir.tar.gz (+ runproc.sh) under code/<sha>/, copied by CDK's
         BucketDeployment with a role of its own that can write code/ only (and nothing else writes code/: the
         artifacts bucket policy denies every other principal)."""
-        bundle_dir, code_sha = build_code_bundle(REPO / "training_code", REPO / "build" / "code")
+        bundle_dir, code_sha = build_code_bundle(REPO / "training_code", REPO / "build" / "code",
+                                                 wheels=job_wheels.wheel_files(job_wheels.wheel_dir()))
         code_prefix = f"{CODE_PREFIX}{code_sha}/"
         asset = s3_assets.Asset(self, "TrainingCodeAsset", path=str(bundle_dir))
         log_group = logs.LogGroup(self, "CodeDeploymentLogs", log_group_name=names.code_deployment_log_group(config),

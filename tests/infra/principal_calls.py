@@ -117,7 +117,8 @@ def principal_calls(fsx: bool, create_sagemaker_log_groups: bool) -> dict[str, l
             ("kms:Decrypt", KEY, S3_KMS.format("Decrypt") + ": the spec object"),
             ("sagemaker:DescribeTrainingJob", tj, "code:preflight.describe_training_job"),
             ("states:ListExecutions", "{states}:stateMachine:{prefix}-fine-tune", "code:spend.get_paginator"),
-            ("states:ListExecutions", "{states}:stateMachine:{prefix}-tokenizer", "code:spend.get_paginator")]),
+            ("states:ListExecutions", "{states}:stateMachine:{prefix}-tokenizer", "code:spend.get_paginator"),
+            ("ec2:DescribeSubnets", "*", "code:preflight.describe_subnets")]),
         "{prefix}-fn-start-processing": lambda_role("start_processing", "StartProcessing", [
             ("sagemaker:CreateProcessingJob", pj, "code:handlers.create_processing_job"),
             ("sagemaker:DescribeProcessingJob", pj, "code:handlers.describe_processing_job"),

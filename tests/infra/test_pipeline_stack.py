@@ -171,5 +171,8 @@ def test_code_bundle_is_deterministic_and_content_addressed(tmp_path: Path) -> N
 
 def test_code_deployed_under_content_addressed_prefix(any_env: Synthesized) -> None:
     (dep,) = resources(pipe(any_env), "Custom::CDKBucketDeployment").values()
-    _, sha = build_code_bundle(REPO / "training_code", REPO / "build" / "code")
+    from stacks import job_wheels
+
+    wheels = job_wheels.wheel_files(job_wheels.wheel_dir())
+    _, sha = build_code_bundle(REPO / "training_code", REPO / "build" / "code", wheels=wheels)
     assert dep["Properties"]["DestinationBucketKeyPrefix"] == f"code/{sha}/"

@@ -11,7 +11,7 @@ from pathlib import Path
 import job_requests
 import preflight
 import pytest
-from lambda_testlib import FSX, KMS, all_requests, sagemaker_request_errors, settings_dict
+from lambda_testlib import FSX, KMS, SMDDP_IMAGE, all_requests, sagemaker_request_errors, settings_dict
 from runs import prepare_run
 from sagemaker_training import environment as toolkit_env
 from sagemaker_training import mapping as toolkit_mapping
@@ -53,10 +53,12 @@ def assert_valid(operation, request):
     ("smddp", {"sagemaker_torch_distributed_enabled": "true", "sagemaker_instance_type": '"ml.p4d.24xlarge"',
                "ddp_backend": '"smddp"'}),
     ("fsdp", {"sagemaker_torch_distributed_enabled": "true", "sagemaker_instance_type": '"ml.p4d.24xlarge"',
-              "fsdp": '"full_shard auto_wrap"', "fsdp_config": '"{}"'}),
+              "fsdp": '"full_shard auto_wrap"', "fsdp_config": json.dumps('{"version":2}')}),
 ])
 def test_hyperparameters_per_distribution_strategy(settings, strategy, extra):
     compute = {"instance_type": "ml.p4d.24xlarge", "instance_count": 1 if strategy == "none" else 2}
+    if strategy == "smddp":  # only images that ship the library accept it
+        settings = Settings.from_dict(settings_dict(training_image_uri=SMDDP_IMAGE))
     request = training(settings, compute=compute, distribution={"strategy": strategy})
     name = request["TrainingJobName"]
     assert name == "hfsm-dev-dist-20250102030405-" + name.split("-")[-2] + "-train0"
@@ -93,7 +95,7 @@ def test_the_toolkit_decodes_what_the_script_expects(settings, tmp_path, monkeyp
     pairs = dict(zip(args[::2], args[1::2], strict=True))
     assert pairs["--task"] == "question-answering"
     assert pairs["--fsdp"] == "full_shard auto_wrap"
-    assert json.loads(pairs["--fsdp_config"]) == {"transformer_layer_cls_to_wrap": ["BertLayer"]}
+    assert json.loads(pairs["--fsdp_config"]) == {"transformer_layer_cls_to_wrap": ["BertLayer"], "version": 2}
     assert json.loads(pairs["--lr_scheduler_kwargs"]) == {"num_cycles": 2}
     assert pairs["--label_names"] == "start_positions"
     assert pairs["--gradient_checkpointing"] == "False"

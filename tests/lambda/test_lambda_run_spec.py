@@ -201,8 +201,9 @@ def test_preflight_static_problems_name_fields(settings):
     problems = info.value.problems
     text = "\n".join(problems)
     assert "compute.instance_type: ml.g4dn.xlarge is not allowed in environment dev; allowed: ml.g5.2xlarge" in text
-    assert "fallback.options[0].instance_type: SMDDP (distribution.strategy smddp) does not run on ml.g5.2xlarge" \
+    assert "fallback.options[0].instance_type: (distribution.strategy smddp) SMDDP does not run on ml.g5.2xlarge" \
         in text
+    assert "distribution.strategy: smddp: the training image (huggingface-pytorch-training:2.9.0-" in text
     assert "compute.instance_count: 9 is over environment dev's limit of 4" in text
     assert "spot.max_wait_seconds: 60 is less than max_runtime_seconds=3600" in text
     assert "data.validation.fsx: environment dev has no FSx for Lustre file system" in text

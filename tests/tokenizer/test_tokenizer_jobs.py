@@ -224,10 +224,11 @@ def test_runproc_installs_requirements_then_execs(processing_host, runproc_env, 
     assert proc.returncode == 0, proc.stderr
     code = base / "processing" / "input" / "code"
     assert calls.read_text().splitlines() == [
-        f"{code}|-m pip install --disable-pip-version-check --no-input -r requirements.txt",
+        f"{code}|-m pip install --disable-pip-version-check --no-input --no-index --no-deps --find-links wheels "
+        "-r requirements-processing.txt",
         f"{code}|tokenizer_map.py --text-field body",
     ]
-    assert (code / "requirements.txt").exists()
+    assert (code / "requirements-processing.txt").exists()
 
 
 def test_runproc_code_dir_override_and_missing_script(tmp_path, runproc_env):

@@ -348,8 +348,8 @@ class SageMakerTrainingArguments(Seq2SeqTrainingArguments):
             except ImportError as err:
                 raise ArgumentError(
                     "ddp_backend smddp needs the SageMaker distributed data parallel library "
-                    "(smdistributed.dataparallel), which the SageMaker GPU images ship on ml.p4d/p4de/p5 "
-                    "instances; use nccl elsewhere"
+                    "(smdistributed.dataparallel), which only the PyTorch <= 2.5 training images ship (ml.p4d/p4de/p5); "
+                    "use nccl elsewhere"
                 ) from err
         if self.save_steps is not None and self.save_steps <= 0:
             raise ArgumentError(f"save_steps must be > 0, got {self.save_steps}")

@@ -57,8 +57,9 @@ class SigtermCallback(TrainerCallback):
     """SIGTERM (spot interruption, StopTrainingJob) -> checkpoint at the next optimizer step, then stop; and
     a checkpoint at least every `save_every_seconds` (whichever of steps and time comes first).
 
-    The signal only sets a flag; at each step end the ranks agree (one all-reduce of two integers over a gloo
-    group) so that all of them stop or save at the same step and save the same checkpoint together.
+    The signal only sets a flag; at each step end the ranks agree (one all-reduce of two flags, see
+    distributed.any_rank_each) so that all of them stop or save at the same step and save the same checkpoint
+    together.
     """
 
     def __init__(self, save_every_seconds: float | None = None, clock=time.monotonic) -> None:

@@ -41,18 +41,34 @@ def barrier() -> None:
         dist.barrier()
 
 
-_CPU_GROUP = None
+# Backends that allow no second process group: the SMDDP library documents that its `smddp` backend supports
+# neither torch.distributed.new_group() nor running alongside another backend such as gloo or NCCL.
+SINGLE_GROUP_BACKENDS = ("smddp",)
+
+_CONTROL: tuple | None = None  # (group, device) for the small control collectives below
 
 
-def _cpu_group():
-    """A gloo group for tiny control messages (no GPU stream sync when the main backend is NCCL)."""
-    global _CPU_GROUP
+def _control():
+    """(group, device) for tiny control messages.
+
+    gloo: the default group, CPU tensors. NCCL: a gloo side group (no GPU stream sync for a flag or a row
+    count). smddp: no side group is allowed, so the default group with tensors on this rank's device.
+    """
+    global _CONTROL
     dist = _dist()
     if dist is None:
-        return None
-    if _CPU_GROUP is None:
-        _CPU_GROUP = dist.group.WORLD if dist.get_backend() == "gloo" else dist.new_group(backend="gloo")
-    return _CPU_GROUP
+        return None, None
+    if _CONTROL is None:
+        backend = str(dist.get_backend()).lower()
+        if backend == "gloo":
+            _CONTROL = (None, torch.device("cpu"))
+        elif backend in SINGLE_GROUP_BACKENDS:
+            device = (torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available()
+                      else torch.device("cpu"))
+            _CONTROL = (None, device)
+        else:
+            _CONTROL = (dist.new_group(backend="gloo"), torch.device("cpu"))
+    return _CONTROL
 
 
 def any_rank(flag: bool) -> bool:
@@ -60,9 +76,11 @@ def any_rank(flag: bool) -> bool:
     dist = _dist()
     if dist is None:
         return bool(flag)
-    tensor = torch.tensor([1 if flag else 0], dtype=torch.int32)
-    dist.all_reduce(tensor, op=dist.ReduceOp.MAX, group=_cpu_group())
-    return bool(tensor.item())
+    group, device = _control()
+    # a float SUM: the one reduction every backend (SMDDP's AllReduce included) supports
+    tensor = torch.tensor([1.0 if flag else 0.0], dtype=torch.float32, device=device)
+    dist.all_reduce(tensor, op=dist.ReduceOp.SUM, group=group)
+    return bool(tensor.item() > 0)
 
 
 def any_rank_each(flags: list[bool]) -> list[bool]:
@@ -70,15 +88,18 @@ def any_rank_each(flags: list[bool]) -> list[bool]:
     dist = _dist()
     if dist is None:
         return [bool(f) for f in flags]
-    tensor = torch.tensor([1 if f else 0 for f in flags], dtype=torch.int32)
-    dist.all_reduce(tensor, op=dist.ReduceOp.MAX, group=_cpu_group())
-    return [bool(v) for v in tensor.tolist()]
+    group, device = _control()
+    tensor = torch.tensor([1.0 if f else 0.0 for f in flags], dtype=torch.float32, device=device)
+    dist.all_reduce(tensor, op=dist.ReduceOp.SUM, group=group)  # SUM: supported by every backend (SMDDP too)
+    return [v > 0 for v in tensor.tolist()]
 
 
 def all_gather_objects(obj) -> list:
+    """Every rank's `obj`, in rank order (pickled; torch sends them as tensors on the group's device)."""
     dist = _dist()
     if dist is None:
         return [obj]
+    group, _device = _control()
     out = [None] * dist.get_world_size()
-    dist.all_gather_object(out, obj, group=_cpu_group())
+    dist.all_gather_object(out, obj, group=group)
     return out

@@ -15,9 +15,10 @@ import time
 from pathlib import Path
 
 from . import args as hp
-from . import checkpoints, distributed, resume, run_history, sharding, smenv
+from . import checkpoints, distributed, export, fsdp, resume, run_history, sharding, smenv
 from .callbacks import CheckpointCallback, EpochCallback, LogLinesCallback, SigtermCallback
 from .data import DataError, load_hub, load_local
+from .nccl import NcclTransportCallback
 from .tasks import get_task
 from .tasks.base import ModelTaskMismatch
 
@@ -37,6 +38,11 @@ def make_trainer_class(base):
         def __init__(self, *a, train_loader_factory=None, **kw):
             self._train_loader_factory = train_loader_factory
             super().__init__(*a, **kw)
+
+        def create_accelerator_and_postprocess(self):
+            fsdp.check_cpu_support(self.args)
+            super().create_accelerator_and_postprocess()
+            fsdp.enable_on_cpu(self)  # accelerate turns FSDP on for GPU runs only
 
         def get_train_dataloader(self):
             if self._train_loader_factory is None:
@@ -491,6 +497,7 @@ def run(model_args, data_args, training_args) -> int:
             ),
             EpochCallback(sampler, layout.plan.num_batches),
             LogLinesCallback(),
+            NcclTransportCallback(),  # which network NCCL chose (EFA or a TCP fallback)
         ]
         trainer = trainer_cls(
             model=model,
@@ -517,7 +524,10 @@ def run(model_args, data_args, training_args) -> int:
             if decision.step is not None and decision.step >= total_steps:
                 # the previous attempt finished training but not the final save: don't train a step more
                 logger.info("training finished at %s already: writing the final model from it", decision.path)
-                trainer._load_from_checkpoint(decision.path)
+                if trainer.is_fsdp_enabled and fsdp.version(training_args) == 2:
+                    fsdp.load_full_weights(trainer.model, decision.path)  # the Trainer loads shards into wrapped models only
+                else:
+                    trainer._load_from_checkpoint(decision.path)
                 metrics = {"train_global_step": float(decision.step)}
             else:
                 result = trainer.train(resume_from_checkpoint=decision.path)
@@ -547,11 +557,9 @@ def run(model_args, data_args, training_args) -> int:
         metrics.update({k: v for k, v in trainer.evaluate(**eval_kwargs).items() if isinstance(v, int | float)})
 
     # --- the final model: written once, by global rank 0 (all ranks join for sharded models)
-    fsdp_plugin = getattr(trainer.accelerator.state, "fsdp_plugin", None)
-    if fsdp_plugin is not None:
-        fsdp_plugin.set_state_dict_type("FULL_STATE_DICT")
-    trainer.save_model(env.model_dir)
+    fsdp.save_final_model(trainer, env.model_dir)
     if rank == 0:
+        export.make_readable_by_transformers4(env.model_dir)  # the registered inference image is transformers 4.x
         metrics["total_runtime_seconds"] = time.time() - started
         os.makedirs(env.output_data_dir, exist_ok=True)
         with open(os.path.join(env.output_data_dir, "metrics.json"), "w") as handle:
