@@ -43,7 +43,7 @@ lint: setup
 
 # The whole suite, slow tests included (CI runs this).
 test: setup lint
-	$(VENV)/bin/pytest -q
+	HYPOTHESIS_PROFILE=ci $(VENV)/bin/pytest -q
 
 # The fast subset for the edit-test loop.
 test-fast: setup

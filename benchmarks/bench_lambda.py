@@ -3,9 +3,11 @@
 Cold import is measured as Lambda does it: a fresh interpreter importing `handlers` from a copy of lambda/
 without __pycache__ (the asset ships no .pyc and /var/task is read-only, so our modules compile every cold
 start). Baseline: the same interpreter importing only boto3 (which every Python Lambda using AWS pays).
-Also: the pure planning path (parse + pre-flight + all requests) per example spec, warm.
+Also: a cold Prepare (import + the first prepare of an example spec: schema files loaded, patterns compiled),
+and the pure planning path (parse + pre-flight + all requests) per example spec, warm. `--baseline-ref REF`
+measures lambda/ as it was at a git ref in the same run, interleaved (e.g. before a change).
 
-    python benchmarks/bench_lambda.py [--repeat N]
+    python benchmarks/bench_lambda.py [--repeat N] [--baseline-ref main]
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 import zipfile
@@ -66,11 +69,11 @@ def _probe(code_dir: Path, statement: str) -> float:
                                 text=True, check=True).stdout)
 
 
-def cold_imports_ms(code_dir: Path, statements: dict[str, str], repeat: int) -> dict[str, float]:
-    """Median per statement; rounds interleave the statements so machine load affects all alike."""
-    times: dict[str, list[float]] = {name: [] for name in statements}
+def cold_imports_ms(runs: dict[str, tuple[Path, str]], repeat: int) -> dict[str, float]:
+    """Median per (code dir, statement); rounds interleave them so machine load affects all alike."""
+    times: dict[str, list[float]] = {name: [] for name in runs}
     for _ in range(repeat):
-        for name, statement in statements.items():
+        for name, (code_dir, statement) in runs.items():
             times[name].append(_probe(code_dir, statement))
     return {name: statistics.median(values) for name, values in times.items()}
 
@@ -92,17 +95,39 @@ def planning_ms(repeat: int) -> float:
     return (time.perf_counter() - start) * 1000 / (repeat * len(specs))
 
 
+def _extract(ref: str, target: Path) -> None:
+    archive = subprocess.run(["git", "archive", ref, "lambda"], cwd=REPO, capture_output=True, check=True).stdout
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(target, filter="data")
+
+
+def _first_prepare(tmp: Path) -> str:
+    """The first example without its editor-only `$schema` key (older code refuses the key)."""
+    spec = json.loads(sorted((REPO / "examples").glob("*.json"))[0].read_text())
+    spec.pop("$schema", None)
+    path = tmp / "spec.json"
+    path.write_text(json.dumps(spec))
+    return f"import handlers, json, runs, settings; runs.prepare_run(json.load(open({str(path)!r})), settings.load_settings())"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=9)
+    parser.add_argument("--baseline-ref", help="also measure lambda/ at this git ref (interleaved)")
     args = parser.parse_args()
     count, raw, zipped = asset_sizes()
     with tempfile.TemporaryDirectory() as tmp:
         code_dir = Path(tmp) / "task"
         shutil.copytree(LAMBDA, code_dir, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.md"))
-        cold = cold_imports_ms(code_dir, {
-            "bare": "pass", "boto": "import boto3, botocore.config, botocore.exceptions",
-            "handlers": "import handlers", "pure": "import run_spec, planning, job_requests"}, args.repeat)
+        statements = {"bare": "pass", "boto": "import boto3, botocore.config, botocore.exceptions",
+                      "handlers": "import handlers", "pure": "import run_spec, planning, job_requests",
+                      "prepare": _first_prepare(Path(tmp))}
+        runs = {name: (code_dir, statement) for name, statement in statements.items()}
+        if args.baseline_ref:
+            _extract(args.baseline_ref, Path(tmp) / "base")
+            runs.update({f"base:{name}": (Path(tmp) / "base" / "lambda", statements[name])
+                         for name in ("handlers", "pure", "prepare")})
+        cold = cold_imports_ms(runs, args.repeat)
         bare, boto, handlers, pure = cold["bare"], cold["boto"], cold["handlers"], cold["pure"]
     plan = planning_ms(max(1, args.repeat * 4))
     print(f"lambda asset: {count} files, {raw / 1024:.1f} KiB raw, {zipped / 1024:.1f} KiB zipped "
@@ -112,7 +137,14 @@ def main() -> int:
     print(f"  `import handlers` (boto3 included): {handlers:8.1f} ms  ratio to boto3 {handlers / boto:.2f}x, "
           f"own cost {handlers - boto:+.1f} ms")
     print(f"  pure modules (no boto3):            {pure:8.1f} ms  ratio to boto3 {pure / boto:.2f}x")
+    print(f"  first prepare (import + one spec):  {cold['prepare']:8.1f} ms")
     print(f"  (timer overhead, `pass`:            {bare:8.3f} ms)")
+    if args.baseline_ref:
+        print(f"baseline lambda/ at {args.baseline_ref} (same run, interleaved):")
+        for name in ("handlers", "pure", "prepare"):
+            before, after = cold[f"base:{name}"], cold[name]
+            own = "" if name == "pure" else f", own cost (minus boto3) {before - boto:+.1f} -> {after - boto:+.1f} ms"
+            print(f"  {name:9s} {before:8.1f} ms -> {after:8.1f} ms  ratio {after / before:.2f}x{own}")
     print(f"warm planning (parse + pre-flight + every request) per example spec: {plan:.2f} ms")
     return 0
 

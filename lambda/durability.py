@@ -21,7 +21,7 @@ from collections import defaultdict
 from datetime import UTC, datetime
 from typing import Any
 
-MARKER_RE = re.compile(r"^checkpoint-(\d+)/_complete\.([^/]+)\.json$")
+MARKER_RE = re.compile(r"checkpoint-([0-9]+)/_complete\.([^/]+)\.json")  # fullmatch
 MARKER_FORMAT = 2
 HISTORY_KEY = "_history.json"
 MAX_MARKER_READS = 20  # newest steps looked at per check
@@ -97,7 +97,7 @@ def last_durable(s3: Any, uri: str) -> dict[str, Any] | None:
     listing = list_prefix(s3, uri)
     markers_by_step: dict[int, list[str]] = defaultdict(list)
     for key in listing:
-        match = MARKER_RE.match(key)
+        match = MARKER_RE.fullmatch(key)
         if match:
             markers_by_step[int(match.group(1))].append(key)
     pending = []

@@ -12,15 +12,29 @@ class PipelineError(Exception):
 
 
 class ProblemsError(PipelineError):
-    """An error that carries a list of problems, each starting with the field it is about."""
+    """An error that carries a list of problems, each starting with the field it is about.
+
+    The message is bounded (Step Functions keeps at most 32,768 characters of an error's cause, SNS 256 KB):
+    at most MAX_LISTED problems of at most MAX_PROBLEM_CHARS each, then "(and N more problems)".
+    """
 
     headline = "problems"
+    MAX_LISTED = 50
+    MAX_PROBLEM_CHARS = 400
+    MAX_MESSAGE_CHARS = 12_000
 
-    def __init__(self, problems: list[str]) -> None:
-        self.problems = list(problems)
-        count = len(self.problems)
-        lines = "\n".join(f"- {p}" for p in self.problems)
-        super().__init__(f"{self.headline} ({count} problem{'s' if count != 1 else ''}):\n{lines}")
+    def __init__(self, problems: list[str], omitted: int = 0) -> None:
+        cut = [p if len(p) <= self.MAX_PROBLEM_CHARS else p[: self.MAX_PROBLEM_CHARS - 3] + "..."
+               for p in problems[: self.MAX_LISTED]]
+        omitted += len(problems) - len(cut)
+        while cut and sum(len(p) + 3 for p in cut) > self.MAX_MESSAGE_CHARS:
+            cut.pop()
+            omitted += 1
+        self.problems, self.omitted = cut, omitted
+        count = len(cut) + omitted
+        lines = "\n".join(f"- {p}" for p in cut)
+        more = f"\n(and {omitted} more problem{'s' if omitted != 1 else ''})" if omitted else ""
+        super().__init__(f"{self.headline} ({count} problem{'s' if count != 1 else ''}):\n{lines}{more}")
 
 
 class SpecError(ProblemsError):
@@ -43,6 +57,10 @@ class SettingsError(ProblemsError):
 
 class FallbackExhaustedError(PipelineError):
     """Every attempt allowed by the spec's fallback list ended in a capacity error or a spot timeout."""
+
+
+class JobConflictError(PipelineError):
+    """A job with the planned name exists with other settings (another run's): it is never adopted."""
 
 
 class JobFailedError(PipelineError):

@@ -34,13 +34,11 @@ import model_package
 import naming
 import orphans
 import outcomes
-import planning
 import registry
 import request_guard
-import spend
 from aws import aws_errors, client, error_code, is_already_exists, is_not_found
 from botocore.exceptions import ClientError
-from errors import JobFailedError, PreflightError, SpecError
+from errors import JobConflictError, JobFailedError, PreflightError, SpecError
 from run_spec import parse_spec_text
 from runs import prepare_run
 from settings import Settings, load_settings
@@ -114,9 +112,11 @@ def _read_source(s3: Any, source: Any, settings: Settings) -> Any:
                 response = s3.get_object(**{**args, "Key": unquote_plus(key)})
             except ClientError as err2:
                 raise PreflightError([f"source.key: cannot read s3://{bucket}/{key}: {error_code(err2)}"]) from err2
-    if int(response.get("ContentLength") or 0) > MAX_SPEC_BYTES:
-        raise SpecError([f"(root): the spec is {response['ContentLength']} bytes; at most {MAX_SPEC_BYTES}"])
-    return parse_spec_text(response["Body"].read())
+    body = response["Body"].read(MAX_SPEC_BYTES + 1)  # never more than the limit, whatever ContentLength says
+    if int(response.get("ContentLength") or 0) > MAX_SPEC_BYTES or len(body) > MAX_SPEC_BYTES:
+        size = max(int(response.get("ContentLength") or 0), len(body))
+        raise SpecError([f"(root): the spec is {size} bytes or more; at most {MAX_SPEC_BYTES}"])
+    return parse_spec_text(body)
 
 
 def prepare(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
@@ -135,34 +135,66 @@ def prepare(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
         raise SpecError(["(input): give exactly one of spec (the run spec) or source ({bucket, key, version_id})"])
     s3 = client("s3")
     raw = payload["spec"] if has_spec else _read_source(s3, source, settings)
-    if isinstance(raw, str):
+    if isinstance(raw, str | bytes):
         raw = parse_spec_text(raw)
     exec_small = {k: v for k, v in (execution or {}).items() if k.lower() in ("id", "name", "starttime", "start_time")}
     run = prepare_run(raw, settings, run_id=payload.get("run_id"), execution=exec_small, source=source, s3=s3,
-                      sagemaker=client("sagemaker"), ec2=client("ec2"))
-    busy = spend.concurrency_problems(settings, client("stepfunctions"), (execution or {}).get("Id"))
-    if busy:
-        raise PreflightError(busy)
+                      sagemaker=client("sagemaker"), ec2=client("ec2"), stepfunctions=client("stepfunctions"))
     _log("prepared", run_id=run["run_id"], tokenizer_stage=run["tokenizer_stage"], max_attempts=run["max_attempts"])
     return {"run": run, "poll_seconds": settings.poll_seconds, "tokenizer_enabled": run["tokenizer_stage"],
             "attempt": 0}
 
 
 # --- start jobs ------------------------------------------------------------------------------------------
-def _start_once(describe: Any, create: Any, arn_key: str) -> tuple[str, bool]:
-    """Describe first, create if absent; a retried Lambda never starts a second job for one attempt."""
+def _differences(sent: Any, found: Any, path: str = "") -> list[str]:
+    """Where an existing job's description differs from the request. Describe adds defaults to some objects
+    (channels): only the keys both have count there; hyperparameters are all the request's, so every key counts."""
+    if isinstance(sent, dict) and isinstance(found, dict):
+        keys = sorted(set(sent) | set(found)) if path == "HyperParameters" else [k for k in sent if k in found]
+        return [d for key in keys for d in _differences(sent.get(key), found.get(key), f"{path}.{key}")]
+    if isinstance(sent, list) and isinstance(found, list) and len(sent) == len(found):
+        return [d for i, (a, b) in enumerate(zip(sent, found, strict=True)) for d in _differences(a, b, f"{path}[{i}]")]
+    return [] if sent == found else [path.lstrip(".")]
+
+
+# What makes a job this request's job: compared with DescribeTrainingJob / DescribeProcessingJob.
+_IDENTITY = ("RoleArn", "HyperParameters", "InputDataConfig", "OutputDataConfig.S3OutputPath", "CheckpointConfig.S3Uri",
+             "AlgorithmSpecification.TrainingImage", "ResourceConfig.InstanceType", "ResourceConfig.InstanceCount",
+             "EnableManagedSpotTraining", "ProcessingInputs", "ProcessingOutputConfig.Outputs", "AppSpecification",
+             "ProcessingResources.ClusterConfig.InstanceType", "ProcessingResources.ClusterConfig.InstanceCount")
+
+
+def _pick(tree: Any, dotted: str) -> Any:
+    for key in dotted.split("."):
+        tree = tree.get(key) if isinstance(tree, dict) else None
+    return tree
+
+
+def _start_once(request: dict[str, Any], name: str, describe: Any, create: Any, arn_key: str) -> tuple[str, bool]:
+    """Describe first, create if absent; a retried Lambda never starts a second job for one attempt.
+
+    A job that exists already is adopted only when it is this request's job (same hyperparameters, channels,
+    instances, output and checkpoint prefixes...); a job of another spec under the same name fails loudly.
+    """
     with aws_errors():
         try:
-            return describe()[arn_key], False
+            found = describe()
         except ClientError as err:
             if not is_not_found(err):
                 raise
-        try:
-            return create()[arn_key], True
-        except ClientError as err:
-            if not is_already_exists(err):
-                raise
-            return describe()[arn_key], False
+            try:
+                return create()[arn_key], True
+            except ClientError as err2:
+                if not is_already_exists(err2):
+                    raise
+                found = describe()
+    differences = [d for path in _IDENTITY if _pick(request, path) is not None and _pick(found, path) is not None
+                   for d in _differences(_pick(request, path), _pick(found, path), path)]
+    if differences:
+        raise JobConflictError(f"job {name} exists already with other settings ({', '.join(differences[:8])}); it "
+                               "belongs to another run or spec: no job was adopted or started. Submit the spec "
+                               "again for a new run id")
+    return found[arn_key], False
 
 
 def start_processing(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
@@ -173,7 +205,7 @@ def start_processing(event: dict[str, Any], context: Any = None) -> dict[str, An
     request_guard.check_processing(request, run, settings, job_requests.PROCESSING_STAGES[stage])
     name = request["ProcessingJobName"]
     sm = client("sagemaker")
-    arn, created = _start_once(lambda: sm.describe_processing_job(ProcessingJobName=name),
+    arn, created = _start_once(request, name, lambda: sm.describe_processing_job(ProcessingJobName=name),
                                lambda: sm.create_processing_job(**request), "ProcessingJobArn")
     _log("processing job started" if created else "processing job already started", job_name=name, stage=stage)
     return {"job_type": "processing", "stage": job_requests.PROCESSING_STAGES[stage], "job_name": name,
@@ -192,9 +224,9 @@ def start_training(event: dict[str, Any], context: Any = None) -> dict[str, Any]
     request_guard.check_training(request, run, settings, attempt)
     name = request["TrainingJobName"]
     sm = client("sagemaker")
-    arn, created = _start_once(lambda: sm.describe_training_job(TrainingJobName=name),
+    arn, created = _start_once(request, name, lambda: sm.describe_training_job(TrainingJobName=name),
                                lambda: sm.create_training_job(**request), "TrainingJobArn")
-    config = planning.attempt_config(run["spec"], attempt)
+    config = {k: v for k, v in run["attempts"][attempt].items() if k in ("instance_type", "instance_count", "spot")}
     _log("training job started" if created else "training job already started", job_name=name, attempt=attempt,
          **config)
     checkpoint = run["spec"]["checkpoint"]
@@ -272,7 +304,7 @@ def plan_fallback(event: dict[str, Any], context: Any = None) -> int:
     FallbackExhaustedError (attempts used up) / JobFailedError (a failure a new attempt would not fix)."""
     run, attempt = event["run"], int(event.get("attempt") or 0)
     nxt = outcomes.next_attempt(run, attempt, event["status"])
-    _log("fallback planned", run_id=run["run_id"], attempt=nxt, **planning.attempt_config(run["spec"], nxt))
+    _log("fallback planned", run_id=run["run_id"], **run["attempts"][nxt])
     return nxt
 
 

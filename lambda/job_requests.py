@@ -1,9 +1,15 @@
 """CreateTrainingJob / CreateProcessingJob requests, built by pure functions from a planned run.
 
+They read only the plan (`run["attempts"]`, `run["job_names"]`, `run["uris"]`) and the resolved spec: Prepare
+builds every request of a run once (`build_requests`) for pre-flight to check; start_* build one again.
+
 The content matches what the SageMaker Python SDK (v2) Hugging Face estimator and framework processor
 send for the same settings (see shared/SAGEMAKER_NOTES.md): reserved `sagemaker_*` hyperparameters, every
 hyperparameter value JSON-encoded, `sourcedir.tar.gz` from the deploy-time code prefix, torch_distributed
-flags, managed spot with a checkpoint prefix kept across attempts.
+flags, managed spot with a checkpoint prefix kept across attempts. A training job that needs no internet (a model
+from S3, nothing fetched from the Hub, no remote reporting: `hyperparameters.needs_internet`) runs with
+EnableNetworkIsolation; it cannot download `sourcedir.tar.gz` itself, so the code arrives as the `code` channel
+and `sagemaker_submit_directory` names the file inside the container (what the SDK v2 does).
 """
 
 from __future__ import annotations
@@ -11,11 +17,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import code_policy
 import efa
-import naming
-import planning
-from run_spec import hyperparameter_argument, model_source
+import hyperparameters
 from settings import Settings
 
 ENTRY_POINT = "train.py"
@@ -28,6 +31,8 @@ MAP_INPUT_DIR = "/opt/ml/processing/input/data"
 MAP_OUTPUT_DIR = "/opt/ml/processing/output/counts"
 REDUCE_INPUT_DIR = "/opt/ml/processing/input/counts"
 REDUCE_OUTPUT_DIR = "/opt/ml/processing/output/tokenizer"
+CODE_CHANNEL = "code"  # network-isolated training jobs: the code as an input channel
+ISOLATED_CODE_DIR = f"/opt/ml/input/data/{CODE_CHANNEL}"
 
 # Metric definitions match the training script's `METRIC <name>=<value>` lines (CONTRACTS.md).
 METRIC_VALUE_REGEX = "([-+0-9.eE]+|nan|inf)"
@@ -59,42 +64,33 @@ def tags(settings: Settings, run: dict[str, Any]) -> list[dict[str, str]]:
     return [{"Key": k, "Value": v} for k, v in list(fixed.items()) + extra]
 
 
-def training_job_name(run: dict[str, Any], settings: Settings, attempt: int) -> str:
-    planned = run["job_names"]["train"]
-    return planned[attempt] if attempt < len(planned) else naming.job_name(settings.name_prefix, run["run_id"],
-                                                                           "train", attempt)
+def network_isolated(spec: dict[str, Any]) -> bool:
+    return not hyperparameters.needs_internet(spec["model"], spec["hyperparameters"])
+
+
+def code_tarball(settings: Settings) -> str:
+    return f"{settings.code_s3_prefix}sourcedir.tar.gz"
 
 
 def training_hyperparameters(run: dict[str, Any], settings: Settings, attempt: int) -> dict[str, Any]:
     """Unencoded hyperparameters: reserved ones, the pipeline's, then the spec's."""
-    spec = run["spec"]
-    config = planning.attempt_config(spec, attempt)
+    spec, planned = run["spec"], run["attempts"][attempt]
     values: dict[str, Any] = {
         "sagemaker_program": ENTRY_POINT,
-        "sagemaker_submit_directory": f"{settings.code_s3_prefix}sourcedir.tar.gz",
+        "sagemaker_submit_directory": (f"{ISOLATED_CODE_DIR}/sourcedir.tar.gz" if network_isolated(spec)
+                                       else code_tarball(settings)),
         "sagemaker_container_log_level": CONTAINER_LOG_LEVEL,
-        "sagemaker_job_name": training_job_name(run, settings, attempt),
+        "sagemaker_job_name": planned["job_name"],
         "sagemaker_region": settings.region,
     }
-    distribution = spec["distribution"]
-    if distribution["strategy"] != "none":
+    if spec["distribution"]["strategy"] != "none":
         # ddp, fsdp and smddp all launch with torchrun (SDK: distribution={"torch_distributed": ...}).
         values["sagemaker_torch_distributed_enabled"] = True
-        values["sagemaker_instance_type"] = config["instance_type"]
+        values["sagemaker_instance_type"] = planned["instance_type"]
         if "processes_per_host" in spec["compute"]:
             values["sagemaker_mpi_num_of_processes_per_host"] = spec["compute"]["processes_per_host"]
-    values["task"] = spec["task"]
-    if model_source(spec["model"]) == "hub":
-        values["model_name_or_path"] = spec["model"]
-    values["save_steps"] = spec["checkpoint"]["every_steps"]
-    if spec["checkpoint"].get("every_minutes"):
-        values["save_every_minutes"] = spec["checkpoint"]["every_minutes"]
-    if distribution["strategy"] == "fsdp":
-        values["fsdp"] = distribution["fsdp"]["sharding"]
-        values["fsdp_config"] = json.dumps(distribution["fsdp"]["config"], sort_keys=True, separators=(",", ":"))
-    elif distribution["strategy"] == "smddp":
-        values["ddp_backend"] = "smddp"
-    values.update({k: hyperparameter_argument(k, v) for k, v in spec["hyperparameters"].items()})
+    values.update(hyperparameters.pipeline_values(spec))
+    values.update({k: hyperparameters.argument(k, v) for k, v in spec["hyperparameters"].items()})
     return values
 
 
@@ -128,10 +124,12 @@ def input_channels(run: dict[str, Any], settings: Settings) -> list[dict[str, An
                 }},
                 "InputMode": "File",
             })
-    if model_source(spec["model"]) == "s3":
+    if spec["model"].startswith("s3://"):
         channels.append(_s3_channel("model", spec["model"]))
     if run["tokenizer_stage"]:
         channels.append(_s3_channel("tokenizer", run["uris"]["tokenizer"]))
+    if network_isolated(spec):
+        channels.append(_s3_channel(CODE_CHANNEL, code_tarball(settings)))
     return channels
 
 
@@ -145,13 +143,12 @@ def vpc_config(settings: Settings, *, fsx: bool) -> dict[str, list[str]] | None:
 
 def training_request(run: dict[str, Any], settings: Settings, attempt: int = 0) -> dict[str, Any]:
     """CreateTrainingJob parameters for one attempt (0: the spec's compute; k: fallback option k)."""
-    spec = run["spec"]
-    config = planning.attempt_config(spec, attempt)
+    spec, config = run["spec"], run["attempts"][attempt]
     stopping: dict[str, int] = {"MaxRuntimeInSeconds": spec["max_runtime_seconds"]}
     if config["spot"]:
         stopping["MaxWaitTimeInSeconds"] = spec["spot"]["max_wait_seconds"]
     request: dict[str, Any] = {
-        "TrainingJobName": training_job_name(run, settings, attempt),
+        "TrainingJobName": config["job_name"],
         "HyperParameters": encode_hyperparameters(training_hyperparameters(run, settings, attempt)),
         "AlgorithmSpecification": {
             "TrainingImage": settings.training_image_uri,
@@ -170,7 +167,7 @@ def training_request(run: dict[str, Any], settings: Settings, attempt: int = 0) 
         },
         "StoppingCondition": stopping,
         "Tags": tags(settings, run),
-        "EnableNetworkIsolation": False,
+        "EnableNetworkIsolation": network_isolated(spec),
         "EnableInterContainerTrafficEncryption": settings.inter_container_encryption,
         "EnableManagedSpotTraining": config["spot"],
         "CheckpointConfig": {"S3Uri": run["uris"]["checkpoint"], "LocalPath": CHECKPOINT_LOCAL_PATH},
@@ -183,7 +180,7 @@ def training_request(run: dict[str, Any], settings: Settings, attempt: int = 0) 
     vpc = vpc_config(settings, fsx=uses_fsx(spec))
     if vpc:
         request["VpcConfig"] = vpc
-    return code_policy.isolate_training_request(request, spec, settings)
+    return request
 
 
 def _processing_input(name: str, uri: str, local_path: str, distribution: str = "FullyReplicated") -> dict[str, Any]:
@@ -248,3 +245,11 @@ def processing_request(run: dict[str, Any], settings: Settings, stage: str) -> d
         "RoleArn": settings.sagemaker_role_arn,
         "Tags": tags(settings, run),
     }
+
+
+def build_requests(run: dict[str, Any], settings: Settings) -> list[tuple[str, dict[str, Any]]]:
+    """(operation, parameters) for every request the run can send: each attempt, then the tokenizer jobs."""
+    requests = [("CreateTrainingJob", training_request(run, settings, a)) for a in range(run["max_attempts"])]
+    if run["tokenizer_stage"]:
+        requests += [("CreateProcessingJob", processing_request(run, settings, s)) for s in ("map", "reduce")]
+    return requests

@@ -9,22 +9,26 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
 
-JOB_NAME_RE = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
+JOB_NAME_RE = re.compile(r"[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}")  # fullmatch: SageMaker's TrainingJobName
 JOB_NAME_MAX = 63
-EXECUTION_NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,80}$")
-RUN_ID_RE = re.compile(r"^(?P<name>[a-z][a-z0-9-]{0,31})-(?P<ts>\d{14})-(?P<hex>[0-9a-f]{4})$")
+EXECUTION_NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,80}")
+# 16 hex digits = 64 random bits (or 64 bits of a hash of the unique execution ARN): run ids do not collide.
+RUN_ID_HEX = 16
+RUN_ID_RE = re.compile(r"(?P<name>[a-z][a-z0-9-]{0,31})-(?P<ts>[0-9]{14})-(?P<hex>[0-9a-f]{16})")
 # Stage -> short code used in job names.
 STAGE_CODES = {"tokenizer_map": "tokmap", "tokenizer_reduce": "tokred", "train": "train"}
 
 
 def is_job_name(name: str) -> bool:
-    return len(name) <= JOB_NAME_MAX and bool(JOB_NAME_RE.match(name))
+    return len(name) <= JOB_NAME_MAX and bool(JOB_NAME_RE.fullmatch(name))
 
 
 def make_run_id(name: str, when: datetime, entropy: str) -> str:
-    """`<spec name>-<UTC yyyymmddHHMMSS>-<4 hex>` (CONTRACTS.md)."""
+    """`<spec name>-<UTC yyyymmddHHMMSS>-<16 hex>` (CONTRACTS.md); `entropy`: at least 16 hex digits."""
     stamp = when.astimezone(UTC).strftime("%Y%m%d%H%M%S")
-    return f"{name}-{stamp}-{entropy[:4]}"
+    if len(entropy) < RUN_ID_HEX:
+        raise ValueError(f"a run id needs {RUN_ID_HEX} hex digits of entropy")
+    return f"{name}-{stamp}-{entropy[:RUN_ID_HEX]}"
 
 
 def run_id_for(name: str, execution: dict[str, Any] | None = None, now: datetime | None = None) -> str:
@@ -32,12 +36,13 @@ def run_id_for(name: str, execution: dict[str, Any] | None = None, now: datetime
 
     `execution` is the context object's `$$.Execution` ({Id, Name, StartTime}; lower/snake case accepted).
     An execution named like a run id of this spec (runctl does that) gives its name as the run id; otherwise
-    the start time and a hash of the execution id, so a retried Prepare plans the same run.
+    the start time and 64 bits of a hash of the execution ARN (unique per account, region and state machine),
+    so a retried Prepare plans the same run; without an execution, 64 random bits.
     """
     execution = {k.lower().replace("_", ""): v for k, v in (execution or {}).items()}
     exec_name, exec_id, start = execution.get("name"), execution.get("id"), execution.get("starttime")
     if isinstance(exec_name, str):
-        match = RUN_ID_RE.match(exec_name)
+        match = RUN_ID_RE.fullmatch(exec_name)
         if match and match["name"] == name:
             return exec_name
     if isinstance(exec_id, str) and isinstance(start, str):
@@ -48,19 +53,20 @@ def run_id_for(name: str, execution: dict[str, Any] | None = None, now: datetime
         if when is not None:
             when = when if when.tzinfo else when.replace(tzinfo=UTC)
             return make_run_id(name, when, hashlib.sha256(exec_id.encode()).hexdigest())
-    return make_run_id(name, now or datetime.now(UTC), secrets.token_hex(2))
+    return make_run_id(name, now or datetime.now(UTC), secrets.token_hex(RUN_ID_HEX // 2))
 
 
 def job_name(project: str, run_id: str, stage: str, attempt: int = 0) -> str:
-    """`<project>-<run_id>-<stage><attempt>`, cut to 63 characters keeping the unique tail."""
+    """`<project>-<run_id>-<stage><attempt>`; over 63 characters `<project>-<name, cut>-<16 hex>-<stage><attempt>`
+    (the run id's random part is unique on its own; the project prefix, which IAM scopes to, stays whole)."""
     tail = f"-{STAGE_CODES[stage]}{attempt}"
-    match = RUN_ID_RE.match(run_id)
+    match = RUN_ID_RE.fullmatch(run_id)
     if match:
-        head, unique = f"{project}-{match['name']}", f"{match['ts']}-{match['hex']}"
+        head, unique = f"{project}-{match['name']}", match["hex"]
     else:
-        head, unique = f"{project}-{run_id}", hashlib.sha256(run_id.encode()).hexdigest()[:12]
+        head, unique = f"{project}-{run_id}", hashlib.sha256(run_id.encode()).hexdigest()[:RUN_ID_HEX]
     full = f"{project}-{run_id}{tail}"
-    if len(full) <= JOB_NAME_MAX and JOB_NAME_RE.match(full):
+    if len(full) <= JOB_NAME_MAX and JOB_NAME_RE.fullmatch(full):
         return full
     room = JOB_NAME_MAX - len(unique) - len(tail) - 1
     head = re.sub(r"[^a-zA-Z0-9-]", "-", head)[:room].strip("-") or "job"

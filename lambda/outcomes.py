@@ -7,7 +7,6 @@ import re
 from datetime import datetime
 from typing import Any
 
-import planning
 from errors import FallbackExhaustedError, JobFailedError
 
 RUNNING, COMPLETED, RETRYABLE, FAILED = "running", "completed", "retryable", "failed"
@@ -68,9 +67,8 @@ def next_attempt(run: dict[str, Any], attempt: int, status: dict[str, Any]) -> i
     if attempt + 1 < run["max_attempts"]:
         return attempt + 1
     configs = "; ".join(
-        f"#{i} {run['job_names']['train'][i] if i < len(run['job_names']['train']) else '?'} "
-        f"({c['instance_type']} x{c['instance_count']}, {'spot' if c['spot'] else 'on-demand'})"
-        for i, c in ((i, planning.attempt_config(run["spec"], i)) for i in range(attempt + 1)))
+        f"#{c['attempt']} {c['job_name']} ({c['instance_type']} x{c['instance_count']}, "
+        f"{'spot' if c['spot'] else 'on-demand'})" for c in run["attempts"][: attempt + 1])
     raise FallbackExhaustedError(
         f"run {run['run_id']}: all {attempt + 1} attempt(s) allowed by fallback.max_attempts={run['max_attempts']} "
         f"ended without capacity (last: {name}: {reason}). Attempts: {configs}. Next: add fallback.options with "

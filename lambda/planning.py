@@ -1,4 +1,8 @@
-"""Plan a run from a resolved spec: run id, S3 URIs, job names and the settings of every attempt. Pure."""
+"""Plan a run from a resolved spec: S3 URIs, job names and the settings of every attempt. Pure.
+
+Prepare reads one way: run_spec.parse_spec -> plan_run (here) -> job_requests.build_requests -> preflight.check.
+Later steps read the plan (`run["attempts"]`); nothing calls back into planning.
+"""
 
 from __future__ import annotations
 
@@ -6,10 +10,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 import naming
+from errors import SpecError
 from settings import Settings
 
 
-def attempt_config(spec: dict[str, Any], attempt: int) -> dict[str, Any]:
+def _attempt_config(spec: dict[str, Any], attempt: int) -> dict[str, Any]:
     """Compute settings of one training attempt.
 
     Attempt 0 uses `compute` and `spot`; attempt k >= 1 applies `fallback.options[k-1]` (the last option
@@ -44,15 +49,28 @@ def run_uris(settings: Settings, run_id: str) -> dict[str, str]:
 def plan_run(
     spec: dict[str, Any],
     settings: Settings,
-    run_id: str,
     *,
+    run_id: Any = None,
+    execution: dict[str, Any] | None = None,
     source: dict[str, Any] | None = None,
-    execution_arn: str | None = None,
     created_at: datetime | None = None,
 ) -> dict[str, Any]:
-    """The `run` object that travels in the state machine's state as `$.run` (see docs/run_spec.md)."""
+    """The `run` object that travels in the state machine's state as `$.run` (see docs/run_spec.md).
+
+    `run_id` (runctl names the execution after it) must be `<spec name>-<yyyymmddHHMMSS>-<16 hex>`; without
+    it the run id comes from the execution (`$$.Execution`), else from 64 random bits.
+    """
+    if run_id is not None:
+        match = naming.RUN_ID_RE.fullmatch(run_id) if isinstance(run_id, str) else None
+        if not match or match["name"] != spec["name"]:
+            raise SpecError([f"run_id: expected {spec['name']}-<yyyymmddHHMMSS>-<16 hex digits>, got "
+                             f"{str(run_id)[:80]!r}"])
+    else:
+        run_id = naming.run_id_for(spec["name"], execution, created_at)
+    execution_arn = next((v for k, v in (execution or {}).items() if k.lower() == "id"), None)
     max_attempts = spec["fallback"]["max_attempts"]
     project = settings.name_prefix  # job names: <project>-<env>-<run_id>-<stage><attempt>
+    train_names = [naming.job_name(project, run_id, "train", i) for i in range(max_attempts)]
     return {
         "run_id": run_id,
         "spec": spec,
@@ -65,6 +83,8 @@ def plan_run(
         "job_names": {
             "tokenizer_map": naming.job_name(project, run_id, "tokenizer_map"),
             "tokenizer_reduce": naming.job_name(project, run_id, "tokenizer_reduce"),
-            "train": [naming.job_name(project, run_id, "train", i) for i in range(max_attempts)],
+            "train": train_names,
         },
+        "attempts": [{"attempt": i, "job_name": train_names[i], **_attempt_config(spec, i)}
+                     for i in range(max_attempts)],
     }

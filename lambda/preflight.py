@@ -1,9 +1,16 @@
 """Pre-flight checks run by Prepare before any job starts; every problem names the spec field it is about.
 
-- `static_problems`: the spec against the environment (instance types, counts, SMDDP, FSx, buckets, spot).
-- `request_problems`: builds every request of the run (all attempts, tokenizer jobs) and checks the API
-  limits of shared/SAGEMAKER_NOTES.md (names, hyperparameter sizes, channels, VPC, stopping condition).
+`check` is the one entry point; it reads the planned run and the requests Prepare built (it builds none):
+- `static_problems`: the spec against the environment (instance types, counts, SMDDP, FSx, buckets) and the
+  code-execution policy (`hyperparameters.policy_problems`: what the hyperparameters may make a job import,
+  fetch or send out here).
+- `training_request_problems` / `processing_request_problems`: the SageMaker API limits the service model does
+  not check client-side (names, hyperparameter sizes, channels, VPC, stopping condition, container arguments).
 - `storage_problems`: S3 prefixes exist and hold enough objects (ShardedByS3Key: one per instance at least).
+- `job_name_problems`: the planned job names are still free in the account.
+- `subnet_problems`: the subnets have the free private IPs the EFA attempts need.
+- spend limits (lambda/spend.py): the worst case of every built request within `max_run_cost_usd`; fewer than
+  `max_concurrent_runs` other executions running (ListExecutions).
 """
 
 from __future__ import annotations
@@ -11,18 +18,14 @@ from __future__ import annotations
 from typing import Any
 
 import efa
-import job_requests
+import hyperparameters
 import naming
 import smddp_support
+import spend
 from aws import aws_errors, error_code, error_message, is_not_found
 from botocore.exceptions import ClientError
-from run_spec import (
-    MAX_RUNTIME_LIMIT,
-    PIPELINE_HYPERPARAMETERS,
-    PROCESSING_RUNTIME_LIMIT,
-    parse_s3_uri,
-    uses_spot,
-)
+from hyperparameters import PIPELINE
+from run_spec import MAX_CONTAINER_ARGUMENT, MAX_RUNTIME_LIMIT, PROCESSING_RUNTIME_LIMIT
 from settings import Settings
 
 MAX_HYPERPARAMETERS = 100
@@ -30,10 +33,15 @@ MAX_HYPERPARAMETER_KEY = 256
 MAX_HYPERPARAMETER_VALUE = 2500
 MAX_CHANNELS = 20
 MAX_TAGS = 50
-MAX_CONTAINER_ARGUMENT = 256
 # Hyperparameter -> spec field it comes from (for messages); the rest come from `hyperparameters.<name>`.
 _HP_FIELDS = {"fsdp_config": "distribution.fsdp.config", "fsdp": "distribution.fsdp.sharding",
               "sagemaker_submit_directory": "settings.code_s3_prefix", "model_name_or_path": "model"}
+
+
+def parse_s3_uri(uri: str) -> tuple[str, str]:
+    """(bucket, key) of a URI the spec's patterns accepted."""
+    bucket, _, key = uri.removeprefix("s3://").partition("/")
+    return bucket, key
 
 
 def _allowed(values: tuple[str, ...]) -> str:
@@ -41,34 +49,46 @@ def _allowed(values: tuple[str, ...]) -> str:
 
 
 def static_problems(spec: dict[str, Any], settings: Settings) -> list[str]:
+    """The spec against the environment: instances, then data sources and the model, then the code policy."""
+    return (_instance_problems(spec, settings) + _source_problems(spec, settings)
+            + hyperparameters.policy_problems(spec["hyperparameters"], spec["model"], settings))
+
+
+def _instance_problems(spec: dict[str, Any], settings: Settings) -> list[str]:
     problems: list[str] = []
-    compute, strategy = spec["compute"], spec["distribution"]["strategy"]
+    compute, strategy, env = spec["compute"], spec["distribution"]["strategy"], settings.environment
     typed = [("compute.instance_type", compute["instance_type"])] + [
         (f"fallback.options[{i}].instance_type", opt["instance_type"])
         for i, opt in enumerate(spec["fallback"]["options"]) if "instance_type" in opt]
     for path, instance_type in typed:
         if instance_type not in settings.allowed_instance_types:
-            problems.append(f"{path}: {instance_type} is not allowed in environment {settings.environment}; "
+            problems.append(f"{path}: {instance_type} is not allowed in environment {env}; "
                             f"allowed: {_allowed(settings.allowed_instance_types)}")
         elif strategy == "smddp" and smddp_support.instance_problem(instance_type):
             problems.append(f"{path}: (distribution.strategy smddp) {smddp_support.instance_problem(instance_type)}")
     if strategy == "smddp" and smddp_support.image_problem(settings.training_image_uri):
         problems.append(f"distribution.strategy: smddp: {smddp_support.image_problem(settings.training_image_uri)}")
-    if compute["instance_count"] > settings.max_instance_count:
-        problems.append(f"compute.instance_count: {compute['instance_count']} is over environment "
-                        f"{settings.environment}'s limit of {settings.max_instance_count}")
-    if uses_spot(spec) and spec["spot"]["max_wait_seconds"] < spec["max_runtime_seconds"]:
-        problems.append(f"spot.max_wait_seconds: {spec['spot']['max_wait_seconds']} is less than "
-                        f"max_runtime_seconds={spec['max_runtime_seconds']}; the wait covers waiting plus running, "
-                        "so it must be at least the runtime")
-    for name, channel in spec["data"].items():
-        if "fsx" in channel and settings.fsx is None:
-            problems.append(f"data.{name}.fsx: environment {settings.environment} has no FSx for Lustre file "
-                            "system; use an s3 prefix")
+    counts = [("compute.instance_count", compute["instance_count"])]
+    tok = spec.get("tokenizer")
+    if tok:
+        counts.append(("tokenizer.instance_count", tok["instance_count"]))
+        if tok["instance_type"] not in settings.tokenizer_instance_types:
+            problems.append(f"tokenizer.instance_type: {tok['instance_type']} is not allowed in environment {env}; "
+                            f"allowed: {_allowed(settings.tokenizer_instance_types)}")
+    problems += [f"{path}: {count} is over environment {env}'s limit of {settings.max_instance_count}"
+                 for path, count in counts if count > settings.max_instance_count]
+    return problems
+
+
+def _source_problems(spec: dict[str, Any], settings: Settings) -> list[str]:
+    problems: list[str] = []
+    env, buckets = settings.environment, settings.project_buckets
+    if settings.fsx is None:
+        problems += [f"data.{name}.fsx: environment {env} has no FSx for Lustre file system; use an s3 prefix"
+                     for name, channel in spec["data"].items() if "fsx" in channel]
     if not settings.internet_access and not spec["model"].startswith("s3://"):
-        problems.append(f"model: environment {settings.environment} has no internet access (no NAT gateway), so the "
-                        f"Hub model {spec['model']} cannot be downloaded; save it to S3 and give its s3:// URI")
-    buckets = settings.project_buckets
+        problems.append(f"model: environment {env} has no internet access (no NAT gateway), so the Hub model "
+                        f"{spec['model']} cannot be downloaded; save it to S3 and give its s3:// URI")
     uris = [(f"data.{n}.s3", c["s3"]) for n, c in spec["data"].items() if "s3" in c]
     if spec["model"].startswith("s3://"):
         uris.append(("model", spec["model"]))
@@ -77,19 +97,11 @@ def static_problems(spec: dict[str, Any], settings: Settings) -> list[str]:
         if bucket not in buckets:
             problems.append(f"{path}: bucket {bucket} is not one of this environment's buckets "
                             f"({_allowed(buckets)}); copy the data there")
-    tok = spec.get("tokenizer")
-    if tok:
-        if tok["instance_type"] not in settings.tokenizer_instance_types:
-            problems.append(f"tokenizer.instance_type: {tok['instance_type']} is not allowed in environment "
-                            f"{settings.environment}; allowed: {_allowed(settings.tokenizer_instance_types)}")
-        if tok["instance_count"] > settings.max_instance_count:
-            problems.append(f"tokenizer.instance_count: {tok['instance_count']} is over environment "
-                            f"{settings.environment}'s limit of {settings.max_instance_count}")
     return problems
 
 
 def _hp_field(key: str) -> str:
-    return _HP_FIELDS.get(key) or PIPELINE_HYPERPARAMETERS.get(key, f"hyperparameters.{key}")
+    return _HP_FIELDS.get(key) or PIPELINE.get(key, f"hyperparameters.{key}")
 
 
 def training_request_problems(request: dict[str, Any]) -> list[str]:
@@ -114,7 +126,9 @@ def training_request_problems(request: dict[str, Any]) -> list[str]:
         problems.append(f"max_runtime_seconds: over SageMaker's limit of {MAX_RUNTIME_LIMIT} (28 days)")
     if request.get("EnableManagedSpotTraining"):
         if stopping.get("MaxWaitTimeInSeconds", 0) < stopping["MaxRuntimeInSeconds"]:
-            problems.append("spot.max_wait_seconds: must be at least max_runtime_seconds for managed spot")
+            problems.append(f"spot.max_wait_seconds: {stopping.get('MaxWaitTimeInSeconds')} is less than "
+                            f"max_runtime_seconds={stopping['MaxRuntimeInSeconds']}; the wait covers waiting plus "
+                            "running, so for managed spot it must be at least the runtime")
         if not request.get("CheckpointConfig"):
             problems.append("checkpoint: managed spot needs a CheckpointConfig")
     if not 1 <= len(request["InputDataConfig"]) <= MAX_CHANNELS:
@@ -152,20 +166,16 @@ def _vpc_problems(vpc: dict[str, Any] | None) -> list[str]:
     return problems
 
 
-def request_problems(run: dict[str, Any], settings: Settings) -> list[str]:
-    """Build every request the run can send and check it; attempts must get distinct job names."""
+def request_problems(requests: list[tuple[str, dict[str, Any]]]) -> list[str]:
+    """Check the built requests (each problem once); attempts must get distinct job names."""
     problems: list[str] = []
-    names = []
-    for attempt in range(run["max_attempts"]):
-        request = job_requests.training_request(run, settings, attempt)
-        names.append(request["TrainingJobName"])
-        problems += [p for p in training_request_problems(request) if p not in problems]
+    for operation, request in requests:
+        found = (training_request_problems(request) if operation == "CreateTrainingJob"
+                 else processing_request_problems(request))
+        problems += [p for p in found if p not in problems]
+    names = [r["TrainingJobName"] for op, r in requests if op == "CreateTrainingJob"]
     if len(set(names)) != len(names):
         problems.append("name: job names of the attempts are not distinct")
-    if run["tokenizer_stage"]:
-        for stage in ("map", "reduce"):
-            request = job_requests.processing_request(run, settings, stage)
-            problems += [p for p in processing_request_problems(request) if p not in problems]
     return problems
 
 
@@ -234,12 +244,12 @@ def storage_problems(spec: dict[str, Any], settings: Settings, s3: Any) -> list[
     return problems
 
 
-def subnet_problems(run: dict[str, Any], settings: Settings, ec2: Any) -> list[str]:
+def subnet_problems(requests: list[tuple[str, dict[str, Any]]], ec2: Any) -> list[str]:
     """EFA attempts: every subnet the job may use has the free private IPs its instances need (lambda/efa.py)."""
     problems: list[str] = []
     cache: dict[tuple[str, ...], list[dict[str, Any]]] = {}
-    for attempt in range(run["max_attempts"]):
-        request = job_requests.training_request(run, settings, attempt)
+    trainings = [request for operation, request in requests if operation == "CreateTrainingJob"]
+    for attempt, request in enumerate(trainings):
         instance_type = request["ResourceConfig"]["InstanceType"]
         subnets = tuple(request.get("VpcConfig", {}).get("Subnets", ()))
         if not efa.is_efa(instance_type) or not subnets:
@@ -257,4 +267,22 @@ def subnet_problems(run: dict[str, Any], settings: Settings, ec2: Any) -> list[s
                                               cache[subnets]):
             if problem not in problems:
                 problems.append(problem)
+    return problems
+
+
+def check(run: dict[str, Any], requests: list[tuple[str, dict[str, Any]]], settings: Settings, *, s3: Any = None,
+          sagemaker: Any = None, ec2: Any = None, stepfunctions: Any = None) -> list[str]:
+    """Every pre-flight problem of a planned run and its built requests; without clients (pure use) the storage,
+    job-name, EFA subnet and concurrent-run checks are skipped."""
+    spec = run["spec"]
+    problems = static_problems(spec, settings) + request_problems(requests)
+    problems += spend.cost_problems([request for _, request in requests], settings)
+    if s3 is not None:
+        problems += storage_problems(spec, settings, s3)
+    if sagemaker is not None:
+        problems += job_name_problems(run, sagemaker)
+    if ec2 is not None and not problems:  # one more API call only for runs that could otherwise start
+        problems += subnet_problems(requests, ec2)
+    if stepfunctions is not None and not problems:  # the run could start: does the environment have room for it?
+        problems += spend.concurrency_problems(settings, stepfunctions, run["execution_arn"])
     return problems

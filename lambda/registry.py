@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from aws import aws_errors
-from run_spec import parse_s3_uri
+from preflight import parse_s3_uri
 from settings import Settings
 
 REGISTRY_PREFIX = "registry/"

@@ -5,7 +5,9 @@ given a forged one). So the request itself is checked, independent of how the ru
 and KMS key are the environment's, the instance type and count are allowed, the job is named for this run, reads
 come from the project's buckets only and writes go to this run's own prefixes only, the VPC is the
 environment's, the job's worst case fits `max_run_cost_usd`, and the hyperparameters obey the code-execution
-policy. Any problem raises `RequestRejected` and nothing is created.
+policy. Any problem raises `RequestRejected` and nothing is created. The start handlers check here first, then
+`_start_once` guards the other side: an existing job of the same name is adopted only when it is this request's
+(else `JobConflictError`).
 """
 
 from __future__ import annotations
@@ -13,14 +15,15 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import code_policy
+import hyperparameters
 import naming
 import spend
 from errors import RequestRejected
+from job_requests import CODE_CHANNEL, ISOLATED_CODE_DIR
+from run_spec import MAX_RUNTIME_LIMIT as MAX_TRAINING_RUNTIME
+from run_spec import PROCESSING_RUNTIME_LIMIT as MAX_PROCESSING_RUNTIME
 from settings import Settings
 
-MAX_TRAINING_RUNTIME = 28 * 24 * 3600
-MAX_PROCESSING_RUNTIME = 777600
 PROCESSING_ENTRYPOINT = ["/bin/bash", "/opt/ml/processing/input/code/runproc.sh"]
 
 
@@ -45,8 +48,8 @@ class _Prefixes:
 
 def _run_id(run: Any, problems: list[str]) -> str:
     run_id = run.get("run_id") if isinstance(run, dict) else None
-    if not isinstance(run_id, str) or not naming.RUN_ID_RE.match(run_id):
-        problems.append(f"run.run_id: {run_id!r} is not a run id (<name>-<yyyymmddHHMMSS>-<4 hex>)")
+    if not isinstance(run_id, str) or not naming.RUN_ID_RE.fullmatch(run_id):
+        problems.append(f"run.run_id: {str(run_id)[:80]!r} is not a run id (<name>-<yyyymmddHHMMSS>-<16 hex>)")
         return ""
     return run_id
 
@@ -90,9 +93,9 @@ def _cost(problems: list[str], request: dict[str, Any], settings: Settings) -> N
                         "(or has no price)")
 
 
-def _decoded(hyperparameters: dict[str, str]) -> dict[str, Any]:
+def _decoded(encoded: dict[str, str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for key, value in hyperparameters.items():
+    for key, value in encoded.items():
         try:
             out[key] = json.loads(value)
         except (TypeError, ValueError):
@@ -123,7 +126,7 @@ def training_request_problems(request: dict[str, Any], run: Any, settings: Setti
         source = channel.get("DataSource") or {}
         if "S3DataSource" in source:
             uri = source["S3DataSource"].get("S3Uri", "")
-            if name == code_policy.CODE_CHANNEL:
+            if name == CODE_CHANNEL:
                 _same(problems, "InputDataConfig[code].S3Uri", uri, f"{settings.code_s3_prefix}sourcedir.tar.gz")
             elif not prefixes.readable(uri):
                 problems.append(f"InputDataConfig[{name}].S3Uri: {uri} is outside what this run may read (the data "
@@ -135,18 +138,17 @@ def training_request_problems(request: dict[str, Any], run: Any, settings: Setti
                                 "environment's FSx file system")
             if fs.get("FileSystemAccessMode") != "ro":
                 problems.append(f"InputDataConfig[{name}].FileSystemAccessMode: jobs mount FSx read-only")
-    hyperparameters = _decoded(request.get("HyperParameters") or {})
-    submit = hyperparameters.get("sagemaker_submit_directory")
+    values = _decoded(request.get("HyperParameters") or {})
+    submit = values.get("sagemaker_submit_directory")
     code_uri = f"{settings.code_s3_prefix}sourcedir.tar.gz"
-    if submit not in (code_uri, f"{code_policy.ISOLATED_CODE_DIR}/sourcedir.tar.gz"):
+    if submit not in (code_uri, f"{ISOLATED_CODE_DIR}/sourcedir.tar.gz"):
         problems.append(f"HyperParameters.sagemaker_submit_directory: {submit!r} is not this environment's code "
                         f"{code_uri}")
     channels = {c.get("ChannelName") for c in request.get("InputDataConfig") or []}
-    model = (hyperparameters.get("model_name_or_path") if "model" not in channels
+    model = (values.get("model_name_or_path") if "model" not in channels
              else "s3://model-channel/")
-    problems += code_policy.hyperparameter_problems(hyperparameters, model, settings)
-    if not request.get("EnableNetworkIsolation") and not code_policy.needs_internet(model, hyperparameters,
-                                                                                      settings):
+    problems += hyperparameters.policy_problems(values, model, settings)
+    if not request.get("EnableNetworkIsolation") and not hyperparameters.needs_internet(model, values):
         problems.append("EnableNetworkIsolation: a job that needs no internet (model from S3) runs isolated")
     stopping = request.get("StoppingCondition") or {}
     runtime = stopping.get("MaxRuntimeInSeconds")

@@ -1,17 +1,15 @@
-"""The Prepare step's logic: spec -> validated, defaulted, pre-flighted run plan (no job is started)."""
+"""The Prepare step's logic, read in one direction: parse -> plan -> build every request once -> check."""
 
 from __future__ import annotations
 
 from datetime import datetime
 from typing import Any
 
-import code_policy
-import naming
-import spend
-from errors import PreflightError, SpecError
-from planning import plan_run
-from preflight import job_name_problems, request_problems, static_problems, storage_problems, subnet_problems
-from run_spec import parse_spec
+import job_requests
+import planning
+import preflight
+import run_spec
+from errors import PreflightError
 from settings import Settings
 
 
@@ -25,30 +23,19 @@ def prepare_run(
     s3: Any = None,
     sagemaker: Any = None,
     ec2: Any = None,
+    stepfunctions: Any = None,
     now: datetime | None = None,
 ) -> dict[str, Any]:
     """SpecError for a malformed spec; PreflightError listing every environment/data problem; else the run.
 
-    `run_id` (optional) must look like `<spec name>-<yyyymmddHHMMSS>-<4 hex>`: runctl names the execution
-    after it. Without `s3` / `sagemaker` / `ec2` clients the storage, job-name and EFA subnet checks are skipped (pure use).
+    Without `s3` / `sagemaker` / `ec2` / `stepfunctions` clients the storage, job-name, EFA subnet and concurrent-run
+    checks are skipped (pure use).
     """
-    spec = parse_spec(raw, settings)
-    if run_id is not None:
-        match = naming.RUN_ID_RE.match(run_id) if isinstance(run_id, str) else None
-        if not match or match["name"] != spec["name"]:
-            raise SpecError([f"run_id: expected {spec['name']}-<yyyymmddHHMMSS>-<4 hex digits>, got {run_id!r}"])
-    else:
-        run_id = naming.run_id_for(spec["name"], execution, now)
-    exec_id = next((v for k, v in (execution or {}).items() if k.lower() == "id"), None)
-    run = plan_run(spec, settings, run_id, source=source, execution_arn=exec_id, created_at=now)
-    problems = static_problems(spec, settings) + request_problems(run, settings)
-    problems += code_policy.spec_problems(spec, settings) + spend.run_cost_problems(run, settings)
-    if s3 is not None:
-        problems += storage_problems(spec, settings, s3)
-    if sagemaker is not None:
-        problems += job_name_problems(run, sagemaker)
-    if ec2 is not None and not problems:  # one more API call only for runs that could otherwise start
-        problems += subnet_problems(run, settings, ec2)
+    spec = run_spec.parse_spec(raw, settings)
+    run = planning.plan_run(spec, settings, run_id=run_id, execution=execution, source=source, created_at=now)
+    requests = job_requests.build_requests(run, settings)
+    problems = preflight.check(run, requests, settings, s3=s3, sagemaker=sagemaker, ec2=ec2,
+                               stepfunctions=stepfunctions)
     if problems:
         raise PreflightError(problems)
     return run

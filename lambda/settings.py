@@ -12,8 +12,8 @@ from typing import Any
 from errors import SettingsError
 
 ENV_VAR = "PIPELINE_SETTINGS"
-_PROJECT_RE = re.compile(r"^[a-z][a-z0-9-]{0,15}$")
-_S3_PREFIX_RE = re.compile(r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]/(.+/)?$")
+_PROJECT_RE = re.compile(r"[a-z][a-z0-9-]{0,15}")  # fullmatch
+_S3_PREFIX_RE = re.compile(r"s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]/(.+/)?")  # fullmatch
 
 
 @dataclass(frozen=True)
@@ -54,7 +54,7 @@ class Settings:
     instance_prices: dict[str, float] = field(default_factory=dict)
     # Optional: whether jobs can reach the internet (NAT gateway); without it a Hub model id cannot download.
     internet_access: bool = True
-    # --- security and spend (code_policy.py, spend.py, request_guard.py); all optional ---------------------
+    # --- security and spend (hyperparameters.policy_problems, spend.py, request_guard.py); all optional ---
     # Hub organizations whose models may run their own code (trust_remote_code, pinned commit); () = none.
     remote_code_hub_orgs: tuple[str, ...] = ()
     # report_to integrations beyond the local ones (none, tensorboard) that may receive metrics.
@@ -112,11 +112,11 @@ class Settings:
         for name in ("allowed_instance_types", "tokenizer_instance_types"):
             if lists[name] == []:
                 problems.append(f"{name}: must not be empty")
-        if strings["project"] is not None and not _PROJECT_RE.match(strings["project"]):
+        if strings["project"] is not None and not _PROJECT_RE.fullmatch(strings["project"]):
             problems.append("project: expected [a-z][a-z0-9-]{0,15}")
-        if strings["environment"] is not None and not _PROJECT_RE.match(strings["environment"]):
+        if strings["environment"] is not None and not _PROJECT_RE.fullmatch(strings["environment"]):
             problems.append("environment: expected [a-z][a-z0-9-]{0,15}")
-        if strings["code_s3_prefix"] is not None and not _S3_PREFIX_RE.match(strings["code_s3_prefix"]):
+        if strings["code_s3_prefix"] is not None and not _S3_PREFIX_RE.fullmatch(strings["code_s3_prefix"]):
             problems.append("code_s3_prefix: expected s3://bucket/prefix/ (ending with '/')")
         sgs, subnets = lists["security_group_ids"], lists["subnet_ids"]
         if sgs is not None and len(sgs) > 5:

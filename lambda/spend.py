@@ -5,7 +5,8 @@ Worst case of one job = on-demand price x instance count x MaxRuntimeInSeconds x
 managed spot never bills more than the on-demand price for at most MaxRuntimeInSeconds of running (waiting for
 capacity is not billed), and `RetryStrategy.MaximumRetryAttempts` may start the job again after an internal error.
 A run's worst case sums every job it can start: every training attempt of the fallback chain and the tokenizer
-jobs. The requests are the ones Prepare already built, so the figure is exactly what the run can ask SageMaker for.
+jobs. The requests are the ones Prepare built once (job_requests.build_requests) and checks in preflight.check, so
+the figure is exactly what the run can ask SageMaker for.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import job_requests
 from settings import Settings
 
 
@@ -109,15 +109,3 @@ def concurrency_problems(settings: Settings, stepfunctions: Any, own_execution: 
                 f"its max_concurrent_runs is {limit}; wait for one to finish (runctl status) or stop one "
                 "(runctl stop), then start this run again"]
     return []
-
-
-def run_requests(run: dict[str, Any], settings: Settings) -> list[dict[str, Any]]:
-    """Every request the run can send: each training attempt of the fallback chain and the tokenizer jobs."""
-    requests = [job_requests.training_request(run, settings, a) for a in range(run["max_attempts"])]
-    if run.get("tokenizer_stage"):
-        requests += [job_requests.processing_request(run, settings, s) for s in ("map", "reduce")]
-    return requests
-
-
-def run_cost_problems(run: dict[str, Any], settings: Settings) -> list[str]:
-    return cost_problems(run_requests(run, settings), settings) if settings.max_run_cost_usd is not None else []

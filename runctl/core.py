@@ -15,8 +15,9 @@ from botocore.exceptions import ClientError
 OUTPUT_KEY = "FineTuneStateMachineArn"
 ARN_ENV = "RUNCTL_STATE_MACHINE_ARN"
 PROJECT_ENV, ENVIRONMENT_ENV = "RUNCTL_PROJECT", "RUNCTL_ENV"
-NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,31}$")
-RUN_ID_RE = re.compile(r"^(?P<name>[a-z][a-z0-9-]{0,31})-(?P<ts>\d{14})-(?P<hex>[0-9a-f]{4})$")
+NAME_RE = re.compile(r"[a-z][a-z0-9-]{0,31}")  # fullmatch
+# The run id of CONTRACTS.md: 16 hex digits = 64 random bits, so two submits never share a run id.
+RUN_ID_RE = re.compile(r"(?P<name>[a-z][a-z0-9-]{0,31})-(?P<ts>[0-9]{14})-(?P<hex>[0-9a-f]{16})")
 MAX_INPUT_BYTES = 256 * 1024
 
 
@@ -79,7 +80,7 @@ def console_url(execution_arn: str) -> str:
 def execution_arn_for(state_machine_arn: str, run: str) -> str:
     if run.startswith("arn:") and ":execution:" in run:
         return run
-    if not re.match(r"^[A-Za-z0-9_-]{1,80}$", run):
+    if not re.fullmatch(r"[A-Za-z0-9_-]{1,80}", run):
         raise RunctlError(f"{run!r} is neither an execution ARN nor a run id / execution name")
     return state_machine_arn.replace(":stateMachine:", ":execution:", 1) + f":{run}"
 
@@ -95,7 +96,7 @@ def load_spec(path: str, name: str | None) -> dict[str, Any]:
         raise RunctlError(f"{path}: a run spec is a JSON object")
     if name is not None:
         spec["name"] = name
-    if not isinstance(spec.get("name"), str) or not NAME_RE.match(spec["name"]):
+    if not isinstance(spec.get("name"), str) or not NAME_RE.fullmatch(spec["name"]):
         raise RunctlError("the spec's name must be 1-32 characters [a-z0-9-] starting with a letter "
                           "(set it in the spec or with --name)")
     return spec
@@ -103,7 +104,7 @@ def load_spec(path: str, name: str | None) -> dict[str, Any]:
 
 def new_run_id(name: str, now: datetime | None = None) -> str:
     stamp = (now or datetime.now(UTC)).strftime("%Y%m%d%H%M%S")
-    return f"{name}-{stamp}-{secrets.token_hex(2)}"
+    return f"{name}-{stamp}-{secrets.token_hex(8)}"
 
 
 def submit(clients: Clients, state_machine_arn: str, spec: dict[str, Any], *,
@@ -187,7 +188,7 @@ def status(clients: Clients, execution_arn: str) -> dict[str, Any]:
 
 
 def _run_id_from_name(name: str) -> str | None:
-    return name if RUN_ID_RE.match(name) else None
+    return name if RUN_ID_RE.fullmatch(name) else None
 
 
 def stop(clients: Clients, execution_arn: str, *, keep_jobs: bool = False, who: str = "runctl") -> dict[str, Any]:
@@ -199,9 +200,9 @@ def stop(clients: Clients, execution_arn: str, *, keep_jobs: bool = False, who: 
                                    cause=f"stopped by {who} with runctl")
         stopped_execution = True
     jobs: list[str] = []
-    match = RUN_ID_RE.match(info.get("run_id") or "")
+    match = RUN_ID_RE.fullmatch(info.get("run_id") or "")
     if match and not keep_jobs:
-        unique = f"{match['ts']}-{match['hex']}"  # job names keep this tail even when cut to 63 characters
+        unique = match["hex"]  # job names keep the random part even when cut to 63 characters
         sm = clients.sagemaker
         for page in sm.get_paginator("list_training_jobs").paginate(NameContains=unique, StatusEquals="InProgress"):
             for job in page["TrainingJobSummaries"]:

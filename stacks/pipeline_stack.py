@@ -130,7 +130,7 @@ class PipelineStack(Stack):
             "poll_seconds": config.poll_seconds, "model_package_group": group_name,
             "instance_prices": dict(config.instance_prices),
             "topic_arn": self.topic.topic_arn,
-            # Security and spend (lambda/code_policy.py, spend.py, request_guard.py).
+            # Security and spend (lambda/hyperparameters.py policy, spend.py, request_guard.py).
             "remote_code_hub_orgs": list(config.remote_code_hub_orgs),
             "allowed_report_to": list(config.allowed_report_to),
             "max_run_cost_usd": config.max_run_cost_usd, "max_concurrent_runs": config.max_concurrent_runs,

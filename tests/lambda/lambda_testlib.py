@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
 import botocore.session
-import code_policy
+import hp_rules
+import hyperparameters
 import job_requests
 import regex  # Java-style \p{L} classes in the service model's patterns (installed with transformers)
 import run_spec
@@ -96,10 +98,18 @@ def _walk(shape: Any, value: Any, path: str, errors: list[str]) -> None:
         if getattr(shape, "enum", None) and value not in shape.enum:
             errors.append(f"{path}: {value!r} not in enum")
         pattern = meta.get("pattern")
-        if pattern and not regex.fullmatch(pattern, value, flags=regex.DOTALL):
+        if pattern and not regex.fullmatch(java_pattern(pattern), value):
             errors.append(f"{path}: {value!r} does not match {pattern}")
     elif shape.type_name in ("integer", "long") and "max" in meta and value > meta["max"]:
         errors.append(f"{path}: {value} > max {meta['max']}")
+
+
+JAVA_DOT = "[^\\n\\r\\x85\\u2028\\u2029]"
+
+
+def java_pattern(pattern: str) -> str:
+    """The service model's patterns are Java regexes: there `.` stops at every line terminator."""
+    return re.sub(r"(?<!\\)\.(?=[*+?{])", lambda _: JAVA_DOT, pattern)
 
 
 def sagemaker_request_errors(operation: str, params: dict[str, Any]) -> list[str]:
@@ -117,39 +127,58 @@ def sagemaker_request_errors(operation: str, params: dict[str, Any]) -> list[str
 LOWER = "abcdefghijklmnopqrstuvwxyz"
 DIGITS = "0123456789"
 NAMES = st.builds(str.__add__, st.sampled_from(LOWER), st.text(LOWER + DIGITS + "-", max_size=31))
+_HUB_WORD = LOWER + LOWER.upper() + DIGITS + "_"
+_HUB_PART = st.builds(lambda a, mid, b: a + mid + b, st.sampled_from(_HUB_WORD), st.text(_HUB_WORD + ".-", max_size=12),
+                      st.sampled_from(_HUB_WORD)).filter(lambda p: "--" not in p and ".." not in p)
 HUB_IDS = st.sampled_from(["bert-base-uncased", "distilbert/distilbert-base-uncased", "google-t5/t5-small",
-                           "deepset/roberta-base-squad2", "facebook/bart-base", "org.x/model_v1.2"])
+                           "deepset/roberta-base-squad2", "facebook/bart-base", "org.x/model_v1.2", "_x/y"]) | \
+    st.builds(lambda ns, name: f"{ns}/{name}" if ns else name, st.none() | _HUB_PART, _HUB_PART).filter(
+        lambda i: not i.endswith(".git"))
+# Descriptions and tags may hold any letters, digits (and for descriptions symbols, punctuation, marks).
+DESCRIPTIONS = st.text(st.characters(categories=("L", "M", "Zs", "S", "N", "P")), max_size=256)
 S3_KEYS = st.builds("datasets/{}/".format, st.text(LOWER + DIGITS + "_-", min_size=1, max_size=20))
 WORDS = st.text(LOWER + DIGITS + "_", min_size=1, max_size=10)
-HP_META = run_spec.training_hyperparameters()
-# code_policy.py judges some values by environment (tests/lambda/test_lambda_code_policy.py covers them).
-SETTABLE_HPS = sorted(set(HP_META) - set(run_spec.PIPELINE_HYPERPARAMETERS) - set(run_spec.SECRET_HYPERPARAMETERS)
-                      - set(code_policy.POLICED))
+HP_META = hyperparameters.schema()
+# Names a rule across hyperparameters reads are left to the equivalence test (test_lambda_hp_equivalence.py), and
+# names the code-execution policy judges by environment to tests/lambda/test_lambda_code_policy.py: here any value
+# of the others is valid on its own.
+RULE_FIELDS = {f for rule in hp_rules.RULES for f in rule["fields"]} | {"precision", "task"}
+SETTABLE_HPS = hyperparameters.settable()
+FREE_HPS = sorted(set(SETTABLE_HPS) - RULE_FIELDS - set(hyperparameters.POLICED))
+LINE_BREAKS = "\n\r\x85\u2028\u2029"
 
 
-def _hp_value(meta: dict[str, Any]) -> st.SearchStrategy[Any]:
+def _hp_value(name: str, meta: dict[str, Any]) -> st.SearchStrategy[Any]:
+    bounds = hp_rules.BOUNDS.get(name, {})
     if meta.get("choices"):
         return st.sampled_from(meta["choices"])
     kind = meta["type"]
     if kind == "integer":
-        return st.integers(-1, 10**6)
+        low = int(bounds.get("minimum", bounds.get("exclusiveMinimum", -2) + 1))
+        return st.integers(low, int(bounds.get("maximum", 10**6)))
     if kind == "number":
-        return st.floats(0, 10, allow_nan=False, allow_infinity=False) | st.integers(0, 10)
+        low = bounds.get("minimum", bounds.get("exclusiveMinimum", -10))
+        values = st.floats(low, 10, allow_nan=False, allow_infinity=False) | st.integers(max(int(low) + 1, 0), 10)
+        return values if low >= 0 else values | st.sampled_from([-1e-05, -2.5e-07, -3.0])
     if kind == "boolean":
         return st.booleans()
     if kind == "object":
-        return st.dictionaries(WORDS, st.integers() | st.booleans(), max_size=3)
+        keys = st.sampled_from(meta["keys"]) if "keys" in meta else WORDS
+        return st.dictionaries(keys, st.integers(-10**9, 10**9) | st.booleans(), max_size=3)
     if kind == "array":
         return st.builds(lambda v: [v], WORDS)
-    return st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=40)
+    text = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",), exclude_characters=LINE_BREAKS),
+                   max_size=40)
+    return text.filter(lambda t: not t.startswith("-")) | st.sampled_from(["-1", "-0.5", ""])
 
 
-HYPERPARAMETERS = st.lists(st.sampled_from(SETTABLE_HPS), unique=True, max_size=8).flatmap(
-    lambda names: st.fixed_dictionaries({n: _hp_value(HP_META[n]) for n in names}))
+HYPERPARAMETERS = st.lists(st.sampled_from(FREE_HPS), unique=True, max_size=8).flatmap(
+    lambda names: st.fixed_dictionaries({n: _hp_value(n, HP_META[n]) for n in names}))
 TAG_CHARS = LOWER + LOWER.upper() + DIGITS + " _.:/=+@-"
-TAG_KEYS = st.builds(str.__add__, st.sampled_from(LOWER.upper()), st.text(TAG_CHARS, max_size=20)).filter(
+TAG_TEXT = st.text(TAG_CHARS, max_size=20) | st.text(st.characters(categories=("L", "N", "Zs")), max_size=20)
+TAG_KEYS = st.builds(str.__add__, st.sampled_from(LOWER.upper()), TAG_TEXT).filter(
     lambda k: k not in run_spec.RESERVED_TAG_KEYS and not k.lower().startswith("aws:"))
-TAGS = st.dictionaries(TAG_KEYS, st.text(TAG_CHARS, max_size=30), max_size=5)
+TAGS = st.dictionaries(TAG_KEYS, TAG_TEXT, max_size=5)
 
 
 def _maybe(draw: Any, target: dict[str, Any], key: str, strategy: st.SearchStrategy[Any]) -> None:
@@ -199,7 +228,14 @@ def valid_specs(draw: Any, with_fsx: bool = False) -> dict[str, Any]:
     if draw(st.booleans()):
         spot["max_wait_seconds"] = draw(st.integers(runtime if "max_runtime_seconds" in spec else 86400, 28 * 86400))
     spec["spot"] = spot
-    _maybe(draw, spec, "checkpoint", st.builds(lambda n: {"every_steps": n}, st.integers(1, 10**6)))
+    checkpoint: dict[str, Any] = {}
+    _maybe(draw, checkpoint, "every_steps", st.integers(1, 10**6))
+    _maybe(draw, checkpoint, "every_minutes", st.integers(0, 600))
+    if checkpoint.get("every_minutes", 30) and draw(st.booleans()):
+        checkpoint["watchdog"] = draw(st.fixed_dictionaries({}, optional={
+            "intervals": st.floats(1.5, 100) | st.integers(2, 100), "action": st.sampled_from(["warn", "off"])}))
+    if checkpoint:
+        spec["checkpoint"] = checkpoint
     options = draw(st.lists(st.fixed_dictionaries({}, optional={"instance_type": st.sampled_from(types),
                                                                 "spot": st.booleans()}).filter(bool), max_size=3))
     fallback: dict[str, Any] = {"options": options}
@@ -218,15 +254,11 @@ def valid_specs(draw: Any, with_fsx: bool = False) -> dict[str, Any]:
         spec["tokenizer"] = tokenizer
     if draw(st.booleans()):
         spec["local"] = {"interrupt_at_step": draw(st.integers(1, 100))}
+    _maybe(draw, spec, "description", DESCRIPTIONS)
+    _maybe(draw, spec, "$schema", st.just("../docs/run-spec.schema.json"))
     return spec
 
 
 def all_requests(run: dict[str, Any], settings: Any) -> list[tuple[str, dict[str, Any]]]:
     """Every request a run can send: each attempt's CreateTrainingJob and the tokenizer jobs."""
-    requests = [("CreateTrainingJob", job_requests.training_request(run, settings, a))
-                for a in range(run["max_attempts"])]
-    if run["tokenizer_stage"]:
-        requests += [("CreateProcessingJob", job_requests.processing_request(run, settings, s))
-                     for s in ("map", "reduce")]
-    return requests
-
+    return job_requests.build_requests(run, settings)

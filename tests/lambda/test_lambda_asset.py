@@ -55,6 +55,25 @@ def test_hyperparameter_schema_is_a_copy_of_the_training_codes():
         "lambda/training_hyperparameters.json")
 
 
+def test_hyperparameter_rules_are_a_copy_of_the_training_codes():
+    """One declaration of the rules: Prepare runs the very file the training code enforces."""
+    source = (REPO / "training_code" / "hftrain" / "hp_rules.py").read_bytes()
+    assert (LAMBDA / "hp_rules.py").read_bytes() == source, (
+        "lambda/hp_rules.py is stale: cp training_code/hftrain/hp_rules.py lambda/hp_rules.py")
+
+
+def test_no_pattern_accepts_a_trailing_newline():
+    """Patterns are matched on the whole string (`fullmatch`): no `.match(`, no `$` anchor (it allows a final '\\n')."""
+    for path in LAMBDA.glob("*.py"):
+        tree = ast.parse(path.read_text())
+        assert ".match(" not in path.read_text(), path.name
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and isinstance(node.func.value, ast.Name) and node.func.value.id == "re" and node.args
+                    and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+                assert "$" not in node.args[0].value, f"{path.name}: {node.args[0].value!r}"
+
+
 def test_asset_is_small():
     size = sum(p.stat().st_size for p in LAMBDA.iterdir() if p.is_file() and p.suffix in (".py", ".json"))
     assert size < 512 * 1024

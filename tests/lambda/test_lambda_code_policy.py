@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import code_policy
+import hyperparameters
 import pytest
 import settings as settings_module
 from errors import PreflightError
@@ -129,7 +129,7 @@ def test_a_job_that_needs_no_internet_runs_network_isolated_with_its_code_as_a_c
     for needs in (spec(), spec(model=S3_MODEL, report_to="mlflow"), spec(model=S3_MODEL, dataset_name="a/b"),
                   spec(model=S3_MODEL, tokenizer_name_or_path="acme/tok")):
         hp = needs["hyperparameters"]
-        assert code_policy.needs_internet(needs["model"], hp, settings), needs
+        assert hyperparameters.needs_internet(needs["model"], hp), needs
     hub = job_requests.training_request(prepare_run(spec(), settings), settings)
     assert hub["EnableNetworkIsolation"] is False and "code" not in {c["ChannelName"] for c in
                                                                       hub["InputDataConfig"]}

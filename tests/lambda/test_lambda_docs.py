@@ -1,4 +1,5 @@
-"""docs/run_spec.md documents every spec field and shows the example files as they are."""
+"""docs/run_spec.md and docs/run-spec.schema.json are generated from the declaration and show the examples as
+they are; every example validates against the schema with a standard validator (jsonschema)."""
 
 from __future__ import annotations
 
@@ -6,10 +7,15 @@ import json
 import re
 from pathlib import Path
 
+import jsonschema
+import pytest
 import run_spec
+import spec_docs
 
 REPO = Path(__file__).resolve().parents[2]
 DOC = (REPO / "docs" / "run_spec.md").read_text()
+SCHEMA = json.loads((REPO / "docs" / "run-spec.schema.json").read_text())
+EXAMPLES = sorted((REPO / "examples").glob("*.json"))
 FULL = {"version": 1, "name": "x", "description": "d", "task": "summarization", "model": "t5-small",
         "data": {"train": {"s3": "datasets/a/", "distribution": "ShardedByS3Key", "input_mode": "File"},
                  "validation": {"fsx": "/val"}},
@@ -36,14 +42,30 @@ def _paths(value, prefix=""):
             yield from _paths(item, path)
 
 
-def test_every_field_is_documented(fsx_settings):
+def test_generated_docs_and_schema_are_current():
+    assert spec_docs.render_doc(DOC) == DOC, "stale: run python lambda/spec_docs.py --write"
+    assert spec_docs.json_schema() == SCHEMA, "stale: run python lambda/spec_docs.py --write"
+
+
+def test_every_resolved_field_is_documented(fsx_settings):
     spec = run_spec.parse_spec(FULL, fsx_settings)
     documented = set(re.findall(r"^\| `([^`]+)` \|", DOC, flags=re.MULTILINE))
-    missing = sorted(set(_paths(spec)) - documented)
-    assert missing == []
+    assert sorted(set(_paths(spec)) - documented) == []
 
 
 def test_examples_appear_verbatim():
     blocks = [json.loads(b) for b in re.findall(r"```json\n(.*?)```", DOC, flags=re.DOTALL)]
-    for path in sorted((REPO / "examples").glob("*.json")):
+    for path in EXAMPLES:
         assert json.loads(path.read_text()) in blocks, path.name
+
+
+def test_the_schema_is_json_schema_2020_12():
+    assert SCHEMA["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+    jsonschema.Draft202012Validator.check_schema(SCHEMA)
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
+def test_examples_validate_against_the_schema(example):
+    spec = json.loads(example.read_text())
+    assert spec["$schema"] == "../docs/run-spec.schema.json"  # editors find the schema from the file itself
+    jsonschema.Draft202012Validator(SCHEMA).validate(spec)

@@ -10,11 +10,20 @@ import handlers
 import naming
 import pytest
 from botocore.exceptions import ClientError
-from errors import FallbackExhaustedError, JobFailedError, PreflightError, ResourceLimitExceeded, SpecError
+from errors import (
+    FallbackExhaustedError,
+    JobConflictError,
+    JobFailedError,
+    PreflightError,
+    ResourceLimitExceeded,
+    SpecError,
+)
 from errors import ThrottlingException as ThrottlingError
 from lambda_testlib import ACCOUNT, REGION, SETTINGS, sagemaker_request_errors
 from moto.sagemaker.models import sagemaker_backends
 from moto.sns.models import sns_backends
+from runs import prepare_run
+from settings import load_settings
 
 SPEC = {"version": 1, "name": "squad", "task": "question-answering", "model": "distilbert/distilbert-base-uncased",
         "data": {"train": {"s3": "datasets/squad/train/", "distribution": "ShardedByS3Key"},
@@ -162,13 +171,13 @@ def test_preflight_checks_the_data(aws_account, put_data, context):
 
 
 def test_prepare_honours_a_run_id_and_refuses_used_job_names(data, context):
-    state = handlers.prepare({"spec": SPEC, "run_id": "squad-20250101000000-abcd"}, context)
-    assert state["run"]["run_id"] == "squad-20250101000000-abcd"
-    with pytest.raises(SpecError, match="run_id: expected squad-<yyyymmddHHMMSS>-<4 hex digits>"):
-        handlers.prepare({"spec": SPEC, "run_id": "other-20250101000000-abcd"}, context)
+    state = handlers.prepare({"spec": SPEC, "run_id": "squad-20250101000000-abcd0123456789ef"}, context)
+    assert state["run"]["run_id"] == "squad-20250101000000-abcd0123456789ef"
+    with pytest.raises(SpecError, match="run_id: expected squad-<yyyymmddHHMMSS>-<16 hex digits>"):
+        handlers.prepare({"spec": SPEC, "run_id": "other-20250101000000-abcd0123456789ef"}, context)
     handlers.start_training({"run": state["run"], "attempt": 0}, context)
-    with pytest.raises(PreflightError, match="name: training job hfsm-dev-squad-20250101000000-abcd-train0 already"):
-        handlers.prepare({"spec": SPEC, "run_id": "squad-20250101000000-abcd"}, context)
+    with pytest.raises(PreflightError, match="name: training job hfsm-dev-squad-20250101000000-abcd0123456789ef-train0 already"):
+        handlers.prepare({"spec": SPEC, "run_id": "squad-20250101000000-abcd0123456789ef"}, context)
 
 
 def test_prepare_input_shape(data, context):
@@ -377,3 +386,18 @@ def test_notify_failure_for_a_failed_job(state, context):
     key = run["uris"]["summary"].split("/", 3)[3]
     written = json.loads(aws.client("s3").get_object(Bucket=SETTINGS["artifacts_bucket"], Key=key)["Body"].read())
     assert written["status"] == "Failed" and written["error"] == "TrainingJobFailed"
+
+
+def test_a_start_never_adopts_a_job_of_another_spec(data, context):
+    """The same run id planned twice for different specs: the second start fails loudly and starts nothing."""
+    run_id = "squad-20250101000000-0123456789abcdef"
+    first = handlers.prepare({"spec": SPEC, "run_id": run_id}, context)["run"]
+    handlers.start_training({"run": first, "attempt": 0}, context)
+    assert handlers.start_training({"run": first, "attempt": 0}, context)["created"] is False  # a retry adopts
+    other_spec = {**SPEC, "hyperparameters": {"learning_rate": 1e-4}}
+    second = prepare_run(other_spec, load_settings(), run_id=run_id)  # no job-name check: as if planned earlier
+    with pytest.raises(JobConflictError) as info:
+        handlers.start_training({"run": second, "attempt": 0}, context)
+    assert type(info.value).__name__ == "JobConflictError"
+    assert "HyperParameters.learning_rate" in str(info.value) and "no job was adopted or started" in str(info.value)
+    assert len(aws.client("sagemaker").list_training_jobs()["TrainingJobSummaries"]) == 1

@@ -106,6 +106,7 @@ def test_start_handlers_refuse_before_calling_sagemaker(aws_account: dict[str, A
     run = prepare_run(SPEC, settings)
     bad = forged(run)
     bad["spec"]["compute"]["instance_count"] = 100
+    bad["attempts"][0]["instance_count"] = 100  # what the request builder reads (the plan)
     with pytest.raises(RequestRejected) as info:
         handlers.start_training({"run": bad, "attempt": 0}, context)
     assert "ResourceConfig.InstanceCount: 100" in str(info.value)

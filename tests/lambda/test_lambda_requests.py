@@ -245,5 +245,5 @@ def test_request_limit_checks(settings):
     request["InputDataConfig"] = request["InputDataConfig"] * 11
     problems = "\n".join(preflight.training_request_problems(request))
     assert "hyperparameters: 101 hyperparameters" in problems
-    assert "spot.max_wait_seconds: must be at least max_runtime_seconds" in problems
+    assert "spot.max_wait_seconds: 3600 is less than max_runtime_seconds=7200" in problems
     assert "data: 22 channels; SageMaker allows 1-20" in problems

@@ -9,9 +9,14 @@ from pathlib import Path
 import pytest
 import run_spec
 from errors import PreflightError, SpecError
+from hypothesis import given
+from hypothesis import strategies as st
+from lambda_testlib import settings_dict
 from runs import prepare_run
+from settings import Settings
 
 EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "examples").glob("*.json"))
+SETTINGS_PLAIN = Settings.from_dict(settings_dict())
 MINIMAL = {"version": 1, "name": "tiny", "task": "text-classification", "model": "bert-base-uncased",
            "data": {"train": {"s3": "s3://hfsm-dev-data/datasets/x/"}}}
 
@@ -219,6 +224,32 @@ def test_oversized_fsdp_config_is_reported_against_its_field(settings):
     raw = {**MINIMAL, "distribution": {"strategy": "fsdp", "fsdp": {"config": {"x": "y" * 3000}}}}
     with pytest.raises(PreflightError, match=r"distribution\.fsdp\.config: JSON-encoded value is \d+ characters"):
         prepare_run(raw, settings)
+
+
+HUB_ALPHABET = "abZ09_.-/é"
+
+
+@given(st.text(HUB_ALPHABET, min_size=1, max_size=12) | st.sampled_from(["org/a--b", "bert-", "a" * 96, "a" * 97,
+                                                                          "o/" + "b" * 96, "x.git", "_a/_b"]))
+def test_hub_ids_follow_the_hubs_own_rules(model_id):
+    """Prepare takes a model id exactly when huggingface_hub's validate_repo_id does (the Hub's rules), ASCII
+    only: later huggingface_hub releases add re.ASCII to that check, mirroring the Hub's own validation; the
+    pinned 1.10.0 (the training image's) still lets `\\w` match non-ASCII letters."""
+    from huggingface_hub.errors import HFValidationError
+    from huggingface_hub.utils import validate_repo_id
+
+    try:
+        validate_repo_id(model_id)
+        hub = model_id.isascii()
+    except HFValidationError:
+        hub = False
+    try:
+        run_spec.parse_spec({**MINIMAL, "model": model_id}, SETTINGS_PLAIN)
+        ours = True
+    except SpecError as err:
+        assert err.problems[0].startswith("model: "), err.problems
+        ours = False
+    assert ours == hub, model_id
 
 
 # --- checkpoint.every_minutes and checkpoint.watchdog (issue 9) ---------------------------------------------

@@ -27,6 +27,11 @@ SPEC: dict[str, Any] = {
 }
 
 
+def built(run: dict[str, Any], settings: settings_module.Settings) -> list[dict[str, Any]]:
+    """The requests Prepare builds once and pre-flight prices."""
+    return [request for _, request in job_requests.build_requests(run, settings)]
+
+
 def env(**overrides: Any) -> settings_module.Settings:
     return settings_module.Settings.from_dict(settings_dict(**{"instance_prices": PRICES, **overrides}))
 
@@ -34,7 +39,7 @@ def env(**overrides: Any) -> settings_module.Settings:
 def test_worst_case_sums_every_attempt_at_price_count_runtime_and_retries() -> None:
     settings = env()
     run = prepare_run(SPEC, settings)
-    total, bounds = spend.worst_case(spend.run_requests(run, settings), PRICES)
+    total, bounds = spend.worst_case(built(run, settings), PRICES)
     retries = 1 + job_requests.RETRY_ATTEMPTS
     expected = (1.515 + 1.222 + 7.09) * 2 * 2 * retries  # 2 instances, 2 hours, three attempts
     assert total == pytest.approx(expected)
@@ -45,7 +50,7 @@ def test_tokenizer_jobs_count_too() -> None:
     settings = env()
     tok = {**SPEC, "fallback": {}, "tokenizer": {"type": "bpe", "instance_type": "ml.c5.2xlarge", "instance_count": 3,
                                                  "max_runtime_seconds": 3600}}
-    total, bounds = spend.worst_case(spend.run_requests(prepare_run(tok, settings), settings), PRICES)
+    total, bounds = spend.worst_case(built(prepare_run(tok, settings), settings), PRICES)
     assert total == pytest.approx(1.515 * 2 * 2 * 3 + 0.408 * 3 + 0.408 * 1)
     assert len(bounds) == 3
 
@@ -77,7 +82,7 @@ def test_a_type_without_a_price_cannot_be_bounded() -> None:
 
 
 def test_no_limit_no_check() -> None:
-    assert spend.run_cost_problems(prepare_run(SPEC, env()), env()) == []
+    assert spend.cost_problems(built(prepare_run(SPEC, env()), env()), env()) == []
 
 
 MACHINE = "arn:aws:states:us-east-1:123456789012:stateMachine:hfsm-dev-fine-tune"

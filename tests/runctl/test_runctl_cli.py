@@ -99,15 +99,15 @@ def test_status_by_run_id_and_by_arn(aws, spec_file, capsys):
         assert code == 0
         assert "Status:     RUNNING" in out and f"Run:        {started['run_id']}" in out
         assert f"Console:    {started['console_url']}" in out
-    code, _, err = run_cli(capsys, "status", "nope-20250101000000-abcd", "--state-machine-arn", aws["arn"], *COMMON)
+    code, _, err = run_cli(capsys, "status", "nope-20250101000000-abcd0123456789ef", "--state-machine-arn", aws["arn"], *COMMON)
     assert code == 2 and "no execution" in err
 
 
 def test_stop_ends_the_execution_and_the_runs_jobs(aws, spec_file, capsys):
     _, out, _ = run_cli(capsys, "submit", str(spec_file), "--json", "--state-machine-arn", aws["arn"], *COMMON)
     started = json.loads(out)
-    tail = started["run_id"].split("-", 1)[1][-19:]
-    for name in (f"hfsm-squad-distilbert-{tail}-train0", "hfsm-other-20200101000000-ffff-train0"):
+    tail = started["run_id"][-16:]  # a cut job name keeps the run id's random part
+    for name in (f"hfsm-squad-distilbert-{tail}-train0", "hfsm-other-20200101000000-ffff0000ffff0000-train0"):
         aws["sagemaker"].create_training_job(
             TrainingJobName=name, RoleArn=f"arn:aws:iam::{ACCOUNT}:role/sm",
             AlgorithmSpecification={"TrainingImage": "img", "TrainingInputMode": "File"},
@@ -132,7 +132,7 @@ def test_stop_ends_the_execution_and_the_runs_jobs(aws, spec_file, capsys):
     assert aws["sfn"].describe_execution(executionArn=started["execution_arn"])["status"] == "ABORTED"
     jobs = sagemaker_backends[ACCOUNT][REGION].training_jobs
     assert jobs[f"hfsm-squad-distilbert-{tail}-train0"].training_job_status == "Stopped"
-    assert jobs["hfsm-other-20200101000000-ffff-train0"].training_job_status == "InProgress"
+    assert jobs["hfsm-other-20200101000000-ffff0000ffff0000-train0"].training_job_status == "InProgress"
     code, out, _ = run_cli(capsys, "stop", started["run_id"], "--state-machine-arn", aws["arn"], *COMMON,
                            clients=clients)
     assert "was already ABORTED" in out and "Stopped job" not in out

@@ -18,7 +18,7 @@ def test_hyperparameters_json_matches_the_dataclasses():
     assert on_disk["fsdp_config"]["type"] == "object"
     assert on_disk["resume"]["type"] == "boolean"
     for entry in on_disk.values():
-        assert set(entry) <= {"type", "help", "choices"} and entry["type"]
+        assert set(entry) <= {"type", "help", "choices", "default", "keys"} and entry["type"]
 
 
 def test_toolkit_style_arguments(tmp_path, monkeypatch):
@@ -62,3 +62,31 @@ def test_bad_hyperparameters_are_named(argv, message, tmp_path, monkeypatch):
     monkeypatch.setenv("SAGEMAKER_BASE_DIR", str(tmp_path))
     with pytest.raises(hp.ArgumentError, match=message.replace("(", r"\(").replace(")", r"\)")):
         hp.parse_args(argv)
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--save_on_each_node", "true"], "save_on_each_node would make every node write"),
+        (["--eval_strategy", "steps"], "needs validation data"),
+        (["--doc_stride", "400"], r"doc_stride \(400\) must be smaller than max_seq_length \(unset; 384 when unset\)"),
+        (["--per_device_train_batch_size", "0"], "per_device_train_batch_size must be >= 1"),
+        (["--seed", "-1"], "seed must be >= 0"),
+        (["--deepspeed", "{}"], "deepspeed cannot be set as a hyperparameter"),
+    ],
+)
+def test_rules_from_hp_rules_stop_the_script(argv, message, tmp_path, monkeypatch):
+    """hp_rules (owner hftrain) and its bounds are what parse_args enforces (the Lambda checks the same data)."""
+    monkeypatch.setenv("SAGEMAKER_BASE_DIR", str(tmp_path))
+    with pytest.raises(hp.ArgumentError, match=message):
+        hp.parse_args(["--task", "question-answering", *argv])
+
+
+def test_evaluation_with_validation_data_passes(tmp_path, monkeypatch):
+    monkeypatch.setenv("SAGEMAKER_BASE_DIR", str(tmp_path))
+    (tmp_path / "input" / "data" / "validation").mkdir(parents=True)  # the channel, as SageMaker lays it out
+    _, _, t = hp.parse_args(["--task", "question-answering", "--eval_strategy", "steps"])
+    assert t.eval_strategy == "steps"
+    _, _, t = hp.parse_args(["--task", "question-answering", "--eval_strategy", "epoch"],
+                            environ={"SAGEMAKER_BASE_DIR": str(tmp_path / "none"), "SM_CHANNEL_VALIDATION": "/v"})
+    assert t.eval_strategy == "epoch"

@@ -8,6 +8,8 @@ and optimizer picked from the hardware, dataloader workers sized to the machine)
 
 from __future__ import annotations
 
+import dataclasses
+import enum
 import importlib.util
 import json
 import os
@@ -18,7 +20,7 @@ from typing import Any
 
 from transformers import Seq2SeqTrainingArguments
 
-from . import smenv
+from . import hp_rules, smenv
 
 TASKS = ("question-answering", "text-classification", "summarization")
 DATA_FORMATS = ("auto", "jsonl", "json", "csv", "parquet")
@@ -193,20 +195,7 @@ class DataArguments:
             raise ArgumentError(f"task must be one of {', '.join(TASKS)}, got {self.task!r}")
         if self.data_format not in DATA_FORMATS:
             raise ArgumentError(f"data_format must be one of {DATA_FORMATS}, got {self.data_format!r}")
-        if self.max_seq_length is not None and self.max_seq_length < 8:
-            raise ArgumentError(f"max_seq_length must be >= 8, got {self.max_seq_length}")
-        if (self.task == "question-answering" and self.max_seq_length is not None
-                and self.doc_stride >= self.max_seq_length):
-            raise ArgumentError(
-                f"doc_stride ({self.doc_stride}) must be smaller than max_seq_length ({self.max_seq_length})"
-            )
-        for name in ("doc_stride", "max_target_length", "n_best_size", "max_answer_length"):
-            if getattr(self, name) < 1:
-                raise ArgumentError(f"{name} must be >= 1, got {getattr(self, name)}")
-        for name in ("max_train_samples", "max_eval_samples"):
-            value = getattr(self, name)
-            if value is not None and value < 1:
-                raise ArgumentError(f"{name} must be >= 1, got {value}")
+        # Bounds and combinations (doc_stride vs max_seq_length, ...) are in hp_rules, checked by parse_args.
         if self.val_max_target_length is None:
             self.val_max_target_length = self.max_target_length
 
@@ -351,12 +340,6 @@ class SageMakerTrainingArguments(Seq2SeqTrainingArguments):
                     "(smdistributed.dataparallel), which only the PyTorch <= 2.5 training images ship (ml.p4d/p4de/p5); "
                     "use nccl elsewhere"
                 ) from err
-        if self.save_steps is not None and self.save_steps <= 0:
-            raise ArgumentError(f"save_steps must be > 0, got {self.save_steps}")
-        for name in ("save_every_minutes", "progress_every_seconds"):
-            value = getattr(self, name)
-            if value is None or not value >= 0:
-                raise ArgumentError(f"{name} must be >= 0, got {value}")
         super().__post_init__()
 
 
@@ -392,10 +375,11 @@ def make_parser():
     return HfArgumentParser((ModelArguments, DataArguments, training_args_class()))
 
 
-def parse_args(argv: list[str] | None = None):
+def parse_args(argv: list[str] | None = None, environ: dict[str, str] | None = None):
     """Parse `--key value` arguments into (ModelArguments, DataArguments, SageMakerTrainingArguments).
 
-    Unknown names and bad values raise ArgumentError with the name in the message.
+    Unknown names, bad values, out-of-bounds values and the combinations of hp_rules (owner hftrain) raise
+    ArgumentError naming the hyperparameters; transformers raises on its own combinations (ValueError).
     """
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = make_parser()
@@ -405,25 +389,40 @@ def parse_args(argv: list[str] | None = None):
 
     parser.error = _error  # argparse would print the whole usage and exit
     known = {action.dest for action in parser._actions}
-    unknown = []
-    for item in argv:
-        if item.startswith("--"):
-            name = item[2:].split("=", 1)[0].replace("-", "_")
-            if name not in known:
-                unknown.append(name)
+    names = [item[2:].split("=", 1)[0].replace("-", "_") for item in argv if item.startswith("--")]
+    unknown = sorted({name for name in names if name not in known})
     if unknown:
         raise ArgumentError(
-            f"unknown hyperparameter(s): {', '.join(sorted(set(unknown)))} (accepted names are listed in "
+            f"unknown hyperparameter(s): {', '.join(unknown)} (accepted names are listed in "
             "training_code/hyperparameters.json)"
         )
+    for name in names:
+        if name in hp_rules.UNSETTABLE:
+            raise ArgumentError(f"{name} cannot be set as a hyperparameter: {hp_rules.UNSETTABLE[name]}")
     model_args, data_args, training_args = parser.parse_args_into_dataclasses(args=argv)
+    values = {**vars(model_args), **vars(data_args), **vars(training_args)}
+    problems = [f"{name} {message}" for name in sorted(hp_rules.BOUNDS)
+                if (message := hp_rules.bound_problem(name, values.get(name)))]
+    facts = {"validation_data": _has_validation_data(data_args, environ)}
+    problems += [message for _, message in hp_rules.broken_rules(values, facts, owners=("hftrain",))]
+    if problems:
+        raise ArgumentError("; ".join(problems))
     return model_args, data_args, training_args
+
+
+def _has_validation_data(data_args: DataArguments, environ: dict[str, str] | None) -> bool:
+    """A validation channel, validation_path, or a Hub dataset with a validation split (as runner.load_raw)."""
+    if data_args.validation_path or (data_args.dataset_name and data_args.validation_split):
+        return True
+    return "validation" in smenv.SageMakerEnv.from_environ(environ).channels
 
 
 def _schema_type(action) -> tuple[str, list[str] | None]:
     from transformers.hf_argparser import string_to_bool
 
     choices = [str(c) for c in action.choices] if action.choices else None
+    if isinstance(action.type, type) and issubclass(action.type, enum.Enum):
+        choices = [str(member.value) for member in action.type]
     if action.nargs == "+":
         return "array", choices
     if action.type is string_to_bool:
@@ -445,9 +444,25 @@ _OBJECT_FIELDS = {
 }
 
 
+def _defaults() -> dict[str, Any]:
+    """Plain (not factory-made, JSON-representable) defaults of every argument dataclass field."""
+    out: dict[str, Any] = {}
+    for cls in (ModelArguments, DataArguments, training_args_class()):
+        for item in dataclasses.fields(cls):
+            value = item.default
+            value = value.value if isinstance(value, enum.Enum) else value
+            if value is not dataclasses.MISSING and (value is None or isinstance(value, bool | int | float | str)):
+                out[item.name] = value
+    return out
+
+
 def hyperparameter_schema() -> dict[str, dict[str, Any]]:
-    """name -> {"type", "help", "choices"?} for every accepted hyperparameter, sorted by name."""
+    """name -> {"type", "help", "choices"?, "default"?, "keys"?} for every accepted hyperparameter, sorted by name.
+
+    Bounds, combination rules and unsettable names are in hp_rules (copied to the Lambda asset as it is).
+    """
     parser = make_parser()
+    defaults = _defaults()
     schema: dict[str, dict[str, Any]] = {}
     for action in parser._actions:
         if action.dest == "help" or not action.option_strings:
@@ -461,6 +476,12 @@ def hyperparameter_schema() -> dict[str, dict[str, Any]]:
         entry: dict[str, Any] = {"type": kind, "help": help_text}
         if choices:
             entry["choices"] = choices
+        if action.dest in defaults:
+            entry["default"] = defaults[action.dest]
+        if action.dest == "accelerator_config":  # the Trainer builds AcceleratorConfig(**value): no other keys
+            from transformers.trainer_pt_utils import AcceleratorConfig
+
+            entry["keys"] = sorted(f.name for f in dataclasses.fields(AcceleratorConfig))
         schema[action.dest] = entry
     return dict(sorted(schema.items()))
 

@@ -314,11 +314,6 @@ def run(model_args, data_args, training_args) -> int:
 
     started = time.time()
     env = smenv.SageMakerEnv.from_environ()
-    if training_args.save_on_each_node:
-        raise hp.ArgumentError(
-            "save_on_each_node would make every node write files of the same name into the shared checkpoint "
-            "prefix; leave it off"
-        )
     if training_args.enable_jit_checkpoint:
         logger.info("enable_jit_checkpoint is replaced by sigterm_checkpoint (multi-node safe)")
         training_args.enable_jit_checkpoint = False
