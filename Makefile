@@ -33,10 +33,14 @@ node_modules/.stamp: package.json package-lock.json
 setup: $(VENV)/.stamp .venv-checkov/.stamp node_modules/.stamp
 
 # Synthesizes every stack of one environment into cdk.out/ with no AWS credentials (cdk-nag runs in synth).
+# Into $(SYNTH_OUT).new first: the previous cdk.out/ stays until the new synth succeeded.
+SYNTH_OUT ?= cdk.out
 synth: setup
-	rm -rf cdk.out
+	rm -rf $(SYNTH_OUT).new
 	env -u AWS_PROFILE -u AWS_ACCESS_KEY_ID -u AWS_SECRET_ACCESS_KEY -u AWS_SESSION_TOKEN \
-	  PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(CDK) synth --no-notices --quiet -c env=$(ENV)
+	  PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(CDK) synth --no-notices --quiet -c env=$(ENV) -o $(SYNTH_OUT).new \
+	  || { rm -rf $(SYNTH_OUT).new; echo "make synth ENV=$(ENV) failed: $(SYNTH_OUT)/ is unchanged" >&2; exit 1; }
+	rm -rf $(SYNTH_OUT) && mv $(SYNTH_OUT).new $(SYNTH_OUT)
 
 lint: setup
 	$(VENV)/bin/ruff check .
@@ -53,8 +57,9 @@ demo: setup
 	$(MAKE) synth ENV=dev
 	$(PY) -m local_mode demo
 
+# The benchmarks import the project's packages (local_mode, lambda/ via their own paths) from the repo root.
 bench: setup
-	for b in benchmarks/bench_*.py; do $(PY) $$b || exit 1; done
+	for b in benchmarks/bench_*.py; do PYTHONPATH=$(CURDIR) $(PY) $$b || exit 1; done
 
 clean:
-	rm -rf cdk.out build .local-runs .pytest_cache  # .whl/ and .cache/ keep downloads (rm them to refetch)
+	rm -rf cdk.out cdk.out.new build .local-runs .pytest_cache  # .whl/ and .cache/ keep downloads (rm them to refetch)

@@ -334,7 +334,8 @@ def _earlier_jobs(sm: Any, run: dict[str, Any], attempt: int) -> tuple[list[dict
         if job_type == "training":
             status = outcomes.classify(job_type, desc)
             records.append({"attempt": len(records), "job_name": name, **_job_config(desc),
-                            "outcome": status["state"], "reason": status["failure_reason"] or status["status"]})
+                            "outcome": status["state"], "reason": status["failure_reason"] or status["status"],
+                            "interruptions": outcomes.interruptions(desc)})
     return usages, records
 
 
@@ -362,7 +363,7 @@ def finish(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
     usages, attempts = _earlier_jobs(sm, run, attempt)
     cost = outcomes.cost_summary([*usages, outcomes.job_usage("training", desc)], settings.instance_prices)
     attempts.append({"attempt": attempt, "job_name": job["job_name"], **_job_config(desc), "outcome": "completed",
-                     "reason": "Completed"})
+                     "reason": "Completed", "interruptions": outcomes.interruptions(desc)})
     model_uri = desc["ModelArtifacts"]["S3ModelArtifacts"]
     frozen = registry.freeze_model_artifact(client("s3"), settings, run["run_id"], job["job_name"], model_uri)
     _put_json(settings, run["uris"]["metrics"], metrics)
@@ -454,7 +455,7 @@ def notify_failure(event: dict[str, Any], context: Any = None) -> dict[str, Any]
     summary = {
         "run_id": (run or {}).get("run_id"), "name": spec.get("name"), "status": "Failed", "error": name,
         "reason": reason, "source": source, "job_name": job_name, "job_status": status or None,
-        "attempt": event.get("attempt"),
+        "attempt": event.get("attempt"), "summary_uri": (run or {}).get("uris", {}).get("summary"),
         "links": messages.run_links(settings, run, job_name, job.get("job_type", "training")),
         "finished_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
     }

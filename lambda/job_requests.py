@@ -39,11 +39,18 @@ METRIC_VALUE_REGEX = "([-+0-9.eE]+|nan|inf)"
 COMMON_METRICS = ("loss", "grad_norm", "train_loss", "eval_loss", "epoch", "learning_rate", "train_runtime",
                   "train_samples_per_second", "train_steps_per_second", "eval_runtime",
                   "eval_samples_per_second")
+# What each task's evaluation logs (tests/training/test_metric_names.py derives them from real runs), with the
+# trivial baseline the training code reports next to it (eval_baseline_<metric>).
 TASK_METRICS = {
-    "question-answering": ("eval_exact_match", "eval_f1"),
-    "text-classification": ("eval_accuracy", "eval_f1"),
-    "summarization": ("eval_rouge1", "eval_rouge2", "eval_rougeL", "eval_rougeLsum"),
+    "question-answering": ("eval_exact_match", "eval_f1", "eval_HasAns_exact", "eval_HasAns_f1", "eval_NoAns_exact",
+                           "eval_NoAns_f1", "eval_baseline_exact_match", "eval_baseline_f1"),
+    "text-classification": ("eval_accuracy", "eval_macro_f1", "eval_baseline_accuracy", "eval_baseline_macro_f1"),
+    "summarization": ("eval_rouge1", "eval_rouge2", "eval_rougeL", "eval_rougeLsum", "eval_gen_len",
+                      "eval_baseline_rouge1", "eval_baseline_rouge2", "eval_baseline_rougeL",
+                      "eval_baseline_rougeLsum"),
 }
+# Read from the training code's per-window progress line ("[train] step 40/300 ... samples/s=52.3 ...").
+PROGRESS_METRICS = {"samples_per_second": r"\[train\] step .* samples/s=([-+0-9.eE]+)"}
 PROCESSING_STAGES = {"map": "tokenizer_map", "reduce": "tokenizer_reduce",
                      "tokenizer_map": "tokenizer_map", "tokenizer_reduce": "tokenizer_reduce"}
 
@@ -55,7 +62,8 @@ def encode_hyperparameters(values: dict[str, Any]) -> dict[str, str]:
 
 def metric_definitions(task: str) -> list[dict[str, str]]:
     names = COMMON_METRICS + TASK_METRICS[task]
-    return [{"Name": name, "Regex": f"METRIC {name}={METRIC_VALUE_REGEX}"} for name in names]
+    return [{"Name": name, "Regex": f"METRIC {name}={METRIC_VALUE_REGEX}"} for name in names] + [
+        {"Name": name, "Regex": regex} for name, regex in PROGRESS_METRICS.items()]
 
 
 def tags(settings: Settings, run: dict[str, Any]) -> list[dict[str, str]]:

@@ -7,6 +7,7 @@ from typing import Any
 
 import durability
 import naming
+import summary_text
 from settings import Settings
 
 SUBJECT_MAX = 100
@@ -79,31 +80,15 @@ def run_links(settings: Settings, run: dict[str, Any] | None, job_name: str | No
     return links
 
 
-def _format_metrics(metrics: dict[str, Any]) -> str:
-    return ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in sorted(metrics.items())) \
-        or "(none reported)"
-
-
 def success_notification(settings: Settings, summary: dict[str, Any]) -> tuple[str, str]:
-    cost = summary["cost"]
-    hours = cost["billable_instance_seconds"] / 3600
-    price = f", about ${cost['cost_usd']:.2f} on-demand list price" if cost.get("cost_usd") is not None else ""
-    attempts = summary["attempts"]
-    retried = "" if len(attempts) <= 1 else " after " + "; ".join(
-        f"{a['job_name']}: {a['reason']}" for a in attempts[:-1])
     lines = [
-        f"Run {summary['run_id']} succeeded ({summary['task']}, base model {summary['base_model']}).",
-        f"Model: {summary['model_uri']}",
-        f"Model package: {summary['model_package_arn']} (PendingManualApproval: approve it in the model registry)",
-        f"Metrics: {_format_metrics(summary['metrics'])}",
-        f"Cost: {hours:.2f} billable instance-hours{price}; spot saving {cost['spot_saving']:.0%}",
-        f"Attempts: {len(attempts)}{retried}",
-        *checkpoint_lines(summary),
+        *summary_text.success_lines(summary),
+        "",
+        *[*checkpoint_lines(summary), ""][: None if checkpoint_lines(summary) else 0],
+        "Approve the model package in the model registry to deploy it.",
+        f"Full summary (JSON): {summary.get('summary_uri')}",
         "Links:",
         *[f"  {k}: {v}" for k, v in summary["links"].items()],
-        "",
-        "Summary (JSON):",
-        json.dumps(summary, indent=1, default=str),
     ]
     return _subject(settings, f"run {summary['run_id']} succeeded"), _clip("\n".join(lines))
 
@@ -128,7 +113,8 @@ def failure_notification(settings: Settings, summary: dict[str, Any]) -> tuple[s
         lines.append(f"Last durable checkpoint: {durability.describe(durable)} ({durable.get('checkpoint_uri')})")
     if summary.get("links"):
         lines += ["Links:", *[f"  {k}: {v}" for k, v in summary["links"].items()]]
-    lines += ["", "Summary (JSON):", json.dumps(summary, indent=1, default=str)]
+    if summary.get("summary_uri"):
+        lines.append(f"Full summary (JSON): {summary['summary_uri']}")
     return _subject(settings, f"run {who} FAILED: {summary['error']}"), _clip("\n".join(lines))
 
 

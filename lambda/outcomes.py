@@ -26,6 +26,10 @@ def classify(job_type: str, desc: dict[str, Any]) -> dict[str, Any]:
     else:
         name, status, secondary = desc["ProcessingJobName"], desc["ProcessingJobStatus"], None
     reason = desc.get("FailureReason") or desc.get("ExitMessage") or ""
+    if job_type == "processing" and status == "Failed" and (desc.get("ExitMessage") or "").strip():
+        # the script's own reason (/opt/ml/output/message) first; SageMaker's FailureReason after it
+        exit_message = desc["ExitMessage"].strip()
+        reason = exit_message if not desc.get("FailureReason") else f"{exit_message} ({desc['FailureReason']})"
     if status in ("InProgress", "Stopping"):
         classification = RUNNING
     elif status == "Completed":
@@ -51,6 +55,11 @@ def classify(job_type: str, desc: dict[str, Any]) -> dict[str, Any]:
         "billable_seconds": desc.get("BillableTimeInSeconds"),
         "training_seconds": desc.get("TrainingTimeInSeconds"),
     }
+
+
+def interruptions(desc: dict[str, Any]) -> int:
+    """Spot interruptions a training job had: its SecondaryStatusTransitions entering Interrupted."""
+    return sum(1 for t in desc.get("SecondaryStatusTransitions") or [] if t.get("Status") == "Interrupted")
 
 
 def next_attempt(run: dict[str, Any], attempt: int, status: dict[str, Any]) -> int:

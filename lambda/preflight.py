@@ -9,8 +9,8 @@
 - `storage_problems`: S3 prefixes exist and hold enough objects (ShardedByS3Key: one per instance at least).
 - `job_name_problems`: the planned job names are still free in the account.
 - `subnet_problems`: the subnets have the free private IPs the EFA attempts need.
-- spend limits (lambda/spend.py): the worst case of every built request within `max_run_cost_usd`; fewer than
-  `max_concurrent_runs` other executions running (ListExecutions).
+- spend limits (lambda/spend.py): the worst case of every built request (cost.worst_case_cost) within
+  `max_run_cost_usd`; fewer than `max_concurrent_runs` other executions running (ListExecutions).
 """
 
 from __future__ import annotations
@@ -276,7 +276,7 @@ def check(run: dict[str, Any], requests: list[tuple[str, dict[str, Any]]], setti
     job-name, EFA subnet and concurrent-run checks are skipped."""
     spec = run["spec"]
     problems = static_problems(spec, settings) + request_problems(requests)
-    problems += spend.cost_problems([request for _, request in requests], settings)
+    problems += spend.cost_problems(run, requests, settings)
     if s3 is not None:
         problems += storage_problems(spec, settings, s3)
     if sagemaker is not None:

@@ -15,9 +15,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import cost
 import hyperparameters
 import naming
-import spend
 from errors import RequestRejected
 from job_requests import CODE_CHANNEL, ISOLATED_CODE_DIR
 from run_spec import MAX_RUNTIME_LIMIT as MAX_TRAINING_RUNTIME
@@ -84,12 +84,12 @@ def _instances(problems: list[str], what: str, instance_type: Any, count: Any, a
                         f"{settings.max_instance_count}")
 
 
-def _cost(problems: list[str], request: dict[str, Any], settings: Settings) -> None:
+def _cost(problems: list[str], operation: str, request: dict[str, Any], settings: Settings) -> None:
     if settings.max_run_cost_usd is None:
         return
-    bound = spend.job_bound(request, settings.instance_prices)
-    if bound.usd is None or bound.usd > settings.max_run_cost_usd:
-        problems.append(f"cost: {bound.describe()} is over max_run_cost_usd=${settings.max_run_cost_usd:,.2f} "
+    item = cost.request_cost(operation, request, settings.instance_prices)
+    if item["worst_case_usd"] is None or item["worst_case_usd"] > settings.max_run_cost_usd:
+        problems.append(f"cost: {cost.describe(item)} is over max_run_cost_usd=${settings.max_run_cost_usd:,.2f} "
                         "(or has no price)")
 
 
@@ -156,7 +156,7 @@ def training_request_problems(request: dict[str, Any], run: Any, settings: Setti
         problems.append(f"StoppingCondition.MaxRuntimeInSeconds: {runtime} is not 1 - {MAX_TRAINING_RUNTIME}")
     _vpc(problems, request.get("VpcConfig"), settings)
     if not problems:
-        _cost(problems, request, settings)
+        _cost(problems, "CreateTrainingJob", request, settings)
     return problems
 
 
@@ -192,7 +192,7 @@ def processing_request_problems(request: dict[str, Any], run: Any, settings: Set
         problems.append(f"StoppingCondition.MaxRuntimeInSeconds: {runtime} is not 1 - {MAX_PROCESSING_RUNTIME}")
     _vpc(problems, (request.get("NetworkConfig") or {}).get("VpcConfig"), settings)
     if not problems:
-        _cost(problems, request, settings)
+        _cost(problems, "CreateProcessingJob", request, settings)
     return problems
 
 

@@ -1,81 +1,36 @@
-"""Spend limits: the worst-case cost of a run, and how many runs the environment may have at once. Pure but for
-the one ListExecutions call of `concurrency_problems`.
+"""Spend limits: a run's worst-case cost within `max_run_cost_usd`, and how many runs the environment may have at
+once. Pure but for the one ListExecutions call of `concurrency_problems`.
 
-Worst case of one job = on-demand price x instance count x MaxRuntimeInSeconds x (1 + SageMaker's own retries):
-managed spot never bills more than the on-demand price for at most MaxRuntimeInSeconds of running (waiting for
-capacity is not billed), and `RetryStrategy.MaximumRetryAttempts` may start the job again after an internal error.
-A run's worst case sums every job it can start: every training attempt of the fallback chain and the tokenizer
-jobs. The requests are the ones Prepare built once (job_requests.build_requests) and checks in preflight.check, so
-the figure is exactly what the run can ask SageMaker for.
+The worst case is `cost.worst_case_cost` (the project's one figure, also printed by `runctl plan`) over the
+requests Prepare built once (job_requests.build_requests) and checks in preflight.check: every training attempt of
+the fallback chain and the tokenizer jobs, each at its on-demand price for its whole MaxRuntimeInSeconds.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
+import cost
 from settings import Settings
 
 
-@dataclass(frozen=True)
-class JobBound:
-    job_name: str
-    instance_type: str
-    instance_count: int
-    max_runtime_seconds: int
-    runs: int  # 1 + SageMaker-side retries
-    price_per_hour: float | None
-
-    @property
-    def usd(self) -> float | None:
-        if self.price_per_hour is None:
-            return None
-        return self.price_per_hour * self.instance_count * self.max_runtime_seconds / 3600 * self.runs
-
-    def describe(self) -> str:
-        price = "no price" if self.price_per_hour is None else f"${self.price_per_hour:g}/h"
-        retries = f" x {self.runs} (SageMaker retries)" if self.runs > 1 else ""
-        cost = "" if self.usd is None else f" = ${self.usd:,.2f}"
-        return (f"{self.job_name}: {self.instance_count} x {self.instance_type} at {price} x "
-                f"{self.max_runtime_seconds / 3600:g} h{retries}{cost}")
-
-
-def job_bound(request: dict[str, Any], prices: dict[str, float]) -> JobBound:
-    """The worst case of one CreateTrainingJob or CreateProcessingJob request."""
-    if "TrainingJobName" in request:
-        name, resources = request["TrainingJobName"], request["ResourceConfig"]
-        runs = 1 + int((request.get("RetryStrategy") or {}).get("MaximumRetryAttempts", 0))
-    else:
-        name, resources = request["ProcessingJobName"], request["ProcessingResources"]["ClusterConfig"]
-        runs = 1
-    instance_type = resources["InstanceType"]
-    return JobBound(name, instance_type, int(resources["InstanceCount"]),
-                    int(request["StoppingCondition"]["MaxRuntimeInSeconds"]), runs, prices.get(instance_type))
-
-
-def worst_case(requests: list[dict[str, Any]], prices: dict[str, float]) -> tuple[float | None, list[JobBound]]:
-    """(total USD or None when a type has no price, the bound of every job)."""
-    bounds = [job_bound(r, prices) for r in requests]
-    costs = [b.usd for b in bounds]
-    return (None if any(c is None for c in costs) else sum(c for c in costs if c is not None)), bounds
-
-
-def cost_problems(requests: list[dict[str, Any]], settings: Settings) -> list[str]:
+def cost_problems(run: dict[str, Any], requests: list[tuple[str, dict[str, Any]]], settings: Settings) -> list[str]:
     """Refuses a run whose worst case is over `max_run_cost_usd`, naming both figures and the largest jobs."""
     limit = settings.max_run_cost_usd
     if limit is None:
         return []
-    total, bounds = worst_case(requests, settings.instance_prices)
-    unpriced = sorted({b.instance_type for b in bounds if b.price_per_hour is None})
-    if unpriced:
-        return [f"compute.instance_type: no price for {', '.join(unpriced)} in the environment's instance_prices, so "
-                f"the run's cost cannot be bounded by max_run_cost_usd=${limit:,.2f}; add the price to cdk.json"]
-    if total is not None and total > limit:
-        biggest = sorted(bounds, key=lambda b: b.usd or 0, reverse=True)[:3]
-        return [f"compute: the run's worst-case cost is ${total:,.2f}, over environment {settings.environment}'s "
-                f"max_run_cost_usd of ${limit:,.2f} (every job of the fallback chain at its on-demand price for "
-                f"its whole max_runtime_seconds); largest: {'; '.join(b.describe() for b in biggest)}. Lower "
-                "max_runtime_seconds, instance counts, fallback.max_attempts or tokenizer.max_runtime_seconds"]
+    worst = cost.worst_case_cost(run, requests, settings)
+    if worst["missing_prices"]:
+        return [f"compute.instance_type: no price for {', '.join(worst['missing_prices'])} in the environment's "
+                f"instance_prices, so the run's cost cannot be bounded by max_run_cost_usd=${limit:,.2f}; add the "
+                "price to cdk.json"]
+    if worst["total_usd"] > limit:
+        biggest = sorted(worst["items"], key=lambda i: i["worst_case_usd"], reverse=True)[:3]
+        return [f"compute: the run's worst-case cost is ${worst['total_usd']:,.2f}, over environment "
+                f"{settings.environment}'s max_run_cost_usd of ${limit:,.2f} (every job of the fallback chain at its "
+                f"on-demand price for its whole max_runtime_seconds); largest: "
+                f"{'; '.join(cost.describe(i) for i in biggest)}. Lower max_runtime_seconds, instance counts, "
+                "fallback.max_attempts or tokenizer.max_runtime_seconds"]
     return []
 
 

@@ -1,70 +1,104 @@
-"""Local mode CLI: the pipeline offline on this machine, from what `cdk synth` wrote.
+"""Local mode CLI: the pipeline offline on this machine, from what `cdk synth` wrote (make synth ENV=dev).
 
-  python -m local_mode demo [--interrupt-at-step N]
-  python -m local_mode run SPEC.json [--data DIR] [--interrupt-at-step N]
+  python -m local_mode demo [--interrupt-at-step N]         the tokenizer stage + QA on 2 hosts, one spot interruption
+  python -m local_mode example NAME [NAME ...] | --all      examples/NAME.json as shipped (local overrides said aloud)
+  python -m local_mode run SPEC.json --data DIR [--interrupt-at-step N]   any spec with your data
+  python -m local_mode data TASK DIR [--family bert]        generated data + a tiny model + a spec using them
+
+Runs land in .local-runs/<time>/ (report/report.md and report/run.json for every run, failed ones too).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import logging
 import sys
 import time
 from pathlib import Path
 
 from local_mode.cloud_assembly import AssemblyError
 
+TASKS = ("question-answering", "text-classification", "summarization")
 
-def main(argv: list[str] | None = None) -> int:
+
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m local_mode", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cdk-out", type=Path, default=Path("cdk.out"), help="synthesized app (make synth)")
     parser.add_argument("--work-dir", type=Path, default=None, help="default: .local-runs/<time>")
+    parser.add_argument("--verbose", action="store_true",
+                        help="also every log line of the leader hosts, the raw error and cause, tracebacks")
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help="tokenizer stage + QA fine-tuning on 2 hosts with a spot interruption")
-    demo.add_argument("--interrupt-at-step", type=int, default=100)
-    run = sub.add_parser("run", help="run any run spec locally")
+    demo.add_argument("--interrupt-at-step", type=int, default=100, help="0: no interruption")
+    example = sub.add_parser("example", help="run examples/NAME.json as shipped, with the local overrides said aloud")
+    example.add_argument("names", nargs="*", metavar="NAME", help="file name in examples/ without .json")
+    example.add_argument("--all", action="store_true", help="every example, one after the other")
+    run = sub.add_parser("run", help="run any run spec locally with your data")
     run.add_argument("spec", type=Path)
-    run.add_argument("--data", type=Path, help="folder uploaded to the data bucket's root first "
-                                                "(e.g. DIR/datasets/x/ -> s3://<data>/datasets/x/)")
+    run.add_argument("--data", type=Path, required=True, help="folder uploaded to the data bucket's root first "
+                                                "(e.g. DIR/datasets/x/ -> s3://<data>/datasets/x/); every local "
+                                                               "session starts with empty buckets")
     run.add_argument("--interrupt-at-step", type=int, default=None,
                      help="inject one spot interruption at this training step (also: spec local.interrupt_at_step)")
-    args = parser.parse_args(argv)
+    data = sub.add_parser("data", help="write generated data and a tiny model for a task, and a spec using them")
+    data.add_argument("task", choices=TASKS)
+    data.add_argument("dir", type=Path)
+    data.add_argument("--family", help="tiny model family: bert, distilbert, roberta, bart, t5 (default: per task)")
+    data.add_argument("--rows", type=int, default=320, help="training rows (validation: 64)")
+    return parser
+
+
+def _quiet_libraries(verbose: bool) -> None:
+    """Library chatter (progress bars, load reports, warnings with tracebacks) only with --verbose."""
+    import os
+
+    if not verbose:
+        os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+        os.environ.setdefault("TQDM_DISABLE", "1")
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
+                        format="%(levelname)s %(name)s: %(message)s")
+    if not verbose:  # moto's interpreter logs every failed state with a repr of its parse tree
+        logging.getLogger("moto").setLevel(logging.CRITICAL)
+    for handler in logging.getLogger().handlers:
+        handler.setLevel(logging.INFO if verbose else logging.WARNING)  # the Lambdas' own loggers say INFO
+        if not verbose:
+            handler.addFilter(_no_tracebacks)
+
+
+def _no_tracebacks(record: logging.LogRecord) -> bool:
+    record.exc_info, record.exc_text, record.stack_info = None, None, None
+    return True
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    _quiet_libraries(args.verbose)
     work_dir = args.work_dir or Path(".local-runs") / time.strftime("%Y%m%d-%H%M%S")
+    from local_mode.cli_runs import UsageError, example_names, generate_data, run_examples, run_file
+
     try:
         if args.command == "demo":
             from local_mode.demo import run_demo
 
-            outcome = run_demo(args.cdk_out, work_dir, interrupt_at_step=args.interrupt_at_step)
+            outcomes = [run_demo(args.cdk_out, work_dir, interrupt_at_step=args.interrupt_at_step,
+                                 verbose=args.verbose)]
+        elif args.command == "example":
+            names = example_names() if args.all else args.names
+            if not names:
+                raise UsageError(f"name an example or give --all; the examples are: {', '.join(example_names())}")
+            outcomes = run_examples(args.cdk_out, work_dir, names, verbose=args.verbose)
+        elif args.command == "data":
+            generate_data(args.task, args.dir, args.cdk_out, family=args.family, train_rows=args.rows)
+            return 0
         else:
-            outcome = _run(args.cdk_out, work_dir, args.spec, args.data, args.interrupt_at_step)
-    except AssemblyError as exc:
+            outcomes = [run_file(args.cdk_out, work_dir, args.spec, args.data, args.interrupt_at_step,
+                                 verbose=args.verbose)]
+    except (AssemblyError, UsageError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    return 0 if outcome.status == "SUCCEEDED" else 1
-
-
-def _run(cdk_out: Path, work_dir: Path, spec_path: Path, data: Path | None, interrupt: int | None):  # noqa: ANN202
-    from local_mode.report import write_report
-    from local_mode.session import LocalSession
-
-    try:
-        spec = json.loads(spec_path.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        print(f"error: {spec_path}: {exc}", file=sys.stderr)
-        raise SystemExit(2) from exc
-    with LocalSession(cdk_out, work_dir) as session:
-        if data:
-            print(f"uploaded {session.upload_folder(data)} files from {data}")
-        outcome = session.run_spec(spec, interrupt_at_step=interrupt)
-        if outcome.status == "SUCCEEDED":
-            result = outcome.output["result"]
-            model_dir = session.download_model(result["model_uri"], work_dir / "artifacts")
-            print(f"run SUCCEEDED: model {result['model_uri']} -> {model_dir}; report "
-                  f"{write_report(work_dir / 'report', outcome, model_dir)}")
-        else:
-            print(f"run {outcome.status}: {outcome.error}\n{outcome.cause}")
-    return outcome
+    return 0 if all(o.status == "SUCCEEDED" for o in outcomes) else 1
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ The local mode's only interface to the infrastructure: it never imports `stacks/
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -49,6 +50,25 @@ class CloudAssembly:
         env = artifact["environment"].removeprefix("aws://")
         account, region = env.split("/", 1)
         return StackArtifact(name=name, template=template, account=account, region=region)
+
+    @property
+    def environment_name(self) -> str:
+        """The environment the stacks were synthesized for (`<project>-<env>-<part>` stack names)."""
+        prefixes = {s.name.rsplit("-", 1)[0] for s in self.stacks}
+        return prefixes.pop().rsplit("-", 1)[-1] if len(prefixes) == 1 else "?"
+
+    def data_bucket_name(self) -> str:
+        """The data bucket's name, as the Lambdas' PIPELINE_SETTINGS name it (a literal in the template)."""
+        for stack in self.stacks:
+            for resource in stack.template.get("Resources", {}).values():
+                env = resource.get("Properties", {}).get("Environment", {}).get("Variables", {})
+                value = env.get("PIPELINE_SETTINGS")
+                text = json.dumps(value)  # a Fn::Join of literals and references: the literal parts suffice
+                match = re.search(r'\\"data_bucket\\":\\"([a-z0-9.-]+)\\"', text)
+                if match:
+                    return match.group(1)
+        raise AssemblyError(f"{self.outdir}: no Lambda with PIPELINE_SETTINGS naming the data bucket; synthesize "
+                            "again (`make synth ENV=dev`)")
 
     def stack(self, suffix: str) -> StackArtifact:
         (match,) = [s for s in self.stacks if s.name.endswith(f"-{suffix}")]

@@ -3,17 +3,16 @@
 A generated extractive-QA dataset (SQuAD format; the answer is the two words after the marker word "key") and
 a tiny BERT-like model built from a config are uploaded to the emulated data bucket; then a run spec under
 runs/ starts the run: tokenizer map on 2 hosts + reduce -> fine-tuning on 2 hosts with one spot interruption
-injected mid-training -> model package -> notification.
+injected mid-training (none with --interrupt-at-step 0) -> model package -> notification.
 """
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import Any
 
-from local_mode.report import write_report
+from local_mode.cli_runs import conclude
 from local_mode.session import LocalSession, RunOutcome
 from local_mode.synthetic import build_model_dir, qa_examples, write_jsonl
 
@@ -59,57 +58,25 @@ def build_inputs(folder: Path) -> Path:
     return folder
 
 
-def run_demo(cdk_out: Path, work_dir: Path, *, interrupt_at_step: int = INTERRUPT_AT_STEP) -> RunOutcome:
+def run_demo(cdk_out: Path, work_dir: Path, *, interrupt_at_step: int = INTERRUPT_AT_STEP,
+             verbose: bool = False) -> RunOutcome:
     t0 = time.time()
     work_dir.mkdir(parents=True, exist_ok=True)
     inputs = build_inputs(work_dir / "inputs")
-    with LocalSession(cdk_out, work_dir) as session:
+    with LocalSession(cdk_out, work_dir, verbose=verbose) as session:
         n = session.upload_folder(inputs)
         print(f"uploaded {n} dataset and base-model files to s3://{session.dep.data_bucket}/")
         spec = demo_spec(session.dep.data_bucket)
         outcome = session.run_spec(spec, interrupt_at_step=interrupt_at_step)
-        if outcome.status != "SUCCEEDED":
-            print(f"\nrun {outcome.status}: {outcome.error}: {outcome.cause}")
-            return outcome
-        # The same object uploaded again is the same run: no second execution.
-        before = len(session.executions())
-        session.upload_spec(spec)
-        again = len(session.executions()) - before
-        result = outcome.output["result"]
-        model_dir = session.download_model(result["model_uri"], work_dir / "artifacts")
-        _check_model(model_dir)
-        report = write_report(work_dir / "report", outcome, model_dir)
-        _summary(outcome, session, model_dir, report, again, time.time() - t0)
+        local: list[tuple[str, str]] = []
+        if outcome.status == "SUCCEEDED":
+            # The same object uploaded again is the same run: no second execution.
+            before = len(session.executions())
+            session.upload_spec(spec)
+            again = len(session.executions()) - before
+            local.append(("re-upload", "the same spec uploaded again started no second run" if again == 0
+                          else f"{again} new run(s) from the same spec!"))
+            local.append(("notification", f"published to {session.dep.settings['topic_arn']}"))
+        local.append(("demo total", f"{time.time() - t0:.0f} s"))
+        conclude(session, outcome, work_dir, verbose=verbose, local=local)
     return outcome
-
-
-def _check_model(model_dir: Path) -> None:
-    from transformers import AutoModelForQuestionAnswering, AutoTokenizer
-
-    AutoModelForQuestionAnswering.from_pretrained(model_dir)
-    AutoTokenizer.from_pretrained(model_dir)
-
-
-def _summary(outcome: RunOutcome, session: LocalSession, model_dir: Path, report: Path, again: int,
-             seconds: float) -> None:
-    r = outcome.output["result"]
-    cost = r.get("cost", {})
-    lines = [
-        "",
-        f"run {r.get('run_id')} {outcome.status} in {outcome.seconds:.0f}s (demo total {seconds:.0f}s)",
-        f"  model artifact : {r.get('model_uri')}",
-        f"  local model    : {model_dir} (loads with from_pretrained)",
-        f"  model package  : {r.get('model_package_arn')} (PendingManualApproval)",
-        f"  summary        : {r.get('summary_uri')}",
-        f"  metrics        : {json.dumps(r.get('metrics', {}), sort_keys=True)}",
-        f"  cost           : {json.dumps(cost, sort_keys=True)}",
-        f"  attempts       : {len(r.get('attempts', []))}; spot interruption injected and resumed from checkpoints",
-        *[f"  interruption   : step {i.get('step_reached')} reached, resumed from step {i.get('resumed_from_step')}, "
-          f"{i.get('lost_steps')} step(s) / {i.get('lost_minutes')} min of work lost" for i in r.get("interruptions") or []],
-        f"  checkpoints    : last durable step {(r.get('checkpoints') or {}).get('last_durable_step')} in "
-        f"{(r.get('checkpoints') or {}).get('checkpoint_uri')}",
-        f"  re-upload      : {'no second run' if again == 0 else f'{again} new run(s)!'}",
-        f"  report         : {report}",
-        f"  notification   : published to {session.dep.settings['topic_arn']}",
-    ]
-    print("\n".join(lines))

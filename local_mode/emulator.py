@@ -30,8 +30,10 @@ from typing import Any
 
 import boto3
 
+from local_mode import invocation_env
 from local_mode.cloud_assembly import CloudAssembly, StackArtifact
 from local_mode.intrinsics import Physical, Resolver, references
+from local_mode.invocation_env import invocation_environment
 
 FAKE_ID_TYPES = {"AWS::EC2::VPC": "vpc", "AWS::EC2::Subnet": "subnet", "AWS::EC2::SecurityGroup": "sg",
                  "AWS::EC2::RouteTable": "rtb", "AWS::EC2::VPCEndpoint": "vpce", "AWS::EC2::NatGateway": "nat",
@@ -59,13 +61,16 @@ class LambdaRouter:
         self.functions[spec.name] = spec
 
     def invoke(self, name: str, event: Any) -> tuple[Any, bool]:
-        """Returns (result, errored); an exception becomes Lambda's {errorType, errorMessage} payload."""
+        """Returns (result, errored); an exception becomes Lambda's {errorType, errorMessage} payload.
+
+        The handler runs with the function's own environment (invocation_env): nothing of it is written to
+        the process environment, which the local jobs' threads read at the same time. Invocations are
+        serialized (the handlers share one botocore session, which is not safe for concurrent client creation).
+        """
         spec = self.functions[name]
         module_name, func_name = spec.handler.rsplit(".", 1)
-        with self._lock:
+        with self._lock, invocation_environment(spec.environment):
             self.invocations.append((name, event))
-            saved = {k: os.environ.get(k) for k in spec.environment}
-            os.environ.update(spec.environment)
             try:
                 if str(spec.code_dir) not in sys.path:
                     sys.path.insert(0, str(spec.code_dir))
@@ -74,12 +79,6 @@ class LambdaRouter:
             except Exception as exc:  # noqa: BLE001 - every handler error becomes the function's error payload
                 return {"errorType": type(exc).__name__, "errorMessage": str(exc),
                         "stackTrace": traceback.format_exception(exc)[-5:]}, True
-            finally:
-                for k, v in saved.items():
-                    if v is None:
-                        os.environ.pop(k, None)
-                    else:
-                        os.environ[k] = v
 
     def install(self) -> None:
         from moto.awslambda.models import LambdaBackend
@@ -120,8 +119,11 @@ class LambdaRouter:
         for cls, _, original in self._patches[:2]:
             cls.invoke = patched(original)
         Rule.send_to_targets = send_to_targets
+        invocation_env.install()
 
     def uninstall(self) -> None:
+        if self._patches:
+            invocation_env.uninstall()
         for owner, attr, original in self._patches:
             setattr(owner, attr, original)
         self._patches = []

@@ -13,7 +13,7 @@ class JobEvent:
 
     job_name: str
     job_type: str  # "training" | "processing"
-    kind: str  # "status" | "progress" | "metric" | "log"
+    kind: str  # "status" | "progress" | "metric" | "window" ([train]/[eval] line) | "log"
     message: str
     status: str | None = None
     secondary_status: str | None = None
@@ -45,6 +45,10 @@ class LocalSageMakerSettings:
     stream_logs: also report every log line of the leader host as a JobEvent of kind "log".
     on_event: called from the job threads with each JobEvent; keep it quick and never raise.
     extra_env: added to every job's environment (after the request's Environment).
+    cloudwatch_logs: write every host's output lines to the emulated CloudWatch Logs under SageMaker's log
+        group and stream names (`/aws/sagemaker/TrainingJobs`, `<job>/algo-1-<epoch>`).
+    host_env: the machine's environment the jobs' processes start from (AWS_*, SM_*, SAGEMAKER_* removed);
+        None: a snapshot of the process environment taken when the local SageMaker is installed.
     """
 
     work_dir: Path = field(default_factory=lambda: Path(".local-runs") / "sagemaker")
@@ -61,6 +65,8 @@ class LocalSageMakerSettings:
     stream_logs: bool = False
     on_event: Callable[[JobEvent], None] | None = None
     extra_env: dict[str, str] = field(default_factory=dict)
+    cloudwatch_logs: bool = True
+    host_env: dict[str, str] | None = None
 
     def __post_init__(self) -> None:
         self.work_dir = Path(self.work_dir).resolve()

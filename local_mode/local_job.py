@@ -14,9 +14,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import boto3
 import botocore.session
 
+from local_mode.aws_clients import job_client
+from local_mode.cloudwatch_logs import LogShipper
 from local_mode.host_processes import HostProcess, stop_hosts
 from local_mode.job_settings import JobEvent, LocalSageMakerSettings
 
@@ -83,6 +84,9 @@ class LocalJob:
         self._on_state_change = on_state_change
         self._thread = threading.Thread(target=self._run_guarded, name=f"job-{name}", daemon=True)
         self.hosts: list[HostProcess] = []
+        self.attempt = 1
+        self.logs = LogShipper(region=region, job_type=self.job_type, job_name=name)
+        self.logs.disabled = not settings.cloudwatch_logs
 
     # ---- lifecycle -------------------------------------------------------------------------------
     def start(self) -> None:
@@ -120,8 +124,9 @@ class LocalJob:
             self._fail(f"ClientError: {error}")
         except Exception as error:  # a bug here must not leave the job InProgress forever
             log.exception("local %s job %s crashed", self.job_type, self.name)
-            self._fail(f"InternalServerError: local runner: {error!r}")
+            self._fail(f"InternalServerError: local runner: {type(error).__name__}: {error}")
         finally:
+            self.logs.flush()
             self._done.set()
 
     # ---- for subclasses --------------------------------------------------------------------------
@@ -139,11 +144,15 @@ class LocalJob:
 
     # ---- shared helpers --------------------------------------------------------------------------
     def s3(self) -> Any:
-        return boto3.session.Session(region_name=self.region).client("s3")
+        return job_client("s3", self.region)
 
     def base_env(self) -> dict[str, str]:
-        """The environment of a job's processes: this machine's (less AWS settings) + the request's."""
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "SM_", "SAGEMAKER_"))}
+        """The environment of a job's processes: this machine's (less AWS settings) + the request's.
+
+        "This machine's" is the snapshot the settings took when the local SageMaker was installed, never the
+        live process environment (see invocation_env)."""
+        host_env = self.settings.host_env if self.settings.host_env is not None else dict(os.environ)
+        env = {k: v for k, v in host_env.items() if not k.startswith(("AWS_", "SM_", "SAGEMAKER_"))}
         env["PATH"] = f"{python_bin()}{os.pathsep}{env.get('PATH', '')}"
         env.setdefault("OMP_NUM_THREADS", "1")  # N hosts x M processes share this machine's cores
         env.update({"PYTHONUNBUFFERED": "1", "AWS_REGION": self.region, "AWS_DEFAULT_REGION": self.region})
@@ -181,8 +190,22 @@ class LocalJob:
         self, check: Callable[[], str | None], tick: Callable[[], None] | None = None
     ) -> tuple[str, HostProcess | None]:
         """Poll the hosts until they all exit 0 ("completed"), one fails ("failed", that host), a stop is
-        requested ("stopped") or check() names another reason to end them; the hosts are down on return."""
+        requested ("stopped") or check() names another reason to end them; the hosts are down on return
+        (and their lines are in CloudWatch Logs)."""
+        try:
+            return self._watch_hosts(check, tick)
+        finally:
+            self.logs.flush()
+
+    def ship_line(self, host: str, line: str) -> None:
+        """A host's output line to its CloudWatch stream (called from the host's output pump)."""
+        self.logs.add(self.logs.stream(self.attempt, host), line)
+
+    def _watch_hosts(
+        self, check: Callable[[], str | None], tick: Callable[[], None] | None = None
+    ) -> tuple[str, HostProcess | None]:
         while True:
+            self.logs.maybe_flush()
             if tick is not None:
                 tick()
             if self.stop_requested():
@@ -241,7 +264,7 @@ class LocalJob:
 
     def _put_event(self, detail: dict[str, Any]) -> None:
         try:
-            boto3.session.Session(region_name=self.region).client("events").put_events(
+            job_client("events", self.region).put_events(
                 Entries=[
                     {
                         "Source": "aws.sagemaker",

@@ -17,7 +17,7 @@ import botocore.exceptions
 
 from local_mode.container_layout import Host, lay_out_processing_host, plan_hosts
 from local_mode.host_processes import HostProcess
-from local_mode.local_job import JobSetupError, LocalJob, now, output_members, truncate
+from local_mode.local_job import FAILURE_REASON_MAX, JobSetupError, LocalJob, now, output_members, truncate
 from local_mode.s3_channels import (
     ChannelError,
     download_objects,
@@ -87,7 +87,9 @@ class ProcessingJob(LocalJob):
             return
         self._start_hosts(hosts, command)
         outcome, failed = self.watch_hosts(self._limit_reached)
-        self._read_exit_message(hosts[0])
+        # ExitMessage: the failing host's output/message when a host failed, else algo-1's
+        failed_host = next((h for h in hosts if failed is not None and h.name == failed.host), hosts[0])
+        self._read_exit_message(failed_host)
         if outcome == "completed":
             for host in hosts:
                 for output in self._outputs():
@@ -162,11 +164,15 @@ class ProcessingJob(LocalJob):
                     on_line=self._on_line,
                 )
             )
-        self.emit("status", f"processing on {len(hosts)} host(s): {' '.join(command)}")
+        script = next((i for i, part in enumerate(command) if part.endswith("runproc.sh")), -1)
+        shown = " ".join(command[script + 1:])  # what runproc.sh runs: the script and its arguments
+        shown = shown if len(shown) <= 160 else shown[:157] + "..."
+        self.emit("status", f"processing on {len(hosts)} host(s): {shown}")
         for process in self.hosts:
             process.start()
 
     def _on_line(self, host: str, line: str) -> None:
+        self.ship_line(host, line)
         if self.settings.stream_logs:
             self.emit("log", line, host=host)
 
@@ -179,8 +185,9 @@ class ProcessingJob(LocalJob):
     def _read_exit_message(self, leader: Host) -> None:
         message_file = leader.base_dir / "output" / "message"
         if message_file.is_file():
+            data = message_file.read_bytes()[:FAILURE_REASON_MAX]  # the first 1 KB, as SageMaker reads it
             with self.lock:
-                self.exit_message = truncate(message_file.read_text(errors="replace"))
+                self.exit_message = data.decode("utf-8", "ignore")
 
     def _end(self, status: str, reason: str | None = None) -> None:
         with self.lock:

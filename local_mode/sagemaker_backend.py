@@ -17,7 +17,9 @@ parses AWS's. uninstall() stops running jobs and restores moto's classes.
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -47,7 +49,10 @@ class LocalSageMaker:
     """The jobs started while installed, and the knobs the local mode's caller turns."""
 
     def __init__(self, settings: LocalSageMakerSettings | None = None) -> None:
-        self.settings = settings or LocalSageMakerSettings()
+        settings = settings or LocalSageMakerSettings()
+        if settings.host_env is None:  # taken once, here: job threads never read the live environment
+            settings = dataclasses.replace(settings, host_env=os.environ.copy())
+        self.settings = settings
         self._jobs: dict[str, LocalJob] = {}  # by ARN
         self._rules: list[_InterruptRule] = []
         self._lock = threading.Lock()

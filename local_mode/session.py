@@ -1,5 +1,11 @@
 """One local session: the synthesized app deployed into moto, the local SageMaker installed, and a run
-started the way AWS starts it (a run spec uploaded under runs/ in the data bucket), watched to the end."""
+started the way AWS starts it (a run spec uploaded under runs/ in the data bucket), watched to the end.
+
+While a run goes, `say` gets one line per state entered, per job status change and per training log window
+(the training code's `[train]`/`[eval]` lines), each with the seconds since the run started. The run's SNS
+notifications reach an SQS queue subscribed to the topic (as an e-mail subscriber would get them), so the
+local run can show exactly what the notification says.
+"""
 
 from __future__ import annotations
 
@@ -16,13 +22,16 @@ from typing import Any
 import boto3
 from moto import mock_aws
 
-from local_mode.cloud_assembly import CloudAssembly
+from local_mode.cloud_assembly import AssemblyError, CloudAssembly
 from local_mode.emulator import Deployment, Emulator, copy_tree_to_s3
 from local_mode.job_settings import JobEvent, LocalSageMakerSettings
 from local_mode.sagemaker_backend import LocalSageMaker, local_sagemaker
 
 LOSS_METRICS = ("loss",)  # per logging step; train_loss is the whole run's average
 MOTO_CONFIG = {"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}}
+QUIET_STATES = ("Wait", "Check")  # the poll loop: shown as job status changes instead
+END_STATES = ("NotifyFailure", "RunFailed", "RunSucceeded")
+PROGRESS_EVERY_SECONDS = 30.0  # a step line when the training code printed no [train] line for this long
 
 
 @dataclass
@@ -35,21 +44,42 @@ class RunOutcome:
     cause: str | None
     losses: list[tuple[int, float]] = field(default_factory=list)
     seconds: float = 0.0
+    failed_state: str | None = None  # the last state before the failure handling (NotifyFailure, RunFailed)
+    jobs: list[dict[str, Any]] = field(default_factory=list)  # Describe* of the run's jobs, in start order
+    host_logs: dict[str, list[Path]] = field(default_factory=dict)  # job name -> its hosts' logs (last attempt)
+    notifications: list[dict[str, str]] = field(default_factory=list)  # {"subject", "message"} as received
+    planned_run_id: str | None = None  # from Prepare's output (None when Prepare failed)
+
+    @property
+    def run_id(self) -> str | None:
+        result = self.output.get("result") if isinstance(self.output, dict) else None
+        if isinstance(result, dict) and result.get("run_id"):
+            return str(result["run_id"])
+        return self.planned_run_id
+
+
+def failing_state(states: list[str]) -> str | None:
+    """The state that failed: the last one entered before the failure handling states."""
+    visited = [s for s in states if s not in END_STATES]
+    return visited[-1] if visited else None
 
 
 class LocalSession:
     """Use as a context manager: `with LocalSession(Path("cdk.out"), work_dir) as s: s.run_spec(...)`."""
 
     def __init__(self, cdk_out: Path, work_dir: Path, *, poll_seconds: int = 2, processes_per_host: int = 1,
-                 say: Callable[[str], None] = print) -> None:
+                 say: Callable[[str], None] = print, verbose: bool = False) -> None:
         self.assembly = CloudAssembly(cdk_out)
         self.work_dir = Path(work_dir)
         self.poll_seconds = poll_seconds
         self.processes_per_host = processes_per_host
         self.say = say
+        self.verbose = verbose
         self.losses: list[tuple[int, float]] = []
-        self._last_step: dict[str, int] = {}  # last step printed, per job
         self._step: dict[str, int] = {}  # last step reached, per job
+        self._last_line: dict[str, float] = {}  # when a progress line was last printed, per job
+        self._seen_jobs: set[str] = set()
+        self._t0 = time.time()
         self._durable: tuple[int | None, bool] = (None, False)  # last durable step and staleness printed
         self._stack: Any = None
 
@@ -67,41 +97,94 @@ class LocalSession:
         account = self.assembly.stacks[0].account
         saved = os.environ.get("MOTO_ACCOUNT_ID")
         # The templates name the account literally (bucket names, ARNs): the emulator uses the same one.
+        # Set once, before any job thread starts, restored after they all stopped.
         os.environ["MOTO_ACCOUNT_ID"] = account
         try:
             with mock_aws(config=MOTO_CONFIG):
                 self.emulator = Emulator(self.assembly, settings_overrides={"poll_seconds": self.poll_seconds})
-                self.dep: Deployment = self.emulator.deploy()
-                self.say(f"deployed {len(self.assembly.stacks)} stacks into the emulator (account {account}, "
-                         f"{self.dep.region}): {len(self.dep.functions)} Lambdas, "
-                         f"{len(self.dep.state_machines)} state machines, buckets {', '.join(self.dep.buckets)}")
-                settings = LocalSageMakerSettings(
-                    work_dir=self.work_dir / "sagemaker", fsx_root=self.work_dir / "fsx",
-                    processes_per_host=self.processes_per_host, on_event=self._on_event)
-                with local_sagemaker(settings) as sm:
-                    self.sagemaker: LocalSageMaker = sm
-                    self.s3 = boto3.client("s3", region_name=self.dep.region)
-                    self.sfn = boto3.client("stepfunctions", region_name=self.dep.region)
-                    yield
-                self.emulator.close()
+                try:
+                    self.dep: Deployment = self._deploy()
+                    self.say(f"deployed {len(self.assembly.stacks)} stacks of environment "
+                             f"{self.assembly.environment_name} into the emulator (account {account}, "
+                             f"{self.dep.region}): {len(self.dep.functions)} Lambdas, "
+                             f"{len(self.dep.state_machines)} state machines, buckets {', '.join(self.dep.buckets)}")
+                    self._subscribe_notifications()
+                    settings = LocalSageMakerSettings(
+                        work_dir=self.work_dir / "sagemaker", fsx_root=self.work_dir / "fsx",
+                        processes_per_host=self.processes_per_host, on_event=self._on_event,
+                        stream_logs=self.verbose)
+                    with local_sagemaker(settings) as sm:
+                        self.sagemaker: LocalSageMaker = sm
+                        self.s3 = boto3.client("s3", region_name=self.dep.region)
+                        self.sfn = boto3.client("stepfunctions", region_name=self.dep.region)
+                        yield
+                finally:
+                    self.emulator.close()
         finally:
             if saved is None:
                 os.environ.pop("MOTO_ACCOUNT_ID", None)
             else:
                 os.environ["MOTO_ACCOUNT_ID"] = saved
 
+    def _deploy(self) -> Deployment:
+        try:
+            return self.emulator.deploy()
+        except Exception as exc:  # one sentence about which environment runs here, not a traceback
+            env = self.assembly.environment_name
+            raise AssemblyError(
+                f"{self.assembly.outdir} holds environment {env!r}, which local mode cannot deploy "
+                f"({type(exc).__name__}: {exc}); local mode runs the dev environment (no NAT gateway, no FSx): "
+                "run `make synth ENV=dev`, then try again") from exc
+
+    def _subscribe_notifications(self) -> None:
+        sqs = boto3.client("sqs", region_name=self.dep.region)
+        self._queue = sqs.create_queue(QueueName="local-mode-notifications")["QueueUrl"]
+        queue_arn = sqs.get_queue_attributes(QueueUrl=self._queue, AttributeNames=["QueueArn"])["Attributes"][
+            "QueueArn"]
+        boto3.client("sns", region_name=self.dep.region).subscribe(
+            TopicArn=self.dep.settings["topic_arn"], Protocol="sqs", Endpoint=queue_arn)
+        self._sqs = sqs
+
+    def notifications(self) -> list[dict[str, str]]:
+        """The SNS notifications received since the last call (subject, message)."""
+        out = []
+        while True:
+            messages = self._sqs.receive_message(QueueUrl=self._queue, MaxNumberOfMessages=10).get("Messages", [])
+            if not messages:
+                return out
+            for m in messages:
+                envelope = json.loads(m["Body"])
+                out.append({"subject": envelope.get("Subject") or "", "message": envelope.get("Message") or ""})
+                self._sqs.delete_message(QueueUrl=self._queue, ReceiptHandle=m["ReceiptHandle"])
+
     # --- progress -----------------------------------------------------------------------------------------
+    def clock(self) -> str:
+        return f"[{time.time() - self._t0:6.1f}s]"
+
+    def _job_line(self, job_name: str, text: str) -> None:
+        self.say(f"  {self.clock()} {job_name.rsplit('-', 1)[-1]}: {text}")
+
     def _on_event(self, event: JobEvent) -> None:
-        if event.kind == "progress" and event.global_step is not None:
+        now = time.time()
+        if event.kind == "window":
+            self._last_line[event.job_name] = now
+            self._job_line(event.job_name, event.message)
+        elif event.kind == "progress" and event.global_step is not None:
             self._step[event.job_name] = event.global_step
-            last = self._last_step.get(event.job_name, -1)
-            if event.global_step >= last + 25 or event.global_step == event.max_steps:
-                self._last_step[event.job_name] = event.global_step
-                self.say(f"    {event.job_name}: step {event.global_step}/{event.max_steps}")
+            if now - self._last_line.get(event.job_name, now) >= PROGRESS_EVERY_SECONDS:
+                self._last_line[event.job_name] = now
+                self._job_line(event.job_name, f"step {event.global_step}/{event.max_steps}")
+            self._last_line.setdefault(event.job_name, now)
         elif event.kind == "metric" and event.metric_name in LOSS_METRICS and event.metric_value is not None:
             self.losses.append((self._step.get(event.job_name, 0), float(event.metric_value)))
         elif event.kind == "status":
-            self.say(f"    {event.job_name}: {event.message}")
+            if event.job_name not in self._seen_jobs:
+                self._seen_jobs.add(event.job_name)
+                self.say(f"  {self.clock()} {event.job_type} job {event.job_name}")
+            state = " / ".join(s for s in (event.status, event.secondary_status) if s)
+            self._job_line(event.job_name, f"{event.message} ({state})" if state else event.message)
+        elif event.kind == "log" and self.verbose:
+            self.say(f"      {event.job_name.rsplit('-', 1)[-1]} {event.host}| {event.message}")
 
     # --- runs ---------------------------------------------------------------------------------------------
     def upload_folder(self, folder: Path, prefix: str = "") -> int:
@@ -118,43 +201,59 @@ class LocalSession:
     def run_spec(self, spec: dict[str, Any], *, interrupt_at_step: int | None = None,
                  timeout: float = 1800) -> RunOutcome:
         """Uploads the spec under runs/ (the S3 trigger starts the run, as in AWS) and follows it to the end."""
-        at = interrupt_at_step or (spec.get("local") or {}).get("interrupt_at_step")
+        self._t0 = time.time()
+        at = interrupt_at_step if interrupt_at_step is not None else (spec.get("local") or {}).get(
+            "interrupt_at_step")
         if at:
             self.sagemaker.interrupt_training(at_step=int(at), name_contains=str(spec.get("name", "")))
             self.say(f"a spot interruption will be injected at training step {at}")
         before = {e["executionArn"] for e in self.executions()}
+        jobs_before = {j.arn for j in self.sagemaker.jobs}
         key = self.upload_spec(spec)
-        self.say(f"uploaded s3://{self.dep.data_bucket}/{key}")
+        self.say(f"uploaded s3://{self.dep.data_bucket}/{key}: the upload starts the run")
         started = [e for e in self.executions() if e["executionArn"] not in before]
         if not started:
             raise RuntimeError("the upload started no execution: see the trigger's log above")
-        return self.follow(started[0]["executionArn"], timeout=timeout)
+        return self.follow(started[0]["executionArn"], timeout=timeout, jobs_before=jobs_before)
 
-    def follow(self, arn: str, timeout: float = 1800) -> RunOutcome:
-        self.say(f"execution {arn.rsplit(':', 1)[-1]} started")
+    def follow(self, arn: str, timeout: float = 1800, jobs_before: set[str] | None = None) -> RunOutcome:
+        self.say(f"  {self.clock()} execution {arn.rsplit(':', 1)[-1]} started")
         t0 = time.time()
         seen = 0
         states: list[str] = []
+        run_id: str | None = None
+        losses_before = len(self.losses)
         while True:
             desc = self.sfn.describe_execution(executionArn=arn)
             events = self.sfn.get_execution_history(executionArn=arn, maxResults=1000)["events"]
             for e in events[seen:]:
+                exited = e.get("stateExitedEventDetails") or {}
+                if exited.get("name") == "Prepare" and run_id is None:
+                    run_id = _run_id(exited.get("output"))
                 self._report_durability(e)
                 details = e.get("stateEnteredEventDetails")
                 if details:
                     states.append(details["name"])
-                    if not details["name"].startswith(("Wait", "Check")) and not details["name"].endswith("Status"):
-                        self.say(f"  [{time.time() - t0:6.1f}s] state {details['name']}")
+                    if not details["name"].startswith(QUIET_STATES) and not details["name"].endswith("Status"):
+                        self.say(f"  {self.clock()} state {details['name']}")
             seen = len(events)
             if desc["status"] != "RUNNING":
                 break
             if time.time() - t0 > timeout:
                 raise TimeoutError(f"{arn} still running after {timeout:.0f}s")
             time.sleep(0.5)
+        self.say(f"  {self.clock()} execution {desc['status']}")
         output = json.loads(desc.get("output") or "{}")
-        return RunOutcome(execution_arn=arn, status=desc["status"], states=states, output=output,
-                          error=desc.get("error"), cause=desc.get("cause"), losses=sorted(set(self.losses)),
-                          seconds=time.time() - t0)
+        run_jobs = [j for j in self.sagemaker.jobs if j.arn not in (jobs_before or set())]
+        for job in run_jobs:
+            job.wait(30)  # a failed run can end while a job it started is still stopping
+        return RunOutcome(
+            execution_arn=arn, status=desc["status"], states=states, output=output, error=desc.get("error"),
+            cause=desc.get("cause"), losses=sorted(set(self.losses[losses_before:])), seconds=time.time() - t0,
+            failed_state=failing_state(states) if desc["status"] != "SUCCEEDED" else None,
+            jobs=[job.describe() for job in run_jobs],
+            host_logs={job.name: _last_attempt_logs(job.work_dir / "logs") for job in run_jobs},
+            notifications=self.notifications(), planned_run_id=run_id)
 
     def _report_durability(self, event: dict[str, Any]) -> None:
         """The durability watchdog's findings (check_job's `durability`), printed when they change."""
@@ -167,10 +266,10 @@ class LocalSession:
             return
         step, stale = durable.get("last_durable_step"), bool(durable.get("stale"))
         if step is not None and step != self._durable[0]:
-            self.say(f"    checkpoint-{step} is durable in S3 (last_durable_step={step}, "
+            self.say(f"  {self.clock()} checkpoint-{step} is durable in S3 (last_durable_step={step}, "
                      f"last_durable_at={durable.get('last_durable_at')})")
         if stale and not self._durable[1]:
-            self.say(f"    WARNING: no new checkpoint reached S3 for {durable.get('age_minutes')} min of training "
+            self.say(f"  {self.clock()} WARNING: no new checkpoint reached S3 for {durable.get('age_minutes')} min of training "
                      f"(limit {durable.get('threshold_minutes')} min; watchdog action {durable.get('action')})")
         self._durable = (step if step is not None else self._durable[0], stale)
 
@@ -186,3 +285,18 @@ class LocalSession:
             tar.extractall(dest / "model", filter="data")
         return dest / "model"
 
+
+def _run_id(state_json: str | None) -> str | None:
+    try:
+        state = json.loads(state_json or "{}")
+    except json.JSONDecodeError:
+        return None
+    run = state.get("run") if isinstance(state, dict) else None
+    return str(run["run_id"]) if isinstance(run, dict) and run.get("run_id") else None
+
+
+def _last_attempt_logs(folder: Path) -> list[Path]:
+    """Training: logs/attempt-<n>/<host>.log (the last attempt); processing: logs/<host>.log."""
+    attempts = sorted((p for p in folder.glob("attempt-*") if p.is_dir()), key=lambda p: int(p.name.split("-")[1]))
+    chosen = attempts[-1] if attempts else folder
+    return sorted(chosen.glob("*.log"))

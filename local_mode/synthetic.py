@@ -168,8 +168,10 @@ def _unigram_t5():
 def build_tokenizer(kind: str):
     from transformers import PreTrainedTokenizerFast
 
-    if kind == "bert":
+    if kind in ("bert", "distilbert"):
         tok, specials, names = _wordpiece()
+        if kind == "distilbert":  # DistilBERT takes no token types
+            names = ["input_ids", "attention_mask"]
     elif kind in ("roberta", "bart"):
         tok, specials, names = _bytelevel_bpe(kind)
     elif kind == "t5":
@@ -183,7 +185,7 @@ def build_tokenizer(kind: str):
 
 
 def build_config(kind: str, tokenizer, size: str = "tiny"):
-    from transformers import BartConfig, BertConfig, RobertaConfig, T5Config
+    from transformers import BartConfig, BertConfig, DistilBertConfig, RobertaConfig, T5Config
 
     vocab = len(tokenizer)
     hidden, layers, heads, ffn = (64, 2, 2, 128) if size == "tiny" else (128, 2, 4, 256)
@@ -193,6 +195,10 @@ def build_config(kind: str, tokenizer, size: str = "tiny"):
         return BertConfig(vocab_size=vocab, hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
                           intermediate_size=ffn, max_position_embeddings=512, pad_token_id=tokenizer.pad_token_id,
                           hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    if kind == "distilbert":
+        return DistilBertConfig(vocab_size=vocab, dim=hidden, n_layers=layers, n_heads=heads, hidden_dim=ffn,
+                                max_position_embeddings=512, pad_token_id=tokenizer.pad_token_id, dropout=0.0,
+                                attention_dropout=0.0)
     if kind == "roberta":
         return RobertaConfig(vocab_size=vocab, hidden_size=hidden, num_hidden_layers=layers,
                              num_attention_heads=heads, intermediate_size=ffn, max_position_embeddings=514,
@@ -209,6 +215,9 @@ def build_config(kind: str, tokenizer, size: str = "tiny"):
                         num_decoder_layers=layers, num_heads=heads, pad_token_id=0, eos_token_id=1,
                         decoder_start_token_id=0, dropout_rate=0.0, feed_forward_proj="relu")
     raise ValueError(kind)
+
+
+MODEL_KINDS = ("bert", "distilbert", "roberta", "bart", "t5")
 
 
 def build_model_dir(kind: str, directory: Path, *, size: str = "tiny", seed: int = 0) -> Path:

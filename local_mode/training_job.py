@@ -46,6 +46,7 @@ from local_mode.s3_channels import (
 TRAINING_MEMBERS = output_members("DescribeTrainingJob")
 PACKAGE_DIR = Path(__file__).resolve().parent
 REAL_FRAMEWORK_MODULE = "sagemaker_pytorch_container.training:main"  # what the PyTorch/HF DLCs set
+WINDOW_PREFIXES = ("[train] ", "[eval] ")  # the training code's per-logging-window lines
 END_STATES = {
     "stopped": ("Stopped", "Training job stopped"),
     "max_runtime": ("MaxRuntimeExceeded", "Training job stopped: MaxRuntimeInSeconds exceeded"),
@@ -91,7 +92,7 @@ class TrainingJob(LocalJob):
         self.training_start_time = None
         self.training_seconds: int | None = None
         self.billable_seconds: int | None = None
-        self.attempt = 0
+        self.attempt = 0  # run() counts attempts from 1
         self._interrupt_steps = sorted(interrupt_steps or [])
         self._seconds_done = 0.0
         self._attempt_started: float | None = None
@@ -359,6 +360,7 @@ class TrainingJob(LocalJob):
         return bin_dir
 
     def _on_line(self, host: str, line: str) -> None:
+        self.ship_line(host, line)
         if host != self._leader:
             return
         progress = parse_progress(line)
@@ -372,6 +374,8 @@ class TrainingJob(LocalJob):
             )
         for name, value in metrics:
             self.emit("metric", line, metric_name=name, metric_value=value, host=host)
+        if line.startswith(WINDOW_PREFIXES):
+            self.emit("window", line, host=host)
         if self.settings.stream_logs:
             self.emit("log", line, host=host)
 

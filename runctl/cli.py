@@ -1,4 +1,4 @@
-"""Command line: python -m runctl submit SPEC [--name] | status RUN | stop RUN."""
+"""Command line: python -m runctl submit SPEC [--name] | status RUN | stop RUN | plan SPEC | list | logs RUN."""
 
 from __future__ import annotations
 
@@ -7,12 +7,13 @@ import getpass
 import json
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 
-from runctl import core
+from runctl import core, observe
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -35,6 +36,20 @@ def _parser() -> argparse.ArgumentParser:
     stop = sub.add_parser("stop", parents=[common], help="stop a run and its SageMaker jobs")
     stop.add_argument("run", help="run id (the execution name) or execution ARN")
     stop.add_argument("--keep-jobs", action="store_true", help="stop only the execution, not running jobs")
+    plan = sub.add_parser("plan", parents=[common], help="validate and plan a spec without starting anything: "
+                                                           "job names, instances, requests, worst-case cost")
+    plan.add_argument("spec", help="run spec JSON file (docs/run_spec.md)")
+    plan.add_argument("--name", help="run name, overriding the spec's `name`")
+    plan.add_argument("--settings", help="PIPELINE_SETTINGS JSON file instead of the deployed Prepare function's")
+    plan.add_argument("--offline", action="store_true", help="skip the checks that call AWS (data in S3, job names)")
+    plan.add_argument("--brief", action="store_true", help="leave out the full requests")
+    listing = sub.add_parser("list", parents=[common], help="recent runs with state, duration and cost")
+    listing.add_argument("--limit", type=int, default=20)
+    logs = sub.add_parser("logs", parents=[common], help="CloudWatch logs of every job, host and attempt of a "
+                                                           "run, in time order")
+    logs.add_argument("run", help="run id (the execution name) or execution ARN")
+    logs.add_argument("--follow", "-f", action="store_true", help="keep printing until the run ends")
+    logs.add_argument("--interval", type=float, default=5.0, help="seconds between looks with --follow")
     return parser
 
 
@@ -97,13 +112,39 @@ def _user() -> str:
         return os.environ.get("USER", "unknown user")
 
 
+def _plan(args: argparse.Namespace, clients: core.Clients | None, arn: str | None) -> int:
+    from runctl import plan
+
+    spec = core.load_spec(args.spec, args.name)
+    if args.settings:
+        try:
+            settings_text = Path(args.settings).read_text()
+        except OSError as err:
+            raise core.RunctlError(f"cannot read {args.settings}: {err.strerror}") from err
+    else:
+        settings_text = plan.deployed_settings_text(clients, arn)
+    result = plan.plan(clients, spec, settings_text=settings_text, offline=args.offline)
+    _print(args, result, plan.plan_lines(result, show_requests=not args.brief))
+    return 0 if result["ok"] else 1
+
+
 def main(argv: list[str] | None = None, clients: core.Clients | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
+        if args.command == "plan" and args.settings and args.offline:
+            return _plan(args, None, None)  # no AWS at all
         clients = clients or _clients(args)
         arn = core.resolve_state_machine_arn(clients, arn=args.state_machine_arn, project=args.project,
                                              environment=args.env)
-        if args.command == "submit":
+        if args.command == "plan":
+            return _plan(args, clients, arn)
+        if args.command == "list":
+            rows = observe.list_runs(clients, arn, limit=args.limit)
+            _print(args, {"runs": rows}, observe.list_lines(rows))
+        elif args.command == "logs":
+            observe.follow_logs(clients, core.execution_arn_for(arn, args.run), follow=args.follow,
+                                interval=args.interval)
+        elif args.command == "submit":
             spec = core.load_spec(args.spec, args.name)
             started = core.submit(clients, arn, spec, execution_name=args.execution_name)
             _print(args, started, [f"Run:        {started['run_id']}", f"Execution:  {started['execution_arn']}",

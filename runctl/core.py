@@ -26,12 +26,14 @@ class RunctlError(Exception):
 
 
 class Clients:
-    """The three clients runctl uses, made on first use from `session` unless given."""
+    """The clients runctl uses, made on first use from `session` unless given."""
 
     def __init__(self, session: Any = None, *, sfn: Any = None, sagemaker: Any = None,
-                 cloudformation: Any = None) -> None:
+                 cloudformation: Any = None, logs: Any = None, s3: Any = None, lambda_: Any = None,
+                 ec2: Any = None) -> None:
         self._session = session
-        self._given = {"stepfunctions": sfn, "sagemaker": sagemaker, "cloudformation": cloudformation}
+        self._given = {"stepfunctions": sfn, "sagemaker": sagemaker, "cloudformation": cloudformation,
+                       "logs": logs, "s3": s3, "lambda": lambda_, "ec2": ec2}
 
     def _client(self, service: str) -> Any:
         if self._given[service] is None:
@@ -49,6 +51,22 @@ class Clients:
     @property
     def cloudformation(self) -> Any:
         return self._client("cloudformation")
+
+    @property
+    def logs(self) -> Any:
+        return self._client("logs")
+
+    @property
+    def s3(self) -> Any:
+        return self._client("s3")
+
+    @property
+    def ec2(self) -> Any:  # runctl plan: Prepare's free-IP check of EFA subnets
+        return self._client("ec2")
+
+    @property
+    def lambda_(self) -> Any:
+        return self._client("lambda")
 
 
 def resolve_state_machine_arn(clients: Clients, *, arn: str | None, project: str | None,

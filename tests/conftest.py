@@ -45,3 +45,15 @@ def dev_outdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     outdir = tmp_path_factory.mktemp("cdk-out-dev")
     build_app(context=copy.deepcopy(cdk_json_context()), env_name="dev", outdir=str(outdir)).app.synth()
     return outdir
+
+
+@pytest.fixture(scope="session")
+def prod_outdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The prod app synthesized once per session (what `make synth ENV=prod` writes to cdk.out)."""
+    import copy
+
+    from stacks.app_builder import build_app, cdk_json_context
+
+    outdir = tmp_path_factory.mktemp("cdk-out-prod")
+    build_app(context=copy.deepcopy(cdk_json_context()), env_name="prod", outdir=str(outdir)).app.synth()
+    return outdir

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from typing import Any
 
 import aws
@@ -311,6 +312,9 @@ def test_finish_registers_the_model_and_notifies(state, context, set_settings):
     model_uri = sm_backend().describe_training_job(job["job_name"])["ModelArtifacts"]["S3ModelArtifacts"]
     model_bucket, model_key = model_uri.removeprefix("s3://").split("/", 1)
     aws.client("s3").put_object(Bucket=model_bucket, Key=model_key, Body=b"the trained weights")
+    moment = datetime(2025, 1, 1, tzinfo=UTC)
+    fake.secondary_status_transitions = [{"Status": s, "StartTime": moment, "StatusMessage": s} for s in
+                                         ("Starting", "Training", "Interrupted", "Starting", "Training", "Completed")]
     sent: dict[str, Any] = {}
     aws.client("sagemaker").meta.events.register(
         "provide-client-params.sagemaker.CreateModelPackage", lambda params, **_: sent.update(params))
@@ -353,8 +357,14 @@ def test_finish_registers_the_model_and_notifies(state, context, set_settings):
     (_, message, subject, attributes, _) = sent_messages()[-1]
     assert subject == f"[hfsm-dev] run {run['run_id']} succeeded"
     assert attributes["status"]["Value"] == "Succeeded" or attributes["status"]["StringValue"] == "Succeeded"
-    for needle in (summary["model_uri"], "eval_f1=71.25", "spot saving 67%", "0.67 billable instance-hours",
-                   "$0.80", "Attempts: 2 after", "MaxWaitTimeExceeded", naming.training_job_url(REGION, job["job_name"])):
+    assert [a["interruptions"] for a in summary["attempts"]] == [0, 1]
+    assert message.splitlines()[0] == (f"Run {run['run_id']} succeeded: {summary['task']} fine-tune of "
+                                       f"{summary['base_model']}.")
+    assert "{" not in message  # a text a person reads, no JSON dump
+    for needle in (summary["model_uri"], "eval_f1", "71.25", "spot saving    67% on the final job",
+                   "40m00s instance time", "$0.80 at on-demand list prices", "attempts       2",
+                   "MaxWaitTimeExceeded", "1 spot interruption, resumed from checkpoints", summary["summary_uri"],
+                   naming.training_job_url(REGION, job["job_name"])):
         assert needle in message, needle
 
 

@@ -54,3 +54,22 @@ def test_subject_is_short_ascii(settings):
     subject, message = messages.failure_notification(settings, summary)
     assert len(subject) <= 100 and subject.isascii() and "\n" not in subject
     assert "Fix the fields listed above" in message
+
+
+def test_a_failed_processing_job_says_the_scripts_reason_first():
+    desc = {"ProcessingJobName": "tok", "ProcessingJobStatus": "Failed",
+            "FailureReason": "AlgorithmError: See job logs for more information",
+            "ExitMessage": "tokenizer-map failed: no text in field 'body' of 3 files; set tokenizer.text_field\n"}
+    status = outcomes.classify("processing", desc)
+    assert status["state"] == "failed"
+    assert status["failure_reason"] == ("tokenizer-map failed: no text in field 'body' of 3 files; set "
+                                        "tokenizer.text_field (AlgorithmError: See job logs for more information)")
+    completed = {**desc, "ProcessingJobStatus": "Completed", "FailureReason": None, "ExitMessage": "done"}
+    assert outcomes.classify("processing", completed)["state"] == "completed"
+
+
+def test_interruptions_count_the_interrupted_transitions():
+    transitions = [{"Status": s} for s in ("Starting", "Training", "Interrupted", "Starting", "Training",
+                                           "Interrupted", "Starting", "Training", "Completed")]
+    assert outcomes.interruptions({"SecondaryStatusTransitions": transitions}) == 2
+    assert outcomes.interruptions({}) == 0

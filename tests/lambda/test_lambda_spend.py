@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 import aws
+import cost
 import job_requests
 import pytest
 import settings as settings_module
@@ -27,51 +28,45 @@ SPEC: dict[str, Any] = {
 }
 
 
-def built(run: dict[str, Any], settings: settings_module.Settings) -> list[dict[str, Any]]:
-    """The requests Prepare builds once and pre-flight prices."""
-    return [request for _, request in job_requests.build_requests(run, settings)]
-
-
 def env(**overrides: Any) -> settings_module.Settings:
     return settings_module.Settings.from_dict(settings_dict(**{"instance_prices": PRICES, **overrides}))
 
 
-def test_worst_case_sums_every_attempt_at_price_count_runtime_and_retries() -> None:
+def test_prepare_refuses_with_the_one_worst_case_figure_that_runctl_plan_prints() -> None:
     settings = env()
     run = prepare_run(SPEC, settings)
-    total, bounds = spend.worst_case(built(run, settings), PRICES)
-    retries = 1 + job_requests.RETRY_ATTEMPTS
-    expected = (1.515 + 1.222 + 7.09) * 2 * 2 * retries  # 2 instances, 2 hours, three attempts
-    assert total == pytest.approx(expected)
-    assert [b.instance_type for b in bounds] == ["ml.g5.2xlarge", "ml.g6.2xlarge", "ml.g5.12xlarge"]
+    requests = job_requests.build_requests(run, settings)
+    worst = cost.worst_case_cost(run, requests, settings)
+    # 2 instances x 2 hours x each attempt's on-demand price; SageMaker's RetryStrategy is sent but not multiplied:
+    # MaxRuntimeInSeconds is "the maximum time for all of the attempts in total" (StoppingCondition reference).
+    assert all(r["RetryStrategy"]["MaximumRetryAttempts"] >= 1 for op, r in requests if op == "CreateTrainingJob")
+    assert worst["total_usd"] == pytest.approx((1.515 + 1.222 + 7.09) * 2 * 2, abs=0.01) == 39.31
+    with pytest.raises(PreflightError) as info:
+        prepare_run(SPEC, env(max_run_cost_usd=25))
+    (problem,) = [p for p in info.value.problems if "worst-case" in p]
+    assert f"${worst['total_usd']:,.2f}" in problem and "$25.00" in problem and "ml.g5.12xlarge" in problem
+    assert prepare_run(SPEC, env(max_run_cost_usd=40))
 
 
 def test_tokenizer_jobs_count_too() -> None:
-    settings = env()
     tok = {**SPEC, "fallback": {}, "tokenizer": {"type": "bpe", "instance_type": "ml.c5.2xlarge", "instance_count": 3,
                                                  "max_runtime_seconds": 3600}}
-    total, bounds = spend.worst_case(built(prepare_run(tok, settings), settings), PRICES)
-    assert total == pytest.approx(1.515 * 2 * 2 * 3 + 0.408 * 3 + 0.408 * 1)
-    assert len(bounds) == 3
-
-
-def test_a_run_over_the_limit_is_refused_naming_both_figures() -> None:
-    settings = env(max_run_cost_usd=100)
-    with pytest.raises(PreflightError) as info:
-        prepare_run(SPEC, settings)
-    (problem,) = [p for p in info.value.problems if "worst-case" in p]
-    assert "$117.92" in problem and "$100.00" in problem and "ml.g5.12xlarge" in problem
-    assert prepare_run(SPEC, env(max_run_cost_usd=118))
+    run = prepare_run(tok, env())
+    built = job_requests.build_requests(run, env())
+    assert spend.cost_problems(run, built, env(max_run_cost_usd=7.70)) == []  # 6.06 + 1.22 + 0.41 = $7.69
+    (problem,) = spend.cost_problems(run, built, env(max_run_cost_usd=7))
+    assert "$7.69" in problem and "$7.00" in problem
+    assert run["job_names"]["tokenizer_map"] in problem and run["job_names"]["tokenizer_reduce"] in problem
 
 
 def test_the_prod_scenario_of_the_finding_is_refused() -> None:
-    """8 x p5.48xlarge for 28 days with 10 attempts: $607,865 an attempt, x 3 runs with SageMaker's retries."""
+    """8 x p5.48xlarge for 28 days with 10 attempts: $607,864.32 an attempt."""
     settings = env(max_run_cost_usd=5000, max_instance_count=8)
     big = {**SPEC, "compute": {"instance_type": "ml.p5.48xlarge", "instance_count": 8},
            "max_runtime_seconds": 28 * 86400, "spot": {"enabled": False}, "fallback": {"max_attempts": 10}}
     with pytest.raises(PreflightError) as info:
         prepare_run(big, settings)
-    assert any("$18,235,929.60" in p and "$5,000.00" in p for p in info.value.problems), info.value.problems
+    assert any("$6,078,643.20" in p and "$5,000.00" in p for p in info.value.problems), info.value.problems
 
 
 def test_a_type_without_a_price_cannot_be_bounded() -> None:
@@ -82,7 +77,8 @@ def test_a_type_without_a_price_cannot_be_bounded() -> None:
 
 
 def test_no_limit_no_check() -> None:
-    assert spend.cost_problems(built(prepare_run(SPEC, env()), env()), env()) == []
+    run = prepare_run(SPEC, env())
+    assert spend.cost_problems(run, job_requests.build_requests(run, env()), env()) == []
 
 
 MACHINE = "arn:aws:states:us-east-1:123456789012:stateMachine:hfsm-dev-fine-tune"

@@ -110,6 +110,20 @@ def test_distributed_spot_job_is_interrupted_and_resumes_from_its_s3_checkpoints
         "attempt-1/algo-1.log", "attempt-1/algo-2.log", "attempt-2/algo-1.log", "attempt-2/algo-2.log",
     ]  # fmt: skip
 
+    # The same lines are in CloudWatch Logs under SageMaker's names: one stream per host and attempt.
+    cw = boto3.client("logs", region_name=REGION)
+    streams = cw.describe_log_streams(logGroupName="/aws/sagemaker/TrainingJobs",
+                                      logStreamNamePrefix=request["TrainingJobName"] + "/")["logStreams"]
+    names = sorted(s["logStreamName"] for s in streams)
+    assert len(names) == 4 and sorted({n.split("/")[1].rsplit("-", 1)[0] for n in names}) == ["algo-1", "algo-2"]
+    leader_lines = [
+        e["message"] for n in names if "/algo-1-" in n
+        for e in cw.get_log_events(logGroupName="/aws/sagemaker/TrainingJobs", logStreamName=n)["events"]
+    ]
+    assert any("PROGRESS global_step=6" in line for line in leader_lines)
+    local_leader = [x for x in (logs / "attempt-2" / "algo-1.log").read_text().splitlines() if x.strip()]
+    assert set(local_leader) <= set(leader_lines)
+
 
 @pytest.mark.slow
 def test_script_error_fails_the_job_with_the_error_as_reason(harness: Harness, code_uri: str):

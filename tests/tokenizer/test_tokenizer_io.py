@@ -157,3 +157,13 @@ def test_map_of_an_empty_shard_writes_an_empty_counts_file(tmp_path):
     (f,) = find_counts_files(tmp_path / "out")
     assert f.name == "counts-algo-3.part00000.parquet"
     assert read_header(f)["unique_words"] == 0 and summary.files == 0 and summary.words == 0
+
+
+def test_exit_message_is_the_first_kilobyte_in_utf8(tmp_path, monkeypatch):
+    from tokenizer_mr import container
+
+    monkeypatch.setenv("SAGEMAKER_BASE_DIR", str(tmp_path))
+    container.write_exit_message("tokenizer-map failed: " + "é" * 2000)
+    raw = (tmp_path / "output" / "message").read_bytes()
+    assert len(raw) <= container.EXIT_MESSAGE_BYTES
+    assert raw.decode("utf-8").startswith("tokenizer-map failed: éé")

@@ -3,7 +3,8 @@
 The stand-in behaves the way the SMDDP library documents its backend: importing it registers the `smddp`
 process-group backend; `torch.distributed.new_group()` is not supported, and it cannot run alongside another
 backend such as gloo. Under the hood it moves bytes with gloo's transport (there is no GPU here), but the code
-under test only ever sees one `smddp` default group. Every rank prints one `RESULT <json>` line.
+under test only ever sees one `smddp` default group. Every rank writes `rank-<n>.json` into $STANDIN_RESULTS
+(or prints one `RESULT <json>` line when that is unset).
 """
 
 from __future__ import annotations
@@ -132,7 +133,12 @@ def main() -> None:
     distributed.barrier()
     out["checkpoint_marked"] = (saved / checkpoints.marker_name("algo-1")).exists()
     out["calls"] = sorted(set(CALLS))
-    print("RESULT " + json.dumps(out), flush=True)
+    # one file per rank: two ranks printing to the one stdout torchrun shares can interleave their lines
+    results = Path(os.environ["STANDIN_RESULTS"]) if os.environ.get("STANDIN_RESULTS") else None
+    if results is not None:
+        (results / f"rank-{rank}.json").write_text(json.dumps(out))
+    else:
+        print("RESULT " + json.dumps(out), flush=True)
     dist.destroy_process_group()
 
 

@@ -19,13 +19,14 @@ HERE = Path(__file__).resolve().parent
 def test_training_collectives_run_on_a_backend_that_refuses_new_group_and_gloo(tmp_path):
     torchrun = str(Path(sys.executable).parent / "torchrun")
     env = {**os.environ, "STANDIN_CHECKPOINTS": str(tmp_path / "checkpoints"), "OMP_NUM_THREADS": "1",
-           "HF_DATASETS_CACHE": str(tmp_path / "hf"), "HF_DATASETS_OFFLINE": "1"}
+           "HF_DATASETS_CACHE": str(tmp_path / "hf"), "HF_DATASETS_OFFLINE": "1",
+           "STANDIN_RESULTS": str(tmp_path)}
     proc = subprocess.run(
         [torchrun, "--nproc_per_node", "2", "--master_port", str(free_port()), str(HERE / "smddp_standin.py")],
         env=env, capture_output=True, text=True, timeout=300,
     )
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
-    results = [json.loads(line[len("RESULT "):]) for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
+    results = [json.loads(path.read_text()) for path in sorted(tmp_path.glob("rank-*.json"))]
     results.sort(key=lambda out: out["rank"])
     assert len(results) == 2
     for out in results:

@@ -15,10 +15,12 @@ import time
 from pathlib import Path
 
 from . import args as hp
-from . import checkpoints, distributed, export, fsdp, resume, run_history, sharding, smenv
-from .callbacks import CheckpointCallback, EpochCallback, LogLinesCallback, SigtermCallback
+from . import baselines, checkpoints, distributed, export, fsdp, resume, run_history, sharding, smenv
+from .callbacks import CheckpointCallback, EpochCallback, LogLinesCallback, SigtermCallback, emit_metrics
 from .data import DataError, load_hub, load_local
+from .failure import write_failure
 from .nccl import NcclTransportCallback
+from .progress import ProgressLineCallback
 from .tasks import get_task
 from .tasks.base import ModelTaskMismatch
 
@@ -492,6 +494,7 @@ def run(model_args, data_args, training_args) -> int:
             ),
             EpochCallback(sampler, layout.plan.num_batches),
             LogLinesCallback(),
+            ProgressLineCallback(),
             NcclTransportCallback(),  # which network NCCL chose (EFA or a TCP fallback)
         ]
         trainer = trainer_cls(
@@ -550,6 +553,10 @@ def run(model_args, data_args, training_args) -> int:
             eval_kwargs = {"max_length": data_args.val_max_target_length,
                            "num_beams": training_args.generation_num_beams}
         metrics.update({k: v for k, v in trainer.evaluate(**eval_kwargs).items() if isinstance(v, int | float)})
+        if rank == 0:
+            trivial = baselines.compute(task, data_args, raw_train, raw_eval)
+            emit_metrics(trivial)
+            metrics.update(trivial)
 
     # --- the final model: written once, by global rank 0 (all ranks join for sharded models)
     fsdp.save_final_model(trainer, env.model_dir)
@@ -577,4 +584,15 @@ def main(argv: list[str] | None = None) -> int:
     except USER_ERRORS as err:
         sys.stderr.write(f"ERROR: {err}\n")
         sys.stderr.flush()
+        write_failure(str(err), where=_where())
         return 2
+    except Exception as err:
+        # Not the user's data or settings: the traceback (printed below) is for the log; FailureReason says what.
+        first = str(err).strip().splitlines()[0] if str(err).strip() else ""
+        write_failure(f"{type(err).__name__}: {first or 'no message'} (an unexpected error in the training code; "
+                      "the traceback is in the job's log)", where=_where())
+        raise
+
+
+def _where() -> str:
+    return f"train.py on {os.environ.get('SM_CURRENT_HOST', 'algo-1')}, rank {os.environ.get('RANK', '0')}"

@@ -78,12 +78,20 @@ def setup_logging(name: str) -> None:
     logger.propagate = False
 
 
+EXIT_MESSAGE_BYTES = 1024  # DescribeProcessingJob's ExitMessage: the first 1 KB of the file
+
+
+def clip_utf8_bytes(text: str, limit: int) -> str:
+    """The longest prefix of text whose UTF-8 encoding fits in limit bytes (no half characters)."""
+    return text.encode("utf-8")[:limit].decode("utf-8", "ignore")
+
+
 def write_exit_message(text: str) -> None:
-    """`<base>/output/message`: SageMaker shows its first KB as the job's ExitMessage."""
+    """`<base>/output/message`: SageMaker shows its first KB (UTF-8) as the job's ExitMessage."""
     try:
         path = base_dir() / "output" / "message"
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text[:1000] + "\n", encoding="utf-8")
+        path.write_text(clip_utf8_bytes(text.rstrip("\n"), EXIT_MESSAGE_BYTES - 1) + "\n", encoding="utf-8")
     except OSError:
         pass
 

@@ -1,0 +1,165 @@
+"""The local runs behind the CLI: a spec with the user's data, the shipped examples, and generated inputs.
+
+Every run ends the same way (`conclude`): the readable summary or failure (console.py), the model downloaded
+and loaded when there is one, and a report (report.md + run.json) written in both cases.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from local_mode import spec_inputs, synthetic
+from local_mode.console import failure_lines, success_lines
+from local_mode.report import write_report
+from local_mode.session import LocalSession, RunOutcome
+
+REPO = Path(__file__).resolve().parents[1]
+EXAMPLES = REPO / "examples"
+TASK_MODELS = {"question-answering": "AutoModelForQuestionAnswering",
+               "text-classification": "AutoModelForSequenceClassification",
+               "summarization": "AutoModelForSeq2SeqLM"}
+
+
+class UsageError(ValueError):
+    """A problem with the command line or its files: printed as one line, exit code 2."""
+
+
+def read_spec(path: Path) -> dict[str, Any]:
+    try:
+        spec = json.loads(path.read_text())
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror}") from None
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{path} is not valid JSON: {exc}") from None
+    if not isinstance(spec, dict):
+        raise UsageError(f"{path}: a run spec is a JSON object")
+    return spec
+
+
+def check_data_folder(data: Path) -> int:
+    if not data.exists():
+        raise UsageError(f"--data {data}: no such folder (generate one with `python -m local_mode data TASK DIR`)")
+    if not data.is_dir():
+        raise UsageError(f"--data {data}: not a folder; give the folder whose content goes to the data bucket")
+    files = [p for p in data.rglob("*") if p.is_file()]
+    if not files:
+        raise UsageError(f"--data {data}: the folder is empty; put the data under it (e.g. {data}/datasets/x/"
+                         "train.jsonl) or generate some with `python -m local_mode data TASK DIR`")
+    return len(files)
+
+
+def _load_model(task: str, model_dir: Path) -> str:
+    import transformers
+
+    getattr(transformers, TASK_MODELS[task]).from_pretrained(model_dir)
+    transformers.AutoTokenizer.from_pretrained(model_dir)
+    return f"{model_dir} (loads with {TASK_MODELS[task]}.from_pretrained)"
+
+
+def conclude(session: LocalSession, outcome: RunOutcome, work_dir: Path, *, verbose: bool = False,
+             local: list[tuple[str, str]] | None = None,
+             sections: list[tuple[str, list[str]]] | None = None) -> Path:
+    """Print the outcome as a person reads it and write the report; returns the report's path."""
+    local = list(local or [])
+    model_dir = None
+    if outcome.status == "SUCCEEDED":
+        result = outcome.output["result"]
+        model_dir = session.download_model(result["model_uri"], work_dir / "artifacts")
+        local.insert(0, ("local model", _load_model(result["task"], model_dir)))
+    report = write_report(work_dir / "report", outcome, model_dir, local=local, sections=sections)
+    local.append(("report", f"{report} (and run.json beside it)"))
+    print("")
+    print("\n".join(success_lines(outcome, local) if outcome.status == "SUCCEEDED" else
+                    [*failure_lines(outcome, verbose=verbose), "", f"  report: {report} (and run.json)"]))
+    return report
+
+
+def run_file(cdk_out: Path, work_dir: Path, spec_path: Path, data: Path, interrupt: int | None, *,
+             verbose: bool = False) -> RunOutcome:
+    spec = read_spec(spec_path)
+    check_data_folder(data)
+    with LocalSession(cdk_out, work_dir, verbose=verbose) as session:
+        print(f"uploaded {session.upload_folder(data)} files from {data} to s3://{session.dep.data_bucket}/")
+        outcome = session.run_spec(spec, interrupt_at_step=interrupt)
+        conclude(session, outcome, work_dir, verbose=verbose)
+    return outcome
+
+
+def example_names() -> list[str]:
+    return sorted(p.stem for p in EXAMPLES.glob("*.json"))
+
+
+def run_examples(cdk_out: Path, work_dir: Path, names: list[str], *, verbose: bool = False) -> list[RunOutcome]:
+    """Each examples/NAME.json as shipped, one after the other in one emulator session."""
+    known = example_names()
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise UsageError(f"no example {', '.join(unknown)}; the examples are: {', '.join(known)}")
+    outcomes = []
+    with LocalSession(cdk_out, work_dir, verbose=verbose) as session:
+        for name in names:
+            outcomes.append(_run_example(session, name, work_dir / name, verbose=verbose))
+    if len(names) > 1:
+        print("\nexamples: " + ", ".join(f"{n} {o.status} in {o.seconds:.0f} s" for n, o in
+                                         zip(names, outcomes, strict=True)))
+    return outcomes
+
+
+def _run_example(session: LocalSession, name: str, work_dir: Path, *, verbose: bool) -> RunOutcome:
+    path = EXAMPLES / f"{name}.json"
+    spec = read_spec(path)
+    inputs = work_dir / "inputs"
+    print(f"\nexample {name}: {path.relative_to(REPO)} as shipped, with these local overrides "
+          "(the file is not changed):")
+    plan = spec_inputs.local_overrides(spec, session.dep.settings, inputs)
+    for note in plan.notes:
+        print(f"  - {note}")
+    counts = [plan.spec.get("compute", {}).get("instance_count", 1),
+              (plan.spec.get("tokenizer") or {}).get("instance_count", 1)]
+    for line in spec_inputs.write_spec_data(plan.spec, inputs, parts=max(2, *counts)):
+        print(f"  - {line}")
+    print(f"uploaded {session.upload_folder(inputs)} generated files to s3://{session.dep.data_bucket}/")
+    outcome = session.run_spec(plan.spec)
+    conclude(session, outcome, work_dir, verbose=verbose,
+             local=[("example", f"{path.relative_to(REPO)} ({len(plan.notes)} local overrides, listed above)")],
+             sections=[("Local overrides (the example file is unchanged)", plan.notes)])
+    return outcome
+
+
+def generate_data(task: str, folder: Path, cdk_out: Path, *, family: str | None = None,
+                  train_rows: int = spec_inputs.TRAIN_ROWS) -> Path:
+    """Data + a tiny model for a task under folder, and a spec that uses them; returns the spec's path."""
+    from local_mode.cloud_assembly import AssemblyError, CloudAssembly
+
+    if task not in spec_inputs.DEFAULT_FAMILY:
+        raise UsageError(f"unknown task {task!r}; tasks: {', '.join(spec_inputs.DEFAULT_FAMILY)}")
+    family = family or spec_inputs.DEFAULT_FAMILY[task]
+    if family not in synthetic.MODEL_KINDS:
+        raise UsageError(f"unknown model family {family!r}; families: {', '.join(synthetic.MODEL_KINDS)}")
+    try:
+        bucket = CloudAssembly(cdk_out).data_bucket_name()
+    except AssemblyError as exc:
+        raise UsageError(str(exc)) from None
+    spec = {
+        "version": 1, "name": f"local-{task.split('-')[0]}", "task": task,
+        "description": f"Generated {task} data and a tiny {family} (python -m local_mode data)",
+        "model": f"s3://{bucket}/base-models/tiny-{family}/",
+        "data": {"train": {"s3": f"datasets/local-{task}/train/", "distribution": "ShardedByS3Key"},
+                 "validation": {"s3": f"datasets/local-{task}/validation/"}},
+        "compute": {"instance_count": 2}, "distribution": {"strategy": "ddp"},
+        "checkpoint": {"every_steps": 10},
+        "hyperparameters": {"max_steps": 30, "logging_steps": 5, "per_device_train_batch_size": 16,
+                            "learning_rate": 0.003},
+    }
+    lines = spec_inputs.write_spec_data(spec, folder, parts=4, train_rows=train_rows)
+    synthetic.build_model_dir(family, folder / "base-models" / f"tiny-{family}")
+    spec_path = folder / f"{task}.json"
+    spec_path.write_text(json.dumps(spec, indent=2) + "\n")
+    for line in lines:
+        print(line)
+    print(f"model: a tiny {family} built from a config under {folder / 'base-models' / f'tiny-{family}'} "
+          f"(goes to {spec['model']})")
+    print(f"spec: {spec_path}\nrun it: python -m local_mode run {spec_path} --data {folder}")
+    return spec_path

@@ -1,0 +1,121 @@
+"""`runctl plan SPEC`: what a submit would do, without starting anything.
+
+The deployed pipeline's settings come from its Prepare function (the fine-tune state machine's Prepare state
+names it; its PIPELINE_SETTINGS environment variable is the environment's settings), or from a file. The
+pipeline's own Lambda code (lambda/ of this repository, the same modules Prepare runs) validates the spec,
+runs the pre-flight checks (storage and job names too unless --offline), builds every request the run can
+send and the worst-case cost over the whole fallback chain (lambda/cost.py).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from runctl.core import Clients, RunctlError
+
+LAMBDA_DIR = Path(__file__).resolve().parents[1] / "lambda"
+
+
+def lambda_modules() -> dict[str, ModuleType]:
+    """The Lambda asset's modules, imported the way the Lambda runtime does (top-level names)."""
+    if not LAMBDA_DIR.is_dir():
+        raise RunctlError(f"{LAMBDA_DIR} not found: runctl plan runs from a checkout of the repository")
+    if str(LAMBDA_DIR) not in sys.path:
+        sys.path.insert(0, str(LAMBDA_DIR))
+    return {name: importlib.import_module(name) for name in ("settings", "runs", "job_requests", "cost", "errors")}
+
+
+def prepare_function(clients: Clients, state_machine_arn: str) -> str:
+    definition = json.loads(clients.sfn.describe_state_machine(stateMachineArn=state_machine_arn)["definition"])
+    state = definition.get("States", {}).get("Prepare", {})
+    name = (state.get("Parameters") or {}).get("FunctionName") or state.get("Resource")
+    if not name or ":states:::" in str(name):
+        raise RunctlError(f"{state_machine_arn} has no Prepare Lambda state; is it the fine-tune state machine?")
+    return str(name)
+
+
+def deployed_settings_text(clients: Clients, state_machine_arn: str) -> str:
+    function = prepare_function(clients, state_machine_arn)
+    config = clients.lambda_.get_function_configuration(FunctionName=function)
+    text = (config.get("Environment") or {}).get("Variables", {}).get("PIPELINE_SETTINGS")
+    if not text:
+        raise RunctlError(f"{function} has no PIPELINE_SETTINGS; redeploy the pipeline stack")
+    return text
+
+
+def plan(clients: Clients | None, spec: dict[str, Any], *, settings_text: str, offline: bool = False
+         ) -> dict[str, Any]:
+    """{ok, problems, error, run, requests, worst_case}; ok False with the problems when nothing would start."""
+    mods = lambda_modules()
+    errors = mods["errors"]
+    try:
+        settings = mods["settings"].parse_settings(settings_text)
+    except errors.SettingsError as err:
+        raise RunctlError(f"the pipeline settings are not usable: {'; '.join(err.problems)}") from err
+    try:
+        run = mods["runs"].prepare_run(spec, settings, s3=None if offline else clients.s3,
+                                       sagemaker=None if offline else clients.sagemaker,
+                                       ec2=None if offline else clients.ec2)
+    except (errors.SpecError, errors.PreflightError) as err:
+        return {"ok": False, "error": type(err).__name__, "problems": err.problems,
+                "environment": settings.environment}
+    # The requests Prepare built and checked (prepare_run keeps only the run): built again from the plan, in the
+    # order the run sends them (tokenizer jobs, then the training attempts).
+    built = mods["job_requests"].build_requests(run, settings)
+    built = sorted(built, key=lambda item: item[0] != "CreateProcessingJob")
+    worst = mods["cost"].worst_case_cost(run, built, settings)
+    requests = [{"operation": op, "stage": item["kind"], "request": request}
+                for (op, request), item in zip(built, worst["items"], strict=True)]
+    return {"ok": True, "environment": settings.environment, "region": settings.region, "run": run,
+            "requests": requests, "worst_case": worst, "storage_checked": not offline}
+
+
+def _hours(seconds: int) -> str:
+    hours, rest = divmod(int(seconds), 3600)
+    return f"{hours}h{rest // 60:02d}m"
+
+
+def plan_lines(result: dict[str, Any], *, show_requests: bool = True) -> list[str]:
+    if not result["ok"]:
+        return [f"{result['error']} in environment {result['environment']}: nothing would start.",
+                *[f"  - {p}" for p in result["problems"]]]
+    run, worst = result["run"], result["worst_case"]
+    spec = run["spec"]
+    checks = "spec, environment, requests, storage and job names" if result["storage_checked"] else \
+        "spec, environment and requests (--offline: storage and job names not checked)"
+    lines = [f"Plan for {spec['name']} ({spec['task']}, model {spec['model']}) in environment "
+             f"{result['environment']} ({result['region']}): valid; checked {checks}.",
+             f"Run id at submit: like {run['run_id']} (a new one each time); nothing was started.", "", "Jobs:"]
+    for item, entry in zip(worst["items"], result["requests"], strict=True):
+        request = entry["request"]
+        stopping = request.get("StoppingCondition", {})
+        kind = "spot" if item["spot"] else "on-demand"
+        wait = f", waits up to {_hours(stopping['MaxWaitTimeInSeconds'])} for spot" if \
+            "MaxWaitTimeInSeconds" in stopping else ""
+        lines.append(f"  {entry['stage']:<20} {entry['operation']:<20} {item['job']}")
+        lines.append(f"  {'':<20} {item['instance_count']} x {item['instance_type']} {kind}, "
+                     f"max {_hours(item['max_seconds'])}{wait}")
+    if run["max_attempts"] > 1:
+        lines.append(f"  (attempts 1-{run['max_attempts'] - 1} run only when the one before ends with "
+                     "MaxWaitTimeExceeded or a capacity error)")
+    lines += ["", "Worst case (every job at its max runtime, every fallback attempt used):"]
+    for item in worst["items"]:
+        price = "no price" if item["price_per_hour"] is None else \
+            f"${item['price_per_hour']:.3f}/h -> ${item['worst_case_usd']:.2f}"
+        lines.append(f"  {item['kind']:<20} {item['instance_count']} x {item['instance_type']} x "
+                     f"{_hours(item['max_seconds'])}: {price}")
+    total = f"${worst['total_usd']:.2f}" if worst["total_usd"] is not None else \
+        f"unknown: no instance_prices for {', '.join(worst['missing_prices'])}"
+    lines.append(f"  total: {total} at on-demand list prices, {worst['instance_hours']} instance-hours")
+    if show_requests:
+        lines += ["", "Requests (as they would be sent):"]
+        for entry in result["requests"]:
+            lines += [f"# {entry['operation']} ({entry['stage']})", json.dumps(entry["request"], indent=1)]
+    else:
+        lines += ["", "(without --brief: the CreateTrainingJob / CreateProcessingJob requests as they would be sent)"]
+    return lines

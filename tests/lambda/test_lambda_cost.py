@@ -1,0 +1,43 @@
+"""Worst-case cost over the whole fallback chain, from instance_prices, read from the built requests."""
+
+from __future__ import annotations
+
+import cost
+from job_requests import build_requests
+from runs import prepare_run
+
+
+def _spec(**extra):
+    return {"version": 1, "name": "qa", "task": "question-answering", "model": "bert-base-uncased",
+            "data": {"train": {"s3": "datasets/a/"}}, **extra}
+
+
+def test_every_attempt_and_tokenizer_job_at_its_max_runtime(settings):
+    settings = settings.__class__(**{**settings.__dict__, "instance_prices": {
+        "ml.g5.2xlarge": 1.5, "ml.g6.2xlarge": 1.2, "ml.c5.2xlarge": 0.4}})
+    spec = _spec(compute={"instance_type": "ml.g5.2xlarge", "instance_count": 2}, max_runtime_seconds=7200,
+                 spot={"enabled": True, "max_wait_seconds": 14400},
+                 fallback={"max_attempts": 3, "options": [{"instance_type": "ml.g6.2xlarge"}, {"spot": False}]},
+                 tokenizer={"type": "bpe", "instance_type": "ml.c5.2xlarge", "instance_count": 2,
+                            "max_runtime_seconds": 3600})
+    run = prepare_run(spec, settings)
+    requests = build_requests(run, settings)
+    worst = cost.worst_case_cost(run, requests, settings)
+    # one item per request, in the requests' order (build_requests: the attempts, then the tokenizer jobs)
+    assert [i["kind"] for i in worst["items"]] == ["training attempt 0", "training attempt 1", "training attempt 2",
+                                                   "tokenizer map", "tokenizer reduce"]
+    assert [i["job"] for i in worst["items"][:3]] == [a["job_name"] for a in run["attempts"]]
+    # option 2 only switches spot off: attempt 2 runs the spec's ml.g5.2xlarge on demand
+    assert [i["instance_type"] for i in worst["items"][:3]] == ["ml.g5.2xlarge", "ml.g6.2xlarge", "ml.g5.2xlarge"]
+    assert [i["spot"] for i in worst["items"]] == [True, True, False, False, False]
+    assert [i["instance_count"] for i in worst["items"]] == [2, 2, 2, 2, 1]
+    # map 2 x 1 h x 0.4 + reduce 1 h x 0.4 + 2 instances x 2 h x (1.5 + 1.2 + 1.5)
+    assert worst["total_usd"] == round(0.8 + 0.4 + 4 * 1.5 + 4 * 1.2 + 4 * 1.5, 2)
+    assert worst["instance_hours"] == 2 + 1 + 3 * 4 and worst["missing_prices"] == []
+
+
+def test_missing_price_makes_the_total_unknown(settings):
+    settings = settings.__class__(**{**settings.__dict__, "instance_prices": {}})
+    run = prepare_run(_spec(), settings)
+    worst = cost.worst_case_cost(run, build_requests(run, settings), settings)
+    assert worst["total_usd"] is None and worst["missing_prices"] == [run["spec"]["compute"]["instance_type"]]

@@ -1,0 +1,50 @@
+"""The local run's report: written for failed runs too; a loss curve only when there are points for one."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from local_mode.report import MIN_CURVE_POINTS, write_report
+from local_mode.session import RunOutcome, failing_state
+
+FAILED_CAUSE = json.dumps({"job_name": "hfsm-dev-x-20250101000000-0123456789abcdef-train0", "job_type": "training",
+                           "status": "Failed", "failure_reason": "AlgorithmError: the training data is missing "
+                           "column(s) ['sentiment']; it has ['text', 'label'].\n(train.py on algo-1, rank 0)",
+                           "state": "failed"})
+
+
+def _outcome(**kw) -> RunOutcome:
+    base = dict(execution_arn="arn:aws:states:us-east-1:1:execution:sm:x", status="SUCCEEDED",
+                states=["Prepare", "StartTraining", "Finish", "RunSucceeded"], output={"result": {"run_id": "x-1"}},
+                error=None, cause=None)
+    return RunOutcome(**{**base, **kw})
+
+
+def test_too_few_points_says_so_instead_of_an_empty_plot(tmp_path: Path) -> None:
+    report = write_report(tmp_path, _outcome(losses=[(5, 2.0)]))
+    text = report.read_text()
+    assert "Too few logged loss points for a curve (1;" in text and "logging_steps" in text
+    assert not (tmp_path / "loss.png").exists()
+
+
+def test_a_curve_when_there_are_points(tmp_path: Path) -> None:
+    points = [(i * 5, 3.0 - i * 0.1) for i in range(MIN_CURVE_POINTS + 1)]
+    text = write_report(tmp_path, _outcome(losses=points)).read_text()
+    assert "![training loss](loss.png)" in text and (tmp_path / "loss.png").stat().st_size > 1000
+    assert f"{len(points)} points, loss 3 at step 0 -> 2.7 at step 15." in text
+
+
+def test_a_failed_run_gets_a_report_with_the_reason(tmp_path: Path) -> None:
+    states = ["Prepare", "StartTraining", "CheckTraining", "TrainingStatus", "TrainingFailed", "NotifyFailure",
+              "RunFailed"]
+    outcome = _outcome(status="FAILED", states=states, output={}, error="TrainingJobFailed", cause=FAILED_CAUSE,
+                       failed_state=failing_state(states), planned_run_id="x-20250101000000-0123456789abcdef")
+    report = write_report(tmp_path, outcome)
+    text = report.read_text()
+    assert text.startswith("# Run x-20250101000000-0123456789abcdef: FAILED")
+    assert "run x-20250101000000-0123456789abcdef FAILED in state TrainingFailed" in text
+    assert "AlgorithmError: the training data is missing column(s) ['sentiment']" in text
+    assert '{"' not in text  # the cause in words, not as JSON
+    record = json.loads((tmp_path / "run.json").read_text())
+    assert record["failed_state"] == "TrainingFailed" and record["cause"] == FAILED_CAUSE
