@@ -16,7 +16,7 @@ import re
 import types
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
-from functools import lru_cache
+from functools import cache, lru_cache
 from typing import Any, get_args, get_origin, get_type_hints
 
 from errors import SettingsError
@@ -128,11 +128,13 @@ class Settings:
 
 # --- rules across fields ---------------------------------------------------------------------------------
 def _groups_with_subnets(v: dict[str, Any]) -> list[str]:
+    """`security_group_ids` is required when `subnet_ids` are set (a job in a VPC needs a security group)."""
     return ["security_group_ids: required when subnet_ids are set"] if v.get("subnet_ids") and not v.get(
         "security_group_ids") else []
 
 
 def _groups_with_fsx(v: dict[str, Any]) -> list[str]:
+    """`security_group_ids` is required when `fsx` is set (jobs that use FSx run in its subnet)."""
     return ["security_group_ids: required when fsx is set"] if v.get("fsx") and not v.get(
         "security_group_ids") else []
 
@@ -141,7 +143,7 @@ RULES: tuple[Callable[[dict[str, Any]], list[str]], ...] = (_groups_with_subnets
 
 
 # --- the generic parser -------------------------------------------------------------------------------------
-@lru_cache(maxsize=None)
+@cache
 def _hints(cls: type) -> dict[str, Any]:
     return get_type_hints(cls)
 

@@ -29,6 +29,7 @@ from stacks.common import removal_policy, retention
 from stacks.config import EnvironmentConfig
 from stacks.image_uris import ImageUris
 from stacks.pipeline_functions import PipelineFunction, lambda_code
+from stacks.pipeline_settings import FsxSettings, Settings, settings_json
 from stacks.sagemaker_role import SageMakerExecutionRole
 from stacks.state_machines import PipelineStateMachines
 from stacks.storage_stack import (
@@ -109,34 +110,34 @@ class PipelineStack(Stack):
             model_package_group_description=f"Models fine-tuned by the {prefix} pipeline")
         model_group.apply_removal_policy(removal_policy(config))
 
-        settings = {
-            "project": config.project, "environment": config.name, "region": self.region, "account": self.account,
-            "data_bucket": self.data_bucket_name, "artifacts_bucket": self.artifacts_bucket_name,
-            "kms_key_arn": key.key_arn, "sagemaker_role_arn": self.sagemaker_role.role_arn,
-            "training_image_uri": images.training, "processing_image_uri": images.processing,
-            "inference_image_uri": images.inference,
-            "code_s3_prefix": f"s3://{self.artifacts_bucket_name}/{code_prefix}",
-            "subnet_ids": [s.subnet_id for s in training_subnets],
-            "security_group_ids": [training_security_group.security_group_id],
-            "fsx": ({"file_system_id": fsx_file_system_id, "mount_name": fsx_mount_name,
-                     "subnet_id": fsx_subnet.subnet_id} if fsx_file_system_id and fsx_subnet else None),
-            "allowed_instance_types": list(config.training_instance_types),
-            "tokenizer_instance_types": list(config.processing_instance_types),
-            "max_instance_count": config.max_instance_count, "spot_default": config.spot_default,
-            "inter_container_encryption": config.inter_container_encryption,
-            "internet_access": config.nat_gateway,
-            "default_max_runtime_seconds": config.default_max_runtime_seconds,
-            "default_max_wait_seconds": min(2 * config.default_max_runtime_seconds, 28 * 86_400),
-            "poll_seconds": config.poll_seconds, "model_package_group": group_name,
-            "instance_prices": dict(config.instance_prices),
-            "topic_arn": self.topic.topic_arn,
+        settings = Settings.build(
+            project=config.project, environment=config.name, region=self.region, account=self.account,
+            data_bucket=self.data_bucket_name, artifacts_bucket=self.artifacts_bucket_name,
+            kms_key_arn=key.key_arn, sagemaker_role_arn=self.sagemaker_role.role_arn,
+            training_image_uri=images.training, processing_image_uri=images.processing,
+            inference_image_uri=images.inference,
+            code_s3_prefix=f"s3://{self.artifacts_bucket_name}/{code_prefix}",
+            subnet_ids=tuple(s.subnet_id for s in training_subnets),
+            security_group_ids=(training_security_group.security_group_id,),
+            fsx=(FsxSettings(file_system_id=fsx_file_system_id, mount_name=fsx_mount_name,
+                             subnet_id=fsx_subnet.subnet_id) if fsx_file_system_id and fsx_subnet else None),
+            allowed_instance_types=tuple(config.training_instance_types),
+            tokenizer_instance_types=tuple(config.processing_instance_types),
+            max_instance_count=config.max_instance_count, spot_default=config.spot_default,
+            inter_container_encryption=config.inter_container_encryption,
+            internet_access=config.nat_gateway,
+            default_max_runtime_seconds=config.default_max_runtime_seconds,
+            default_max_wait_seconds=min(2 * config.default_max_runtime_seconds, 28 * 86_400),
+            poll_seconds=config.poll_seconds, model_package_group=group_name,
+            instance_prices=dict(config.instance_prices),
+            topic_arn=self.topic.topic_arn,
             # Security and spend (lambda/hyperparameters.py policy, spend.py, request_guard.py).
-            "remote_code_hub_orgs": list(config.remote_code_hub_orgs),
-            "allowed_report_to": list(config.allowed_report_to),
-            "max_run_cost_usd": config.max_run_cost_usd, "max_concurrent_runs": config.max_concurrent_runs,
-            "state_machine_arns": self.state_machine_arns,
-        }
-        environment = {"PIPELINE_SETTINGS": self.to_json_string(settings), "LOG_LEVEL": "INFO"}
+            remote_code_hub_orgs=tuple(config.remote_code_hub_orgs),
+            allowed_report_to=tuple(config.allowed_report_to),
+            max_run_cost_usd=config.max_run_cost_usd, max_concurrent_runs=config.max_concurrent_runs,
+            state_machine_arns=tuple(self.state_machine_arns),
+        )
+        environment = {"PIPELINE_SETTINGS": settings_json(self, settings), "LOG_LEVEL": "INFO"}
         functions = self._functions(config, key, group_name, environment)
         self.lambda_constructs = functions
         self.functions = {name: f.function for name, f in functions.items()}
@@ -151,7 +152,7 @@ class PipelineStack(Stack):
         CfnOutput(self, "TokenizerStateMachineArn", value=self.state_machines.tokenizer.state_machine_arn)
         CfnOutput(self, "SageMakerRoleArn", value=self.sagemaker_role.role_arn)
         CfnOutput(self, "NotificationTopicArn", value=self.topic.topic_arn)
-        CfnOutput(self, "CodeS3Prefix", value=settings["code_s3_prefix"])
+        CfnOutput(self, "CodeS3Prefix", value=settings.code_s3_prefix)
         CfnOutput(self, "ModelPackageGroupName", value=group_name)
 
     # --- Lambdas: each role holds only the calls its handler makes (docs/run_spec.md, "Handlers") ---
