@@ -154,6 +154,8 @@ class PipelineStack(Stack):
         CfnOutput(self, "NotificationTopicArn", value=self.topic.topic_arn)
         CfnOutput(self, "CodeS3Prefix", value=settings.code_s3_prefix)
         CfnOutput(self, "ModelPackageGroupName", value=group_name)
+        CfnOutput(self, "DataBucketName", value=self.data_bucket_name)
+        CfnOutput(self, "ArtifactsBucketName", value=self.artifacts_bucket_name)
 
     # --- Lambdas: each role holds only the calls its handler makes (docs/run_spec.md, "Handlers") ---
     def _functions(self, config: EnvironmentConfig, key: kms.IKey, group_name: str,
