@@ -12,7 +12,11 @@ import re
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-INSTANCE_TYPE = re.compile(r"^ml\.[a-z0-9]+\.[a-z0-9]+$")
+from stacks.lambda_modules import lambda_module
+
+# ml.<family>.<size>: the pattern the Lambdas check a spec's instance types with (lambda/naming.py).
+INSTANCE_TYPE = lambda_module("naming").INSTANCE_TYPE_RE
+
 ACCOUNT = re.compile(r"^\d{12}$")
 REGION = re.compile(r"^[a-z]{2}(-gov)?-[a-z]+-\d$")
 PROJECT = re.compile(r"^[a-z][a-z0-9-]{1,15}$")
@@ -164,7 +168,7 @@ def _validate(cfg: EnvironmentConfig, where: str) -> list[str]:
         types = getattr(cfg, key)
         _check(errors, len(types) > 0, f"{where}.{key}", list(types), "a non-empty list")
         for t in types:
-            _check(errors, bool(INSTANCE_TYPE.match(t)), f"{where}.{key}", t,
+            _check(errors, bool(INSTANCE_TYPE.fullmatch(t)), f"{where}.{key}", t,
                    "SageMaker instance types of the form ml.<family>.<size>, e.g. ml.g5.2xlarge")
     _check(errors, 1 <= cfg.max_instance_count <= MAX_INSTANCE_COUNT, f"{where}.max_instance_count",
            cfg.max_instance_count, f"an integer from 1 to {MAX_INSTANCE_COUNT}")
@@ -190,7 +194,7 @@ def _validate(cfg: EnvironmentConfig, where: str) -> list[str]:
     _check(errors, 1 <= cfg.poll_seconds <= 3600, f"{where}.poll_seconds", cfg.poll_seconds, "1 to 3600 seconds")
     errors += _security_errors(cfg, where)
     for t, price in cfg.instance_prices.items():
-        _check(errors, bool(INSTANCE_TYPE.match(t)) and isinstance(price, int | float) and not isinstance(price, bool)
+        _check(errors, bool(INSTANCE_TYPE.fullmatch(t)) and isinstance(price, int | float) and not isinstance(price, bool)
                and price >= 0, f"{where}.instance_prices", {t: price},
                "ml.<family>.<size> -> a non-negative USD price per instance-hour")
     return errors

@@ -68,6 +68,16 @@ def test_bad_values_name_key_value_and_allowed(changes: dict[str, Any], expected
         assert fragment in str(err.value)
 
 
+def test_instance_types_are_those_the_lambdas_accept() -> None:
+    # A family with '-' (botocore's TrainingInstanceType lists ml.p6-b200.48xlarge): the one pattern, lambda/naming.py.
+    ctx = ctx_with(training_instance_types=["ml.p6-b200.48xlarge"],
+                   instance_prices={**cdk_json_context()["environments"]["dev"].get("instance_prices", {}),
+                                    "ml.p6-b200.48xlarge": 100.0})
+    assert load_config(ctx, "dev").training_instance_types == ("ml.p6-b200.48xlarge",)
+    with pytest.raises(ConfigError, match="ml.<family>.<size>"):
+        load_config(ctx_with(training_instance_types=["ml.p6-b200.48xlarge.x"]), "dev")
+
+
 def test_all_problems_reported_at_once() -> None:
     with pytest.raises(ConfigError) as err:
         load_config(ctx_with(vpc_cidr="nope", max_instance_count=1000, removal_policy="x"), "dev")
