@@ -19,6 +19,7 @@ from . import baselines, checkpoints, distributed, export, fsdp, resume, run_his
 from .callbacks import CheckpointCallback, EpochCallback, LogLinesCallback, SigtermCallback, emit_metrics
 from .data import DataError, load_hub, load_local
 from .failure import write_failure
+from .loss_scaling import settle as settle_loss_scaling
 from .nccl import NcclTransportCallback
 from .progress import ProgressLineCallback
 from .tasks import get_task
@@ -40,6 +41,7 @@ def make_trainer_class(base):
         def __init__(self, *a, train_loader_factory=None, **kw):
             self._train_loader_factory = train_loader_factory
             super().__init__(*a, **kw)
+            settle_loss_scaling(self)  # loss and gradient divided once by the accumulation (loss_scaling.py)
 
         def create_accelerator_and_postprocess(self):
             fsdp.check_cpu_support(self.args)
