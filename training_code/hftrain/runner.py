@@ -48,6 +48,10 @@ def make_trainer_class(base):
             super().create_accelerator_and_postprocess()
             fsdp.enable_on_cpu(self)  # accelerate turns FSDP on for GPU runs only
 
+        def create_optimizer(self, model=None):
+            fsdp.group_tied_parameters(self)  # before accelerate's FSDP2 wrapping, which follows this call
+            return super().create_optimizer(model)
+
         def get_train_dataloader(self):
             if self._train_loader_factory is None:
                 return super().get_train_dataloader()
