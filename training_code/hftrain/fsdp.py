@@ -14,10 +14,15 @@ Why this module exists (accelerate 1.15 / transformers 5.3 / torch 2.13, checked
   with `sync_module_states=false` torch raises `ValueError: Inconsistent compute device and device_id on
   rank 1: cpu vs cpu:0` in `_get_compute_device` (torch/distributed/fsdp/_init_utils.py). `check_cpu_support`
   turns that into an ArgumentError before the run starts. The pipeline sends fsdp_config version 2.
+* Tied parameters: accelerate groups a tied input/output embedding pair but leaves other holders of the same
+  weight (BART's and T5's encoder/decoder `embed_tokens`) to the root group, and torch 2.13 refuses a parameter
+  in two groups at the first forward. `group_tied_parameters` shards all holders as one group first.
 * The final model: for FSDP2 the Trainer's `save_model` gathers the full state dict with `cpu_offload=True`;
   on CPU that "offload" is a no-op and the tensors point at unsharded parameter storage that FSDP2 frees
   again (`RuntimeError: Attempted to access the data pointer on an invalid python storage` in safetensors).
-  `save_final_model` gathers full tensors itself and copies them before global rank 0 writes them.
+  After the final evaluation (forward only) the root group is still unsharded and holds plain tensors.
+  `save_final_model` reshards, gathers full tensors itself, copies them and ties them again before global
+  rank 0 writes them.
 """
 
 from __future__ import annotations
@@ -183,8 +188,8 @@ def save_final_model(trainer, output_dir: str) -> None:
             module.reshard()
         offload = not _on_cpu(trainer.args)  # on GPUs gather to host memory on rank 0 only
         state = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=offload))
-        state = {key: tensor.detach().to("cpu", copy=True) for key, tensor in state.items()}
-    else:  # nothing trained in this process (the previous attempt finished): plain tensors
+        state = _tie_like(model, {key: tensor.detach().to("cpu", copy=True) for key, tensor in state.items()})
+    else:  # not wrapped by FSDP2: plain tensors
         state = None
     if trainer.args.should_save:
         os.makedirs(output_dir, exist_ok=True)
@@ -195,15 +200,32 @@ def save_final_model(trainer, output_dir: str) -> None:
     distributed.barrier()
 
 
-def load_full_weights(model, checkpoint: str) -> None:
-    """Fill an unwrapped model with the weights of an FSDP2 sharded checkpoint (every rank calls it).
+def _tie_like(model, state: dict) -> dict:
+    """Names of one (tied) parameter point at one tensor again, as in the model.
 
-    The Trainer can only load a sharded checkpoint into a model it has already wrapped; a run that resumes
-    after its last step writes the final model without training, so it reads the shards directly.
+    The gathered full state dict holds a separate tensor per name; save_pretrained finds tied weights by shared
+    storage (`remove_tied_weights_from_state_dict`), so without this BART's file holds the tied weight four
+    times (model.shared, encoder/decoder embed_tokens, lm_head) where DDP's holds it once.
     """
-    import torch.distributed.checkpoint as dcp
+    names: dict[int, list[str]] = {}
+    for name, param in model.named_parameters(remove_duplicate=False):
+        names.setdefault(id(param), []).append(name)
+    for group in names.values():
+        present = [name for name in group if name in state]
+        for name in present[1:]:
+            state[name] = state[present[0]]
+    return state
 
-    shards = os.path.join(checkpoint, "pytorch_model_fsdp_0")
-    state = {"model": model.state_dict()}  # accelerate saves {"model": state_dict}
-    dcp.load(state, checkpoint_id=shards)
-    model.load_state_dict(state["model"])
+
+def wrap_without_training(trainer) -> None:
+    """Wrap the model as `train()` would, for a run that trains no step (every rank calls it).
+
+    A run that resumes after its last step (the previous attempt stopped in the final evaluation or save) still
+    loads the sharded checkpoint, evaluates and writes the final model. The Trainer loads FSDP shards into a
+    wrapped model only, and accelerate 1.15 wraps an FSDP2 model only together with an optimizer ("When using
+    FSDP2, a model and optimizer must be passed together to `Accelerator.prepare()`"): without this, evaluation
+    stops there. Wrapped, evaluation runs sharded and `save_final_model` gathers as after training.
+    """
+    trainer.create_optimizer()  # also groups tied parameters (SageMakerTrainer.create_optimizer)
+    model, trainer.optimizer = trainer.accelerator.prepare(trainer.model, trainer.optimizer)
+    trainer.model = trainer.model_wrapped = model

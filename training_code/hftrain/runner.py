@@ -527,7 +527,8 @@ def run(model_args, data_args, training_args) -> int:
                 # the previous attempt finished training but not the final save: don't train a step more
                 logger.info("training finished at %s already: writing the final model from it", decision.path)
                 if trainer.is_fsdp_enabled and fsdp.version(training_args) == 2:
-                    fsdp.load_full_weights(trainer.model, decision.path)  # the Trainer loads shards into wrapped models only
+                    fsdp.wrap_without_training(trainer)  # the Trainer loads shards into wrapped models only
+                    trainer._load_from_checkpoint(decision.path, trainer.model_wrapped)
                 else:
                     trainer._load_from_checkpoint(decision.path)
                 metrics = {"train_global_step": float(decision.step)}
