@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import copy
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import aws_cdk as cdk
+import pytest
 from aws_cdk import aws_kms as kms
 from aws_cdk.assertions import Template
 
@@ -43,3 +46,22 @@ class Built:
     def json(self) -> dict[str, Any]:
         return self.template.to_json()
 
+
+
+def env_fixtures(build: Callable[[str], Built]) -> tuple:
+    """`dev`, `prod` and `any_env` (both) fixtures over `build(env_name)`, each environment built once."""
+    cached = functools.cache(build)
+
+    @pytest.fixture
+    def dev() -> Built:
+        return cached("dev")
+
+    @pytest.fixture
+    def prod() -> Built:
+        return cached("prod")
+
+    @pytest.fixture(params=["dev", "prod"])
+    def any_env(request: pytest.FixtureRequest) -> Built:
+        return cached(request.param)
+
+    return dev, prod, any_env

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from aws_cdk.assertions import Template
-from construct_helpers import Built, bare_app, bare_key, env_config
+from construct_helpers import Built, bare_app, bare_key, env_config, env_fixtures
 from synth_helpers import resources
 
 from stacks.network_stack import NetworkStack
@@ -27,25 +27,13 @@ def _build(name: str, overrides: dict[str, Any] | None = None) -> Built:
     return Built(config, stack, Template.from_stack(stack))
 
 
-@pytest.fixture(scope="module")
-def dev() -> Built:
-    return _build("dev")
-
-
-@pytest.fixture(scope="module")
-def prod() -> Built:
-    return _build("prod")
+dev, prod, any_env = env_fixtures(_build)
 
 
 @pytest.fixture(scope="module")
 def dev_scratch_fsx() -> Built:
     """dev with an FSx SCRATCH_2 file system (import path + auto-import instead of a DRA)."""
     return _build("dev", SCRATCH_FSX)
-
-
-@pytest.fixture(params=["dev", "prod"])
-def any_env(request: pytest.FixtureRequest) -> Built:
-    return request.getfixturevalue(request.param)
 
 
 def net(s: Built) -> dict:

@@ -6,11 +6,10 @@ from __future__ import annotations
 import json
 
 import aws_cdk as cdk
-import pytest
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk.assertions import Template
-from construct_helpers import Built, bare_app, env_config
+from construct_helpers import Built, bare_app, env_config, env_fixtures
 from synth_helpers import resources
 
 from stacks.state_machines import PipelineStateMachines
@@ -30,9 +29,7 @@ def _build(name: str) -> Built:
     return Built(config, machines, Template.from_stack(stack))
 
 
-@pytest.fixture(scope="module", params=["dev", "prod"])
-def any_env(request: pytest.FixtureRequest) -> Built:
-    return _build(request.param)
+_, _, any_env = env_fixtures(_build)
 
 
 def _definitions(s: Built) -> dict[str, dict]:

@@ -3,9 +3,8 @@ environment."""
 
 from __future__ import annotations
 
-import pytest
 from aws_cdk.assertions import Template
-from construct_helpers import Built, bare_app, env_config
+from construct_helpers import Built, bare_app, env_config, env_fixtures
 from synth_helpers import resources
 
 from stacks.storage_stack import StorageStack
@@ -18,19 +17,7 @@ def _build(name: str) -> Built:
     return Built(config, stack, Template.from_stack(stack))
 
 
-@pytest.fixture(scope="module")
-def dev() -> Built:
-    return _build("dev")
-
-
-@pytest.fixture(scope="module")
-def prod() -> Built:
-    return _build("prod")
-
-
-@pytest.fixture(params=["dev", "prod"])
-def any_env(request: pytest.FixtureRequest) -> Built:
-    return request.getfixturevalue(request.param)
+dev, prod, any_env = env_fixtures(_build)
 
 
 def buckets(s: Built) -> dict[str, dict]:
