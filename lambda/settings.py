@@ -54,6 +54,16 @@ class Settings:
     instance_prices: dict[str, float] = field(default_factory=dict)
     # Optional: whether jobs can reach the internet (NAT gateway); without it a Hub model id cannot download.
     internet_access: bool = True
+    # --- security and spend (hyperparameters.policy_problems, spend.py, request_guard.py); all optional ---
+    # Hub organizations whose models may run their own code (trust_remote_code, pinned commit); () = none.
+    remote_code_hub_orgs: tuple[str, ...] = ()
+    # report_to integrations beyond the local ones (none, tensorboard) that may receive metrics.
+    allowed_report_to: tuple[str, ...] = ()
+    # Worst-case USD a run may cost (every job of its fallback chain); None = no limit.
+    max_run_cost_usd: float | None = None
+    # Runs (running executions of `state_machine_arns`) the environment may have at once; None = no limit.
+    max_concurrent_runs: int | None = None
+    state_machine_arns: tuple[str, ...] = ()
 
     @property
     def project_buckets(self) -> tuple[str, str]:
@@ -94,6 +104,7 @@ class Settings:
         fsx_raw = get("fsx", dict, optional=True)
         prices_raw = get("instance_prices", dict, optional=True) or {}
         internet = get("internet_access", bool, optional=True)
+        guard = _security_settings(raw, get, problems)
 
         for name, value in lists.items():
             if value is not None and not all(isinstance(v, str) and v for v in value):
@@ -145,12 +156,38 @@ class Settings:
             **bools,
             instance_prices=prices,
             internet_access=True if internet is None else internet,
+            **guard,
         )
 
     @property
     def name_prefix(self) -> str:
         """`<project>-<environment>`: every job name starts with it (the Lambda roles are scoped to it)."""
         return f"{self.project}-{self.environment}"
+
+
+def _security_settings(raw: dict[str, Any], get: Any, problems: list[str]) -> dict[str, Any]:
+    """The optional security and spend keys (see the block in Settings)."""
+    out: dict[str, Any] = {}
+    for name in ("remote_code_hub_orgs", "allowed_report_to", "state_machine_arns"):
+        value = get(name, list, optional=True)
+        if value is not None:
+            if not all(isinstance(v, str) and v for v in value):
+                problems.append(f"{name}: expected a list of non-empty strings")
+            else:
+                out[name] = tuple(value)
+    cost = get("max_run_cost_usd", (int, float), optional=True)
+    if cost is not None:
+        if cost <= 0:
+            problems.append("max_run_cost_usd: must be > 0")
+        else:
+            out["max_run_cost_usd"] = float(cost)
+    runs = get("max_concurrent_runs", int, optional=True)
+    if runs is not None:
+        if runs < 1:
+            problems.append("max_concurrent_runs: must be >= 1")
+        else:
+            out["max_concurrent_runs"] = runs
+    return out
 
 
 def parse_settings(text: str | None) -> Settings:

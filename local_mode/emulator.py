@@ -237,6 +237,10 @@ class Emulator:
         if kind == "AWS::SNS::Topic":
             arn = self._client("sns", stack).create_topic(Name=props.get("TopicName", lid))["TopicArn"]
             return Physical(arn, {"TopicName": props.get("TopicName", lid)})
+        if kind == "AWS::SQS::Queue":
+            name = props.get("QueueName") or f"{stack.name}-{lid}"[:80]
+            url = self._client("sqs", stack).create_queue(QueueName=name)["QueueUrl"]
+            return Physical(url, {"Arn": arn_base.format("sqs") + f":{name}", "QueueName": name, "QueueUrl": url})
         if kind == "AWS::SageMaker::ModelPackageGroup":
             name = props["ModelPackageGroupName"]
             arn = self._client("sagemaker", stack).create_model_package_group(

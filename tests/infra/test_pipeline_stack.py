@@ -13,7 +13,7 @@ from stacks.code_asset import build_code_bundle, sourcedir_bytes
 
 REPO = Path(__file__).resolve().parents[2]
 HANDLERS = {"prepare", "start_processing", "start_training", "check_job", "plan_fallback", "finish",
-            "notify_failure", "trigger"}
+            "notify_failure", "trigger", "stop_run_jobs"}
 
 
 def pipe(s: Synthesized) -> dict:
@@ -36,6 +36,8 @@ def test_one_function_per_handler_with_tracing_and_own_role(any_env: Synthesized
         assert f["Properties"]["TracingConfig"] == {"Mode": "Active"}
         assert f["Properties"]["Runtime"] == "python3.14"
         assert "PIPELINE_SETTINGS" in f["Properties"]["Environment"]["Variables"]
+        # Environment variables are encrypted with the project key (imported from the storage stack).
+        assert "KmsKeyArn" in f["Properties"] and "Fn::ImportValue" in json.dumps(f["Properties"]["KmsKeyArn"])
 
 
 def test_settings_carry_resolved_images_and_environment_limits(any_env: Synthesized) -> None:
@@ -49,6 +51,11 @@ def test_settings_carry_resolved_images_and_environment_limits(any_env: Synthesi
     assert "huggingface-pytorch-training:2.9.0-transformers5.3.0-gpu" in images.training
     assert f'\\"max_instance_count\\":{any_env.config.max_instance_count}' in raw
     assert '\\"instance_prices\\":{\\"ml.' in raw
+    c = any_env.config
+    for fragment in (f'\\"max_run_cost_usd\\":{c.max_run_cost_usd}',
+                     f'\\"max_concurrent_runs\\":{c.max_concurrent_runs}', f'stateMachine:{c.prefix}-fine-tune', f'stateMachine:{c.prefix}-tokenizer',
+                     '\\"remote_code_hub_orgs\\":[]'):
+        assert fragment in raw, fragment
     assert f'\\"inter_container_encryption\\":{str(any_env.config.inter_container_encryption).lower()}' in raw
 
 
@@ -72,7 +79,8 @@ def test_state_machine_roles_invoke_only_project_functions(any_env: Synthesized)
 
 
 def test_trigger_rule_matches_run_specs_in_data_bucket(any_env: Synthesized) -> None:
-    (rule,) = resources(pipe(any_env), "AWS::Events::Rule").values()
+    (rule,) = [r for r in resources(pipe(any_env), "AWS::Events::Rule").values()
+               if r["Properties"]["EventPattern"]["source"] == ["aws.s3"]]
     pattern = rule["Properties"]["EventPattern"]
     c = any_env.config
     assert pattern["source"] == ["aws.s3"] and pattern["detail-type"] == ["Object Created"]

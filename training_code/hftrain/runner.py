@@ -372,7 +372,9 @@ def run(model_args, data_args, training_args) -> int:
     task.check_model(config)
     task.configure(config)
     tokenizer = prepare_tokenizer(
-        AutoTokenizer.from_pretrained(tokenizer_path, cache_dir=cache_dir, trust_remote_code=model_args.trust_remote_code),
+        # The model's own tokenizer comes from the same (pinned) revision as its config and weights.
+        AutoTokenizer.from_pretrained(tokenizer_path, cache_dir=cache_dir, trust_remote_code=model_args.trust_remote_code,
+                                      revision=model_args.model_revision if tokenizer_path == model_path else None),
         data_args.task,
     )
 

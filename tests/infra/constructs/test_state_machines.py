@@ -95,7 +95,10 @@ def test_fine_tune_runs_tokenizer_stage_and_loops_on_jobs(any_env: Built) -> Non
     assert _wiring(fine["States"]["TokenizerReduceStatus"]) == {
         _status("running"): "WaitTokenizerReduce", _status("completed"): "StartTraining",
         "Default": "TokenizerReduceFailed"}
-    assert set(tok["States"]) < set(fine["States"]) | {"IsPlanned", "TokenizerReady"}
+    assert set(tok["States"]) < set(fine["States"]) | {"TokenizerReady"}
+    # No state machine skips Prepare: both start with it, whatever the input holds.
+    assert fine["StartAt"] == tok["StartAt"] == "Prepare"
+    assert not any(s["Type"] == "Choice" and "$.run" in json.dumps(s) for d in defs for s in d["States"].values())
     assert fine["States"]["WaitTraining"]["SecondsPath"] == "$.poll_seconds"
     assert _wiring(fine["States"]["TrainingStatus"]) == {
         _status("running"): "WaitTraining", _status("completed"): "Finish", _status("retryable"): "PlanFallback",
