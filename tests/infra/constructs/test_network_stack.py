@@ -14,7 +14,9 @@ from aws_cdk.assertions import Template
 from construct_helpers import Built, bare_app, bare_key, env_config, env_fixtures
 from synth_helpers import resources
 
+from stacks.image_uris import resolve_images
 from stacks.network_stack import NetworkStack
+from stacks.sagemaker_role import job_image_repository_arns
 
 INTERFACE_SERVICES = {"sagemaker.api", "sagemaker.runtime", "sts", "logs", "monitoring", "ecr.api", "ecr.dkr"}
 SCRATCH_FSX = {"fsx": {"enabled": True, "deployment_type": "SCRATCH_2", "storage_capacity_gib": 1200}}
@@ -23,7 +25,8 @@ SCRATCH_FSX = {"fsx": {"enabled": True, "deployment_type": "SCRATCH_2", "storage
 def _build(name: str, overrides: dict[str, Any] | None = None) -> Built:
     config = env_config(name, overrides)
     app, env = bare_app(config)
-    stack = NetworkStack(app, "Network", config=config, env=env, key=bare_key(app, env))
+    stack = NetworkStack(app, "Network", config=config, env=env, key=bare_key(app, env),
+                         ecr_repository_arns=job_image_repository_arns(resolve_images(config)))
     return Built(config, stack, Template.from_stack(stack))
 
 
