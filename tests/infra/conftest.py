@@ -20,6 +20,13 @@ def prod(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
     return synth(tmp_path_factory, "prod")
 
 
+@pytest.fixture(scope="session")
+def dev_scratch_fsx(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
+    """dev with an FSx SCRATCH_2 file system (import path + auto-import instead of a DRA)."""
+    return synth(tmp_path_factory, "dev", {"fsx": {"enabled": True, "deployment_type": "SCRATCH_2",
+                                                    "storage_capacity_gib": 1200}})
+
+
 @pytest.fixture(scope="session", params=["dev", "prod"])
 def any_env(request: pytest.FixtureRequest) -> Synthesized:
     return request.getfixturevalue(request.param)
