@@ -4,7 +4,8 @@ They read only the plan (`run["attempts"]`, `run["job_names"]`, `run["uris"]`) a
 builds every request of a run once (`build_requests`) for pre-flight to check; start_* build one again.
 
 The content matches what the SageMaker Python SDK (v2) Hugging Face estimator and framework processor
-send for the same settings (see shared/SAGEMAKER_NOTES.md): reserved `sagemaker_*` hyperparameters, every
+send for the same settings (sagemaker-python-sdk v2, `sagemaker/estimator.py` Framework and
+`sagemaker/processing.py` FrameworkProcessor): reserved `sagemaker_*` hyperparameters, every
 hyperparameter value JSON-encoded, `sourcedir.tar.gz` from the deploy-time code prefix, torch_distributed
 flags, managed spot with a checkpoint prefix kept across attempts. A training job that needs no internet (a model
 from S3, nothing fetched from the Hub, no remote reporting: `hyperparameters.needs_internet`) runs with

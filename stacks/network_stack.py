@@ -15,7 +15,8 @@ from stacks.common import removal_policy, retention
 from stacks.config import FSX_DRA_TYPES, EnvironmentConfig
 from stacks.storage_stack import bucket_name
 
-# Interface endpoints a training job in a private subnet needs (SAGEMAKER_NOTES.md, "Network").
+# Interface endpoints a training job in a private subnet needs (SageMaker Developer Guide, "Give SageMaker
+# training jobs access to resources in your Amazon VPC").
 INTERFACE_ENDPOINTS = {
     "SageMakerApi": ec2.InterfaceVpcEndpointAwsService.SAGEMAKER_API,
     "SageMakerRuntime": ec2.InterfaceVpcEndpointAwsService.SAGEMAKER_RUNTIME,

@@ -16,7 +16,8 @@ from stacks.storage_stack import CHECKPOINTS_PREFIX, CODE_PREFIX, MODELS_PREFIX,
 S3_READ = ["s3:GetObject", "s3:GetObjectVersion"]
 S3_WRITE = ["s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload"]
 S3_UPLOAD = ["s3:PutObject", "s3:AbortMultipartUpload"]
-# Actions SageMaker needs to attach a job's ENIs in the VPC (SAGEMAKER_NOTES.md, "Events, Step Functions and IAM").
+# Actions SageMaker needs to attach a job's ENIs in the VPC (SageMaker Developer Guide, "SageMaker roles":
+# "CreateTrainingJob API: Execution Role Permissions").
 ENI_DESCRIBE = ["ec2:DescribeNetworkInterfaces", "ec2:DescribeVpcs", "ec2:DescribeDhcpOptions",
                 "ec2:DescribeSubnets", "ec2:DescribeSecurityGroups"]
 ENI_MANAGE = ["ec2:CreateNetworkInterface", "ec2:CreateNetworkInterfacePermission",
