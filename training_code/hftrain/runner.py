@@ -31,159 +31,15 @@ from . import (
 from .callbacks import CheckpointCallback, EpochCallback, LogLinesCallback, SigtermCallback, emit_metrics
 from .data import DataError, load_hub, load_local
 from .failure import write_failure
-from .loss_scaling import settle as settle_loss_scaling
 from .nccl import NcclTransportCallback
 from .progress import ProgressLineCallback
+from .sagemaker_trainer import make_trainer_class
 from .tasks import get_task
 from .tasks.base import ModelTaskMismatch
 
 logger = logging.getLogger("hftrain")
 
 USER_ERRORS = (hp.ArgumentError, DataError, ModelTaskMismatch, resume.CheckpointMismatchError)
-
-
-# ---------------------------------------------------------------- Trainer with our train dataloader
-
-
-def make_trainer_class(base):
-    class SageMakerTrainer(base):
-        """The task's Trainer, reading training batches from the agreed layout and honouring
-        zero-weight batches (see sharding.py)."""
-
-        def __init__(self, *a, train_loader_factory=None, **kw):
-            self._train_loader_factory = train_loader_factory
-            super().__init__(*a, **kw)
-            settle_loss_scaling(self)  # loss and gradient divided once by the accumulation (loss_scaling.py)
-
-        def create_accelerator_and_postprocess(self):
-            fsdp.check_cpu_support(self.args)
-            super().create_accelerator_and_postprocess()
-            fsdp.enable_on_cpu(self)  # accelerate turns FSDP on for GPU runs only
-
-        def create_optimizer(self, model=None):
-            fsdp.group_tied_parameters(self)  # before accelerate's FSDP2 wrapping, which follows this call
-            return super().create_optimizer(model)
-
-        def get_train_dataloader(self):
-            if self._train_loader_factory is None:
-                return super().get_train_dataloader()
-            return self._train_loader_factory()
-
-        def _guarded_load(self, what: str, checkpoint, load):
-            """Run one load on every rank; if it fails on any, all raise CheckpointLoadError together (the
-            runner then falls back to an older checkpoint instead of crashing or hanging)."""
-            error = None
-            try:
-                load()
-            except Exception as err:  # noqa: BLE001 - any load failure is a reason to fall back
-                error = err
-            if distributed.any_rank(error is not None):
-                reason = f"{what}: {type(error).__name__}: {error}" if error else f"{what} failed on another rank"
-                raise resume.CheckpointLoadError(str(checkpoint), reason) from error
-
-        def _load_optimizer_and_scheduler(self, checkpoint):
-            if checkpoint is None:
-                return super()._load_optimizer_and_scheduler(checkpoint)
-            self._guarded_load("optimizer/scheduler", checkpoint,
-                               lambda: self._load_optimizer_and_scheduler_on_cpu(checkpoint))
-
-        def _load_optimizer_and_scheduler_on_cpu(self, checkpoint):
-            # Under DDP transformers maps the optimizer state to args.device; on CPU (gloo) that is "cpu:0",
-            # a location torch.load cannot restore to. Plain "cpu" is the same memory.
-            if self.args.device.type != "cpu" or self.args.world_size <= 1:
-                return super()._load_optimizer_and_scheduler(checkpoint)
-            import torch
-
-            original = torch.load
-
-            def load(*args, **kwargs):
-                if isinstance(kwargs.get("map_location"), torch.device):
-                    kwargs["map_location"] = "cpu"
-                return original(*args, **kwargs)
-
-            torch.load = load
-            try:
-                return super()._load_optimizer_and_scheduler(checkpoint)
-            finally:
-                torch.load = original
-
-        def _load_from_checkpoint(self, resume_from_checkpoint, model=None):
-            def load():
-                super(SageMakerTrainer, self)._load_from_checkpoint(resume_from_checkpoint, model)
-                if not (self.is_fsdp_enabled or self.is_deepspeed_enabled):
-                    reload_legacy_named_weights(resume_from_checkpoint, model if model is not None else self.model)
-
-            self._guarded_load("model weights", resume_from_checkpoint, load)
-
-        def _load_rng_state(self, checkpoint):
-            try:
-                super()._load_rng_state(checkpoint)
-            except Exception as err:  # noqa: BLE001 - RNG state only makes a resume bit-exact
-                logger.warning("RNG state of %s not restored (%s): training continues, not bit-exact", checkpoint, err)
-
-        def _get_eval_sampler(self, eval_dataset):
-            # transformers 5.3 shuffles evaluation under group_by_length (an unseeded LengthGroupedSampler), so
-            # predictions would not line up with the features (QA post-processing). Evaluation keeps the order
-            # of its features, which the runner puts longest first (batching.longest_first).
-            if self.args.world_size <= 1 and eval_dataset is not None:
-                import torch
-
-                return torch.utils.data.SequentialSampler(eval_dataset)
-            return None
-
-        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-            weight = inputs.pop("loss_weight", None)
-            if packing.is_packed(inputs):  # padding-free rows: the span loss per example (packing.py)
-                out = packing.segment_span_loss(model, inputs, return_outputs=return_outputs)
-            else:
-                out = super().compute_loss(model, inputs, return_outputs=return_outputs,
-                                           num_items_in_batch=num_items_in_batch)
-            if weight is None:
-                return out
-            if return_outputs:
-                loss, outputs = out
-                return loss * weight, outputs
-            return out * weight
-
-    SageMakerTrainer.__name__ = f"SageMaker{base.__name__}"
-    return SageMakerTrainer
-
-
-_LEGACY_NAMES = (("LayerNorm.gamma", "LayerNorm.weight"), ("LayerNorm.beta", "LayerNorm.bias"))
-
-
-def reload_legacy_named_weights(checkpoint: str, model) -> int:
-    """Restore weights the Trainer's resume misses in transformers 5.3.
-
-    save_pretrained writes BERT/RoBERTa-style `LayerNorm.weight/bias` under their legacy names
-    `LayerNorm.gamma/beta`; from_pretrained renames them back, but Trainer._load_from_checkpoint loads the
-    state dict as-is (strict=False), so those parameters silently keep their pre-resume values. Returns the
-    number of tensors restored.
-    """
-    from safetensors.torch import load_file
-
-    index = os.path.join(checkpoint, "model.safetensors.index.json")
-    if os.path.isfile(index):
-        with open(index) as handle:
-            files = sorted(set(json.load(handle)["weight_map"].values()))
-    elif os.path.isfile(os.path.join(checkpoint, "model.safetensors")):
-        files = ["model.safetensors"]
-    else:
-        return 0
-    wanted = set(model.state_dict().keys())
-    restored = {}
-    for name in files:
-        for key, tensor in load_file(os.path.join(checkpoint, name), device="cpu").items():
-            new_key = key
-            for old, new in _LEGACY_NAMES:
-                if key.endswith(old):
-                    new_key = key[: -len(old)] + new
-            if new_key != key and new_key in wanted:
-                restored[new_key] = tensor
-    if restored:
-        model.load_state_dict(restored, strict=False)
-        logger.info("restored %d legacy-named tensors (LayerNorm gamma/beta) from %s", len(restored), checkpoint)
-    return len(restored)
 
 
 # ---------------------------------------------------------------- model location
@@ -278,14 +134,13 @@ def gather_sharded(dataset):
     return datasets.Dataset.from_list(everything)
 
 
-def prepare_tokenizer(tokenizer, task_name: str):
+def prepare_tokenizer(tokenizer, task):
     if tokenizer.pad_token is None:
         if tokenizer.eos_token is not None:
             tokenizer.pad_token = tokenizer.eos_token
         else:
             raise DataError("the tokenizer has no pad token and no eos token to pad with; add a [PAD] token")
-    if task_name == "question-answering" and not getattr(tokenizer, "is_fast", True):
-        raise DataError("question answering needs a fast tokenizer (offset mappings)")
+    task.check_tokenizer(tokenizer)
     return tokenizer
 
 
@@ -341,76 +196,78 @@ def _map_kwargs(data_args, training_args):
     }
 
 
-def run(model_args, data_args, training_args) -> int:
-    from transformers import AutoConfig, AutoTokenizer, set_seed
-    from transformers.utils import logging as hf_logging
+class TrainingRun:
+    """One run's state, filled in phase by phase; `run` below calls the phases in order."""
 
-    started = time.time()
-    env = smenv.SageMakerEnv.from_environ()
-    if training_args.enable_jit_checkpoint:
-        logger.info("enable_jit_checkpoint is replaced by sigterm_checkpoint (multi-node safe)")
-        training_args.enable_jit_checkpoint = False
+    def __init__(self, model_args, data_args, training_args) -> None:
+        self.model_args, self.data_args, self.args = model_args, data_args, training_args
+        self.started = time.time()
+        self.env = smenv.SageMakerEnv.from_environ()
+        self.task = get_task(data_args.task, data_args)
 
-    sigterm = SigtermCallback(save_every_seconds=training_args.save_every_minutes * 60 or None)
-    if training_args.sigterm_checkpoint:
-        sigterm.install()
+    # --- arguments, logging, seed, SIGTERM
+    def setup(self) -> None:
+        from transformers import set_seed
+        from transformers.utils import logging as hf_logging
 
-    _ = training_args.device  # initializes torch.distributed under torchrun
-    rank, world = distributed.rank(), distributed.world_size()
-    log_level = training_args.get_process_log_level()
-    logging.getLogger("hftrain").setLevel(logging.INFO if training_args.should_log else logging.WARNING)
-    hf_logging.set_verbosity(log_level)
-    if rank == 0:
-        logger.info(
-            "task %s on %d host(s) %s, world size %d, device %s, bf16=%s fp16=%s",
-            data_args.task, env.num_hosts, env.hosts, world, training_args.device, training_args.bf16,
-            training_args.fp16,
-        )
-    set_seed(training_args.seed)
-    cache_dir = model_args.cache_dir
-    if data_args.task == "summarization" and training_args.generation_max_length is None:
-        training_args.generation_max_length = data_args.val_max_target_length  # also for evaluations mid-training
+        args = self.args
+        if args.enable_jit_checkpoint:
+            logger.info("enable_jit_checkpoint is replaced by sigterm_checkpoint (multi-node safe)")
+            args.enable_jit_checkpoint = False
+        self.sigterm = SigtermCallback(save_every_seconds=args.save_every_minutes * 60 or None)
+        if args.sigterm_checkpoint:
+            self.sigterm.install()
+        _ = args.device  # initializes torch.distributed under torchrun
+        self.rank, self.world = distributed.rank(), distributed.world_size()
+        log_level = args.get_process_log_level()
+        logging.getLogger("hftrain").setLevel(logging.INFO if args.should_log else logging.WARNING)
+        hf_logging.set_verbosity(log_level)
+        if self.rank == 0:
+            logger.info("task %s on %d host(s) %s, world size %d, device %s, bf16=%s fp16=%s", self.task.name,
+                        self.env.num_hosts, self.env.hosts, self.world, args.device, args.bf16, args.fp16)
+        set_seed(args.seed)
+        self.task.adjust_training_args(args)
 
-    # --- data
-    task = get_task(data_args.task, data_args)
-    raw_train, sharded = load_raw(data_args, env, "train", cache_dir)
-    raw_eval, eval_sharded = load_raw(data_args, env, "validation", cache_dir)
-    if eval_sharded:
-        raw_eval = gather_sharded(raw_eval)
-    if raw_train is not None and data_args.max_train_samples:
-        raw_train = raw_train.select(range(min(len(raw_train), data_args.max_train_samples)))
-    if raw_eval is not None and data_args.max_eval_samples:
-        raw_eval = raw_eval.select(range(min(len(raw_eval), data_args.max_eval_samples)))
-    first = raw_train if raw_train is not None else raw_eval
-    if first is not None:
-        task.resolve_columns(first, "the training data" if raw_train is not None else "the validation data")
-    if raw_train is not None and raw_eval is not None:
-        task.check_columns(raw_eval, "the validation data")
-    if data_args.task == "text-classification":
-        from .tasks.classification import ordered_labels
-
-        local = set()
-        for ds in (raw_train, raw_eval):
-            if ds is not None:
-                local |= set(ordered_labels(ds.unique(data_args.label_column)))
-        task.set_labels(ordered_labels({x for part in distributed.all_gather_objects(sorted(local)) for x in part}))
+    # --- data: this rank's raw rows, the columns, what the task reads from all ranks' data
+    def load_data(self) -> None:
+        data_args, cache_dir = self.data_args, self.model_args.cache_dir
+        raw_train, self.sharded = load_raw(data_args, self.env, "train", cache_dir)
+        raw_eval, eval_sharded = load_raw(data_args, self.env, "validation", cache_dir)
+        if eval_sharded:
+            raw_eval = gather_sharded(raw_eval)
+        self.raw_train = _first_rows(raw_train, data_args.max_train_samples)
+        self.raw_eval = _first_rows(raw_eval, data_args.max_eval_samples)
+        first = self.raw_train if self.raw_train is not None else self.raw_eval
+        if first is not None:
+            self.task.resolve_columns(first, "the training data" if self.raw_train is not None
+                                      else "the validation data")
+        if self.raw_train is not None and self.raw_eval is not None:
+            self.task.check_columns(self.raw_eval, "the validation data")
+        self.task.learn_from_data((self.raw_train, self.raw_eval), distributed.all_gather_objects)
 
     # --- model and tokenizer
-    model_path = resolve_model_path(model_args, env)
-    tokenizer_path = resolve_tokenizer_path(model_args, env, model_path)
-    config = AutoConfig.from_pretrained(model_path, cache_dir=cache_dir, revision=model_args.model_revision,
-                                        trust_remote_code=model_args.trust_remote_code)
-    task.check_model(config)
-    task.configure(config)
-    tokenizer = prepare_tokenizer(
-        # The model's own tokenizer comes from the same (pinned) revision as its config and weights.
-        AutoTokenizer.from_pretrained(tokenizer_path, cache_dir=cache_dir, trust_remote_code=model_args.trust_remote_code,
-                                      revision=model_args.model_revision if tokenizer_path == model_path else None),
-        data_args.task,
-    )
+    def load_model_and_tokenizer(self) -> None:
+        from transformers import AutoConfig, AutoTokenizer
 
-    def build_model():  # again after a failed checkpoint load: the base weights, nothing of the checkpoint
-        model = load_model(task, model_path, copy.deepcopy(config), model_args)
+        m = self.model_args
+        self.model_path = resolve_model_path(m, self.env)
+        tokenizer_path = resolve_tokenizer_path(m, self.env, self.model_path)
+        self.config = AutoConfig.from_pretrained(self.model_path, cache_dir=m.cache_dir, revision=m.model_revision,
+                                                 trust_remote_code=m.trust_remote_code)
+        self.task.check_model(self.config)
+        self.task.configure(self.config)
+        self.tokenizer = prepare_tokenizer(
+            # The model's own tokenizer comes from the same (pinned) revision as its config and weights.
+            AutoTokenizer.from_pretrained(tokenizer_path, cache_dir=m.cache_dir, trust_remote_code=m.trust_remote_code,
+                                          revision=m.model_revision if tokenizer_path == self.model_path else None),
+            self.task,
+        )
+        self.model = self.build_model()
+
+    def build_model(self):
+        """The base weights (again after a failed checkpoint load: nothing of the checkpoint)."""
+        tokenizer = self.tokenizer
+        model = load_model(self.task, self.model_path, copy.deepcopy(self.config), self.model_args)
         embeddings = model.get_input_embeddings()
         if embeddings is not None and len(tokenizer) > embeddings.num_embeddings:
             logger.warning("tokenizer has %d tokens, model %d embeddings: resizing", len(tokenizer),
@@ -425,186 +282,220 @@ def run(model_args, data_args, training_args) -> int:
                 model.generation_config.decoder_start_token_id = start
         return model
 
-    model = build_model()
-
     # --- tokenization: once per node (local rank 0 first, the others read the cache)
-    map_kwargs = _map_kwargs(data_args, training_args)
-    train_features = eval_features = None
-    with training_args.main_process_first(local=True, desc="tokenization"):
-        if raw_train is not None:
-            train_features = task.tokenize_train(raw_train, tokenizer, config, map_kwargs)
-        if raw_eval is not None:
-            eval_features = task.tokenize_eval(raw_eval, tokenizer, config, map_kwargs)
-    if eval_features is not None:
-        eval_features = batching.longest_first(eval_features)  # before the metrics read the features
-    if raw_train is not None and len(raw_train) > 0 and (train_features is None or len(train_features) == 0):
-        raise DataError("tokenization produced no training features (check the columns and max_seq_length)")
+    def tokenize(self) -> None:
+        map_kwargs = _map_kwargs(self.data_args, self.args)
+        train_features = eval_features = None
+        with self.args.main_process_first(local=True, desc="tokenization"):
+            if self.raw_train is not None:
+                train_features = self.task.tokenize_train(self.raw_train, self.tokenizer, self.config, map_kwargs)
+            if self.raw_eval is not None:
+                eval_features = self.task.tokenize_eval(self.raw_eval, self.tokenizer, self.config, map_kwargs)
+        if eval_features is not None:
+            eval_features = batching.longest_first(eval_features)  # before the metrics read the features
+        if self.raw_train is not None and len(self.raw_train) > 0 and (
+                train_features is None or len(train_features) == 0):
+            raise DataError("tokenization produced no training features (check the columns and max_seq_length)")
+        self.train_features, self.eval_features = train_features, eval_features
 
-    # --- who trains on what
-    num_rows = len(train_features) if train_features is not None else 0
-    layout = sharding.agree_layout(
-        num_rows=num_rows,
-        sharded=sharded,
-        batch_size=training_args.per_device_train_batch_size,
-        rank=rank,
-        world_size=world,
-        local_rank=distributed.local_rank(),
-        local_world_size=distributed.local_world_size() if sharded else 1,
-        first_row_fn=(lambda: train_features[0]) if num_rows else None,
-    )
-    if train_features is None:  # this host received no files: a filler row keeps it in step
-        import datasets
+    # --- who trains on what (sharding.py)
+    def lay_out_training(self) -> None:
+        args, features = self.args, self.train_features
+        num_rows = len(features) if features is not None else 0
+        self.layout = sharding.agree_layout(
+            num_rows=num_rows,
+            sharded=self.sharded,
+            batch_size=args.per_device_train_batch_size,
+            rank=self.rank,
+            world_size=self.world,
+            local_rank=distributed.local_rank(),
+            local_world_size=distributed.local_world_size() if self.sharded else 1,
+            first_row_fn=(lambda: features[0]) if num_rows else None,
+        )
+        if features is None:  # this host received no files: a filler row keeps it in step
+            import datasets
 
-        train_features = datasets.Dataset.from_list([layout.filler_row])
-        rows = sharding.WeightedRows(train_features)
-        num_rows_for_sampler, filler_index = 0, 0
-    else:
-        rows = sharding.WeightedRows(train_features, extra_row=layout.filler_row)
-        num_rows_for_sampler = num_rows
-        filler_index = num_rows if layout.filler_row is not None else None
-    lengths, grouping = batching.training_lengths(
-        train_features if num_rows_for_sampler else None, training_args.train_sampling_strategy,
-        training_args.per_device_train_batch_size, training_args.seed, distributed.all_gather_objects)
-    if rank == 0:
-        logger.info("training batches: %s", grouping)
-    trace_path = sharding.trace_path_for(env.current_host, rank)
-    trace_ids = None
-    if trace_path and raw_train is not None and "id" in raw_train.column_names and len(raw_train) == num_rows:
-        trace_ids = [str(x) for x in raw_train["id"]]
-    sampler = sharding.EpochBatchSampler(
-        num_rows=num_rows_for_sampler,
-        group_rank=layout.group_rank,
-        group_size=layout.group_size,
-        num_batches=layout.plan.num_batches,
-        batch_size=training_args.per_device_train_batch_size,
-        seed=training_args.data_seed if training_args.data_seed is not None else training_args.seed,
-        shuffle=training_args.train_sampling_strategy != "sequential",
-        lengths=lengths,
-        filler_row=filler_index,
-        trace_ids=trace_ids,
-        trace_path=trace_path,
-    )
-    workers = training_args.dataloader_num_workers
+            self.rows = sharding.WeightedRows(datasets.Dataset.from_list([self.layout.filler_row]))
+            self.sampler = self._sampler(None, num_rows, 0, 0)
+        else:
+            self.rows = sharding.WeightedRows(features, extra_row=self.layout.filler_row)
+            filler_index = num_rows if self.layout.filler_row is not None else None
+            self.sampler = self._sampler(features, num_rows, num_rows, filler_index)
+
+    def _sampler(self, features, num_rows: int, sampled_rows: int, filler_index):
+        args, raw = self.args, self.raw_train
+        lengths, grouping = batching.training_lengths(
+            features if sampled_rows else None, args.train_sampling_strategy, args.per_device_train_batch_size,
+            args.seed, distributed.all_gather_objects)
+        if self.rank == 0:
+            logger.info("training batches: %s", grouping)
+        trace_path = sharding.trace_path_for(self.env.current_host, self.rank)
+        trace_ids = None
+        if trace_path and raw is not None and "id" in raw.column_names and len(raw) == num_rows:
+            trace_ids = [str(x) for x in raw["id"]]
+        return sharding.EpochBatchSampler(
+            num_rows=sampled_rows,
+            group_rank=self.layout.group_rank,
+            group_size=self.layout.group_size,
+            num_batches=self.layout.plan.num_batches,
+            batch_size=args.per_device_train_batch_size,
+            seed=args.data_seed if args.data_seed is not None else args.seed,
+            shuffle=args.train_sampling_strategy != "sequential",
+            lengths=lengths,
+            filler_row=filler_index,
+            trace_ids=trace_ids,
+            trace_path=trace_path,
+        )
 
     # --- checkpoints: every rank agrees on the newest checkpoint that verifies (or a logged fresh start)
-    planner, decision = decide_resume(training_args, env, model, data_args.task)
-    history = None
-    if rank == 0:
-        history = run_history.RunHistory(training_args.checkpoint_dir, job=env.job_name, host=env.current_host,
-                                         every_seconds=training_args.progress_every_seconds)
-        _record_start(history, decision, env, world)
-    keep = training_args.save_total_limit
-    training_args.save_total_limit = None  # rotation is ours (this run's verified checkpoints only)
-    trainer_cls = make_trainer_class(task.trainer_class)
-    compute_metrics = task.compute_metrics(raw_eval, eval_features, tokenizer) if eval_features is not None else None
-    if training_args.eval_strategy != "no" and eval_features is None:
-        raise DataError("eval_strategy is set but there is no validation data")
+    def decide_resume(self) -> None:
+        args = self.args
+        self.planner, self.decision = decide_resume(args, self.env, self.model, self.task.name)
+        self.history = None
+        if self.rank == 0:
+            self.history = run_history.RunHistory(args.checkpoint_dir, job=self.env.job_name,
+                                                  host=self.env.current_host, every_seconds=args.progress_every_seconds)
+            _record_start(self.history, self.decision, self.env, self.world)
+        self.keep = args.save_total_limit
+        args.save_total_limit = None  # rotation is ours (this run's verified checkpoints only)
 
-    def build_trainer(model, decision):
-        train_collator = sharding.WeightedCollator(
-            packing.train_collator(task, tokenizer, model, training_args, data_args.task))  # padding-free where it applies
+    # --- trainer
+    def prepare_trainer(self) -> None:
+        self.trainer_cls = make_trainer_class(self.task.trainer_class)
+        self.compute_metrics = (self.task.compute_metrics(self.raw_eval, self.eval_features, self.tokenizer)
+                                if self.eval_features is not None else None)
+        if self.args.eval_strategy != "no" and self.eval_features is None:
+            raise DataError("eval_strategy is set but there is no validation data")
+
+    def build_trainer(self):
+        from transformers.trainer_callback import PrinterCallback
+
+        args, workers = self.args, self.args.dataloader_num_workers
+        train_collator = sharding.WeightedCollator(  # padding-free where it applies
+            packing.train_collator(self.task, self.tokenizer, self.model, args, self.task.name))
 
         def train_loader():
             return sharding.EpochDataLoader(
-                rows,
-                batch_sampler=sampler,
+                self.rows,
+                batch_sampler=self.sampler,
                 collate_fn=train_collator,
                 num_workers=workers,
-                pin_memory=training_args.dataloader_pin_memory,
-                persistent_workers=training_args.dataloader_persistent_workers and workers > 0,
-                prefetch_factor=training_args.dataloader_prefetch_factor if workers > 0 else None,
+                pin_memory=args.dataloader_pin_memory,
+                persistent_workers=args.dataloader_persistent_workers and workers > 0,
+                prefetch_factor=args.dataloader_prefetch_factor if workers > 0 else None,
             )
 
-        callbacks = [
-            sigterm,
-            CheckpointCallback(
-                root=training_args.checkpoint_dir,
-                host=env.current_host,
-                hosts=env.hosts,
-                keep=keep,
-                resumed_step=decision.step,
-                ours=decision.ours,
-                identity=planner.identity,
-                lineage=decision.lineage,
-                history=history,
-            ),
-            EpochCallback(sampler, layout.plan.num_batches),
+        trainer = self.trainer_cls(
+            model=self.model,
+            args=args,
+            train_dataset=self.rows,
+            eval_dataset=self.eval_features,
+            processing_class=self.tokenizer,
+            data_collator=self.task.collator(self.tokenizer, self.model, args),
+            compute_metrics=self.compute_metrics,
+            callbacks=self._callbacks(),
+            train_loader_factory=train_loader,
+        )
+        trainer.remove_callback(PrinterCallback)  # METRIC lines carry the same numbers
+        return trainer
+
+    def _callbacks(self) -> list:
+        decision = self.decision
+        return [
+            self.sigterm,
+            CheckpointCallback(root=self.args.checkpoint_dir, host=self.env.current_host, hosts=self.env.hosts,
+                               keep=self.keep, resumed_step=decision.step, ours=decision.ours,
+                               identity=self.planner.identity, lineage=decision.lineage, history=self.history),
+            EpochCallback(self.sampler, self.layout.plan.num_batches),
             LogLinesCallback(),
             ProgressLineCallback(),
             NcclTransportCallback(),  # which network NCCL chose (EFA or a TCP fallback)
         ]
-        trainer = trainer_cls(
-            model=model,
-            args=training_args,
-            train_dataset=rows,
-            eval_dataset=eval_features,
-            processing_class=tokenizer,
-            data_collator=task.collator(tokenizer, model, training_args),
-            compute_metrics=compute_metrics,
-            callbacks=callbacks,
-            train_loader_factory=train_loader,
-        )
-        from transformers.trainer_callback import PrinterCallback
 
-        trainer.remove_callback(PrinterCallback)  # METRIC lines carry the same numbers
-        return trainer
+    # --- train: from the agreed checkpoint, falling back to an older one when it fails to load
+    def train(self):
+        args = self.args
+        steps_per_epoch = math.ceil(self.layout.plan.num_batches / args.gradient_accumulation_steps)
+        total_steps = args.max_steps if args.max_steps > 0 else math.ceil(args.num_train_epochs * steps_per_epoch)
+        while True:
+            trainer = self.build_trainer()
+            try:
+                return trainer, self._train_once(trainer, total_steps)
+            except resume.CheckpointLoadError as err:
+                if self.decision.step is None or args.resume_from_checkpoint:
+                    raise
+                self.decision = self.planner.next_after(self.decision.step, err.reason)
+                if self.history is not None:
+                    _record_start(self.history, self.decision, self.env, self.world)
+                self.model = self.build_model()  # the failed load may have changed some weights
 
-    steps_per_epoch = math.ceil(layout.plan.num_batches / training_args.gradient_accumulation_steps)
-    total_steps = training_args.max_steps if training_args.max_steps > 0 else math.ceil(
-        training_args.num_train_epochs * steps_per_epoch)
-    while True:
-        trainer = build_trainer(model, decision)
-        try:
-            if decision.step is not None and decision.step >= total_steps:
-                # the previous attempt finished training but not the final save: don't train a step more
-                logger.info("training finished at %s already: writing the final model from it", decision.path)
-                if trainer.is_fsdp_enabled and fsdp.version(training_args) == 2:
-                    fsdp.wrap_without_training(trainer)  # the Trainer loads shards into wrapped models only
-                    trainer._load_from_checkpoint(decision.path, trainer.model_wrapped)
-                else:
-                    trainer._load_from_checkpoint(decision.path)
-                metrics = {"train_global_step": float(decision.step)}
-            else:
-                result = trainer.train(resume_from_checkpoint=decision.path)
-                metrics = {k: v for k, v in result.metrics.items() if isinstance(v, int | float)}
-            break
-        except resume.CheckpointLoadError as err:
-            if decision.step is None or training_args.resume_from_checkpoint:
-                raise
-            decision = planner.next_after(decision.step, err.reason)
-            if history is not None:
-                _record_start(history, decision, env, world)
-            model = build_model()  # the failed load may have changed some weights
-    if history is not None and not sigterm.stopped:
-        history.beat(trainer.state.global_step, force=True, finished=True)
-    if sigterm.stopped:
-        if rank == 0:
+    def _train_once(self, trainer, total_steps: int) -> dict:
+        decision = self.decision
+        if decision.step is None or decision.step < total_steps:
+            result = trainer.train(resume_from_checkpoint=decision.path)
+            return {k: v for k, v in result.metrics.items() if isinstance(v, int | float)}
+        # the previous attempt finished training but not the final save: don't train a step more
+        logger.info("training finished at %s already: writing the final model from it", decision.path)
+        if trainer.is_fsdp_enabled and fsdp.version(self.args) == 2:
+            fsdp.wrap_without_training(trainer)  # the Trainer loads shards into wrapped models only
+            trainer._load_from_checkpoint(decision.path, trainer.model_wrapped)
+        else:
+            trainer._load_from_checkpoint(decision.path)
+        return {"train_global_step": float(decision.step)}
+
+    # --- outputs
+    def stopped_by_sigterm(self, trainer) -> bool:
+        if not self.sigterm.stopped:
+            if self.history is not None:
+                self.history.beat(trainer.state.global_step, force=True, finished=True)
+            return False
+        if self.rank == 0:
             logger.warning("stopped by SIGTERM at step %d after saving a checkpoint", trainer.state.global_step)
-        sigterm.uninstall()
-        distributed.barrier()
-        return 0
+        return True
 
-    if eval_features is not None and training_args.eval_at_end:
-        eval_kwargs = {}
-        if data_args.task == "summarization":
-            eval_kwargs = {"max_length": data_args.val_max_target_length,
-                           "num_beams": training_args.generation_num_beams}
-        metrics.update({k: v for k, v in trainer.evaluate(**eval_kwargs).items() if isinstance(v, int | float)})
-        if rank == 0:
-            trivial = baselines.compute(task, data_args, raw_train, raw_eval)
+    def evaluate(self, trainer, metrics: dict) -> None:
+        if self.eval_features is None or not self.args.eval_at_end:
+            return
+        scores = trainer.evaluate(**self.task.final_eval_kwargs(self.args))
+        metrics.update({k: v for k, v in scores.items() if isinstance(v, int | float)})
+        if self.rank == 0:
+            trivial = baselines.compute(self.task, self.data_args, self.raw_train, self.raw_eval)
             emit_metrics(trivial)
             metrics.update(trivial)
 
-    # --- the final model: written once, by global rank 0 (all ranks join for sharded models)
-    fsdp.save_final_model(trainer, env.model_dir)
-    if rank == 0:
-        export.make_readable_by_transformers4(env.model_dir)  # the registered inference image is transformers 4.x
-        metrics["total_runtime_seconds"] = time.time() - started
-        os.makedirs(env.output_data_dir, exist_ok=True)
-        with open(os.path.join(env.output_data_dir, "metrics.json"), "w") as handle:
-            json.dump(metrics, handle, indent=2, sort_keys=True)
-        logger.info("model written to %s, metrics to %s", env.model_dir, env.output_data_dir)
-    sigterm.uninstall()
+    def write_outputs(self, trainer, metrics: dict) -> None:
+        """The final model, written once by global rank 0 (all ranks join for sharded models), and metrics.json."""
+        env = self.env
+        fsdp.save_final_model(trainer, env.model_dir)
+        if self.rank == 0:
+            export.make_readable_by_transformers4(env.model_dir)  # the registered inference image is transformers 4.x
+            metrics["total_runtime_seconds"] = time.time() - self.started
+            os.makedirs(env.output_data_dir, exist_ok=True)
+            with open(os.path.join(env.output_data_dir, "metrics.json"), "w") as handle:
+                json.dump(metrics, handle, indent=2, sort_keys=True)
+            logger.info("model written to %s, metrics to %s", env.model_dir, env.output_data_dir)
+
+
+def _first_rows(dataset, limit):
+    if dataset is not None and limit:
+        return dataset.select(range(min(len(dataset), limit)))
+    return dataset
+
+
+def run(model_args, data_args, training_args) -> int:
+    job = TrainingRun(model_args, data_args, training_args)
+    job.setup()
+    job.load_data()
+    job.load_model_and_tokenizer()
+    job.tokenize()
+    job.lay_out_training()
+    job.decide_resume()
+    job.prepare_trainer()
+    trainer, metrics = job.train()
+    if not job.stopped_by_sigterm(trainer):
+        job.evaluate(trainer, metrics)
+        job.write_outputs(trainer, metrics)
+    job.sigterm.uninstall()
     distributed.barrier()
     return 0
 

@@ -18,12 +18,27 @@ class Task:
     def __init__(self, data_args) -> None:
         self.data_args = data_args
 
+    # --- arguments ---
+    def adjust_training_args(self, training_args) -> None:
+        """Task defaults for Trainer arguments the user left unset (before anything reads them)."""
+
+    def final_eval_kwargs(self, training_args) -> dict:
+        """Keyword arguments for the evaluation at the end of training (`Trainer.evaluate`)."""
+        return {}
+
     # --- data ---
     def resolve_columns(self, dataset, what: str) -> None:
         """Pick and check the column names on the first dataset seen (raises DataError)."""
 
     def check_columns(self, dataset, what: str) -> None:
         """Check a further dataset against the resolved names."""
+
+    def learn_from_data(self, datasets, all_gather) -> None:
+        """Read what the task needs from every rank's raw data (`datasets`: this rank's, None where absent) before
+        the model config is set; `all_gather(obj)` returns every rank's obj. Called on every rank."""
+
+    def check_tokenizer(self, tokenizer) -> None:
+        """Raise DataError when the task cannot work with this tokenizer."""
 
     # --- model ---
     def check_model(self, config) -> None:

@@ -72,6 +72,14 @@ class TextClassification(Task):
         columns = [self.text_column, self.data_args.label_column] + ([self.pair_column] if self.pair_column else [])
         require_columns(dataset, columns, what)
 
+    def learn_from_data(self, datasets, all_gather) -> None:
+        """The label set: the union of every rank's labels (a sharded channel gives each host some)."""
+        local = set()
+        for ds in datasets:
+            if ds is not None:
+                local |= set(ordered_labels(ds.unique(self.data_args.label_column)))
+        self.set_labels(ordered_labels({x for part in all_gather(sorted(local)) for x in part}))
+
     def set_labels(self, labels: list[str]) -> None:
         if len(labels) < 2:
             raise DataError(f"text classification needs at least 2 distinct labels, the data has {labels}")

@@ -28,6 +28,10 @@ class QuestionAnswering(Task):
     auto_model = AutoModelForQuestionAnswering
     default_max_length = 384
 
+    def check_tokenizer(self, tokenizer) -> None:
+        if not getattr(tokenizer, "is_fast", True):
+            raise DataError("question answering needs a fast tokenizer (offset mappings)")
+
     def resolve_columns(self, dataset, what: str) -> None:
         self.check_columns(dataset, what)
 

@@ -46,6 +46,13 @@ class Summarization(Task):
         self.summary_column: str | None = None
         self.prefix = ""
 
+    def adjust_training_args(self, training_args) -> None:
+        if training_args.generation_max_length is None:  # also for evaluations mid-training
+            training_args.generation_max_length = self.data_args.val_max_target_length
+
+    def final_eval_kwargs(self, training_args) -> dict:
+        return {"max_length": self.data_args.val_max_target_length, "num_beams": training_args.generation_num_beams}
+
     def resolve_columns(self, dataset, what: str) -> None:
         a = self.data_args
         self.text_column = pick_column(dataset, a.text_column, TEXT_CANDIDATES, "document")
