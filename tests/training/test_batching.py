@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import datasets
-import torch
-from hftrain import batching, runner
-from transformers import Trainer, TrainingArguments
+from hftrain import batching
 
 
 def _dataset(lengths):
@@ -49,17 +47,3 @@ def test_auto_groups_only_where_random_batches_waste_padding():
     assert lengths is None  # nothing to group here, but the decision is the shared one
     _, why = batching.training_lengths(narrow, "auto", 16, 0, _gather_as_if([(0.9, 10_000)]))
     assert "grouped by length" in why
-
-
-def test_evaluation_keeps_feature_order_under_group_by_length(tmp_path):
-    """transformers 5.3 evaluates in a random LengthGroupedSampler order when train_sampling_strategy is
-    group_by_length (our default); the runner's Trainer evaluates in feature order instead, so predictions line
-    up with the features that QA post-processing reads."""
-    ds = _dataset([(i * 7) % 23 + 1 for i in range(40)])
-    args = TrainingArguments(output_dir=str(tmp_path), train_sampling_strategy="group_by_length", use_cpu=True,
-                             report_to="none")
-    model = torch.nn.Linear(1, 1)
-    stock = Trainer(model=model, args=args)._get_eval_sampler(ds)
-    assert list(stock) != list(range(40))  # the library's behaviour this guards against
-    ours = runner.make_trainer_class(Trainer)(model=model, args=args)._get_eval_sampler(ds)
-    assert list(ours) == list(range(40))
