@@ -51,6 +51,16 @@ def schema() -> dict[str, dict[str, Any]]:
     return json.loads(SCHEMA_FILE.read_text())
 
 
+def tasks() -> tuple[str, ...]:
+    """The training code's tasks (its task registry, exported as the `task` hyperparameter's choices)."""
+    return tuple(schema()["task"]["choices"])
+
+
+def task_metrics() -> dict[str, tuple[str, ...]]:
+    """task -> the metric names its evaluation logs (`METRIC eval_... =` lines), from the same schema."""
+    return {task: tuple(names) for task, names in schema()["task"]["metrics"].items()}
+
+
 def settable() -> list[str]:
     blocked = set(PIPELINE) | set(SECRETS) | set(hp_rules.UNSETTABLE)
     return sorted(set(schema()) - blocked)

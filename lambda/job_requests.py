@@ -40,16 +40,10 @@ METRIC_VALUE_REGEX = "([-+0-9.eE]+|nan|inf)"
 COMMON_METRICS = ("loss", "grad_norm", "train_loss", "eval_loss", "epoch", "learning_rate", "train_runtime",
                   "train_samples_per_second", "train_steps_per_second", "eval_runtime",
                   "eval_samples_per_second")
-# What each task's evaluation logs (tests/training/test_metric_names.py derives them from real runs), with the
-# trivial baseline the training code reports next to it (eval_baseline_<metric>).
-TASK_METRICS = {
-    "question-answering": ("eval_exact_match", "eval_f1", "eval_HasAns_exact", "eval_HasAns_f1", "eval_NoAns_exact",
-                           "eval_NoAns_f1", "eval_baseline_exact_match", "eval_baseline_f1"),
-    "text-classification": ("eval_accuracy", "eval_macro_f1", "eval_baseline_accuracy", "eval_baseline_macro_f1"),
-    "summarization": ("eval_rouge1", "eval_rouge2", "eval_rougeL", "eval_rougeLsum", "eval_gen_len",
-                      "eval_baseline_rouge1", "eval_baseline_rouge2", "eval_baseline_rougeL",
-                      "eval_baseline_rougeLsum"),
-}
+# What each task's evaluation logs, with the trivial baseline the training code reports next to it
+# (eval_baseline_<metric>): declared by the task modules of training_code, read from the exported schema
+# (tests/training/test_metric_names.py checks them against real runs).
+TASK_METRICS = hyperparameters.task_metrics()
 # Read from the training code's per-window progress line ("[train] step 40/300 ... samples/s=52.3 ...").
 PROGRESS_METRICS = {"samples_per_second": r"\[train\] step .* samples/s=([-+0-9.eE]+)"}
 PROCESSING_STAGES = {"map": "tokenizer_map", "reduce": "tokenizer_reduce",

@@ -42,7 +42,7 @@ from spec_schema import (
 )
 
 SPEC_VERSION = 1
-TASKS = ("question-answering", "text-classification", "summarization")
+TASKS = hyperparameters.tasks()  # the training code's task registry (training_hyperparameters.json)
 CHANNELS = ("train", "validation", "test")
 DISTRIBUTION_TYPES = ("FullyReplicated", "ShardedByS3Key")
 INPUT_MODES = ("File", "FastFile")

@@ -11,6 +11,7 @@ Runs land in .local-runs/<time>/ (report/report.md and report/run.json for every
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import sys
 import time
@@ -18,7 +19,9 @@ from pathlib import Path
 
 from local_mode.cloud_assembly import AssemblyError
 
-TASKS = ("question-answering", "text-classification", "summarization")
+# The training code's task registry, as its exported hyperparameter schema lists it.
+TASKS = tuple(json.loads((Path(__file__).resolve().parents[1] / "training_code" / "hyperparameters.json")
+                         .read_text())["task"]["choices"])
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -3,7 +3,8 @@
 `ModelArguments` and `DataArguments` are ours; `SageMakerTrainingArguments` is the Trainer's
 `Seq2SeqTrainingArguments` with SageMaker-friendly defaults (checkpoints in the checkpoint dir, precision
 and optimizer picked from the hardware, dataloader workers sized to the machine) and a few extra fields.
-`hyperparameter_schema()` turns the parser into `hyperparameters.json` (name -> type, help, choices).
+`hyperparameter_schema()` turns the parser into `hyperparameters.json` (name -> type, help, choices; the `task`
+entry also lists each task's metric names). The task-specific fields come from the task modules (tasks/).
 """
 
 from __future__ import annotations
@@ -21,8 +22,8 @@ from typing import Any
 from transformers import Seq2SeqTrainingArguments
 
 from . import hp_rules, smenv
+from .tasks import REGISTRY, TASKS, metric_names
 
-TASKS = ("question-answering", "text-classification", "summarization")
 DATA_FORMATS = ("auto", "jsonl", "json", "csv", "parquet")
 PRECISIONS = ("auto", "bf16", "fp16", "fp32")
 ATTENTION = ("sdpa", "eager", "flash_attention_2", "flash_attention_3")
@@ -78,8 +79,8 @@ class ModelArguments:
 
 
 @dataclass
-class DataArguments:
-    """What to train on and how to turn it into model inputs."""
+class CommonDataArguments:
+    """What to train on and how to turn it into model inputs (every task; each task module adds its own)."""
 
     task: str | None = field(
         default=None,
@@ -122,26 +123,6 @@ class DataArguments:
             "summarization document/article/text/dialogue."
         },
     )
-    text_pair_column: str | None = field(
-        default=None,
-        metadata={
-            "help": "Second text of a pair (classification, MNLI-style). Default: text_pair/sentence2/hypothesis "
-            "when present; 'none' forces single texts."
-        },
-    )
-    label_column: str = field(default="label", metadata={"help": "Label column (classification)."})
-    summary_column: str | None = field(
-        default=None, metadata={"help": "Target summary column. Default: summary/highlights/target."}
-    )
-    question_column: str = field(default="question", metadata={"help": "Question column (question answering)."})
-    context_column: str = field(default="context", metadata={"help": "Context column (question answering)."})
-    answers_column: str = field(
-        default="answers",
-        metadata={
-            "help": "SQuAD answers column: {'text': [...], 'answer_start': [...]} (a JSON string in CSV files)."
-        },
-    )
-    id_column: str = field(default="id", metadata={"help": "Example id column (question answering; optional)."})
     # --- sequence lengths ---
     max_seq_length: int | None = field(
         default=None,
@@ -150,18 +131,6 @@ class DataArguments:
             "summarization 1024 (never above the tokenizer's model_max_length)."
         },
     )
-    doc_stride: int = field(
-        default=128, metadata={"help": "Question answering: overlap in tokens between chunks of a long context."}
-    )
-    max_target_length: int = field(default=128, metadata={"help": "Summarization: maximum summary length."})
-    val_max_target_length: int | None = field(
-        default=None,
-        metadata={"help": "Summarization: maximum generated length at evaluation. Default: max_target_length."},
-    )
-    source_prefix: str | None = field(
-        default=None,
-        metadata={"help": "Summarization: prefix added to every input. Default: 'summarize: ' for T5 models."},
-    )
     pad_to_max_length: bool = field(
         default=False,
         metadata={
@@ -169,16 +138,6 @@ class DataArguments:
             "batch."
         },
     )
-    # --- question answering post-processing ---
-    version_2_with_negative: bool = field(
-        default=False, metadata={"help": "Question answering: SQuAD v2 data (some questions have no answer)."}
-    )
-    null_score_diff_threshold: float = field(
-        default=0.0,
-        metadata={"help": "SQuAD v2: predict no answer when null score - best span score exceeds this."},
-    )
-    n_best_size: int = field(default=20, metadata={"help": "Question answering: start/end candidates per feature."})
-    max_answer_length: int = field(default=30, metadata={"help": "Question answering: longest answer in tokens."})
     # --- sizes and preprocessing ---
     max_train_samples: int | None = field(
         default=None, metadata={"help": "Use only this many training examples (per host on sharded input)."}
@@ -197,8 +156,15 @@ class DataArguments:
         if self.data_format not in DATA_FORMATS:
             raise ArgumentError(f"data_format must be one of {DATA_FORMATS}, got {self.data_format!r}")
         # Bounds and combinations (doc_stride vs max_seq_length, ...) are in hp_rules, checked by parse_args.
-        if self.val_max_target_length is None:
-            self.val_max_target_length = self.max_target_length
+        for task in REGISTRY.values():
+            task.default_arguments(self)
+
+
+# Every task's hyperparameters are accepted whatever the task (as before the split): one namespace for SageMaker.
+DataArguments = dataclass(type("DataArguments", (CommonDataArguments, *(
+    task.arguments for task in REGISTRY.values() if task.arguments is not None)), {
+        "__doc__": "What to train on and how to turn it into model inputs: the common fields and every task's.",
+        "__module__": __name__}))
 
 
 def _kv_to_dict(value: str) -> dict[str, Any]:
@@ -511,6 +477,8 @@ def hyperparameter_schema() -> dict[str, dict[str, Any]]:
             entry["choices"] = choices
         if action.dest in defaults:
             entry["default"] = defaults[action.dest]
+        if action.dest == "task":  # what each task's evaluation logs: the Lambdas' metric definitions
+            entry["metrics"] = metric_names()
         if action.dest == "accelerator_config":  # the Trainer builds AcceleratorConfig(**value): no other keys
             from transformers.trainer_pt_utils import AcceleratorConfig
 

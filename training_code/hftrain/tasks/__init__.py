@@ -1,24 +1,41 @@
-"""One module per task: column checks, tokenization, collator, model class and metrics."""
+"""One module per task: its hyperparameters, column checks, tokenization, collator, model class and metrics.
+
+The registry is built from the modules in this package: every `Task` subclass with a `name` is a task. Adding a
+task is one new module here (and its tests); the argument parser, hyperparameters.json (which the Lambdas read for
+the task names and metric definitions) and the runner derive from the registry.
+"""
 
 from __future__ import annotations
+
+import importlib
+import pkgutil
 
 from .base import Task
 
 
+def _discover() -> dict[str, type[Task]]:
+    found: list[type[Task]] = []
+    for info in pkgutil.iter_modules(__path__):
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        found += [value for value in vars(module).values()
+                  if isinstance(value, type) and issubclass(value, Task) and value.__module__ == module.__name__
+                  and value.name]
+    return {cls.name: cls for cls in sorted(found, key=lambda cls: (cls.order, cls.name))}
+
+
+REGISTRY: dict[str, type[Task]] = _discover()
+TASKS: tuple[str, ...] = tuple(REGISTRY)
+
+
 def get_task(name: str, data_args) -> Task:
-    if name == "question-answering":
-        from .qa import QuestionAnswering
-
-        return QuestionAnswering(data_args)
-    if name == "text-classification":
-        from .classification import TextClassification
-
-        return TextClassification(data_args)
-    if name == "summarization":
-        from .summarization import Summarization
-
-        return Summarization(data_args)
-    raise ValueError(f"unknown task {name!r}")
+    if name not in REGISTRY:
+        raise ValueError(f"unknown task {name!r}")
+    return REGISTRY[name](data_args)
 
 
-__all__ = ["Task", "get_task"]
+def metric_names() -> dict[str, list[str]]:
+    """task -> the metric names its evaluation logs (METRIC lines), for the Lambdas' metric definitions."""
+    return {name: list(cls.metric_names()) for name, cls in REGISTRY.items()}
+
+
+__all__ = ["REGISTRY", "TASKS", "Task", "get_task", "metric_names"]

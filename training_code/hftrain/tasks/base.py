@@ -10,10 +10,22 @@ class ModelTaskMismatch(ValueError):
 
 
 class Task:
-    name = ""
+    name = ""  # the `task` hyperparameter's value; a subclass with a name is registered (tasks/__init__.py)
+    order = 100  # position in the lists of tasks (choices, error messages)
+    arguments = None  # a dataclass of the task's own hyperparameters (fields of DataArguments)
+    metrics: tuple[str, ...] = ()  # what compute_metrics returns (logged as eval_<name>)
+    baseline_metrics: tuple[str, ...] = ()  # what baselines.compute returns (eval_baseline_<name>)
     auto_model = None  # the transformers Auto* class
     trainer_class = Trainer
     default_max_length = 128
+
+    @classmethod
+    def metric_names(cls) -> tuple[str, ...]:
+        return tuple(f"eval_{m}" for m in cls.metrics) + tuple(f"eval_baseline_{m}" for m in cls.baseline_metrics)
+
+    @classmethod
+    def default_arguments(cls, data_args) -> None:
+        """Fill defaults of the task's hyperparameters that depend on others (DataArguments.__post_init__)."""
 
     def __init__(self, data_args) -> None:
         self.data_args = data_args

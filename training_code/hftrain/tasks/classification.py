@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import numpy as np
 from transformers import AutoModelForSequenceClassification
 
@@ -46,8 +48,26 @@ def accuracy_and_macro_f1(predictions: np.ndarray, labels: np.ndarray, num_label
     return {"accuracy": float(np.mean(predictions == labels)), "macro_f1": float(np.mean(f1s)) if f1s else 0.0}
 
 
+@dataclass
+class TextClassificationArguments:
+    """Text classification hyperparameters: the label and text-pair columns."""
+
+    text_pair_column: str | None = field(
+        default=None,
+        metadata={
+            "help": "Second text of a pair (classification, MNLI-style). Default: text_pair/sentence2/hypothesis "
+            "when present; 'none' forces single texts."
+        },
+    )
+    label_column: str = field(default="label", metadata={"help": "Label column (classification)."})
+
+
 class TextClassification(Task):
     name = "text-classification"
+    order = 20
+    arguments = TextClassificationArguments
+    metrics = ("accuracy", "macro_f1")
+    baseline_metrics = ("accuracy", "macro_f1")
     auto_model = AutoModelForSequenceClassification
     default_max_length = 128
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 
 import numpy as np
 from transformers import AutoModelForQuestionAnswering
@@ -23,8 +24,39 @@ def _answers(value) -> dict:
     return {"text": list(value.get("text") or []), "answer_start": [int(s) for s in value.get("answer_start") or []]}
 
 
+@dataclass
+class QuestionAnsweringArguments:
+    """Question answering hyperparameters: the SQuAD columns, chunking, post-processing."""
+
+    question_column: str = field(default="question", metadata={"help": "Question column (question answering)."})
+    context_column: str = field(default="context", metadata={"help": "Context column (question answering)."})
+    answers_column: str = field(
+        default="answers",
+        metadata={
+            "help": "SQuAD answers column: {'text': [...], 'answer_start': [...]} (a JSON string in CSV files)."
+        },
+    )
+    id_column: str = field(default="id", metadata={"help": "Example id column (question answering; optional)."})
+    doc_stride: int = field(
+        default=128, metadata={"help": "Question answering: overlap in tokens between chunks of a long context."}
+    )
+    version_2_with_negative: bool = field(
+        default=False, metadata={"help": "Question answering: SQuAD v2 data (some questions have no answer)."}
+    )
+    null_score_diff_threshold: float = field(
+        default=0.0,
+        metadata={"help": "SQuAD v2: predict no answer when null score - best span score exceeds this."},
+    )
+    n_best_size: int = field(default=20, metadata={"help": "Question answering: start/end candidates per feature."})
+    max_answer_length: int = field(default=30, metadata={"help": "Question answering: longest answer in tokens."})
+
+
 class QuestionAnswering(Task):
     name = "question-answering"
+    order = 10
+    arguments = QuestionAnsweringArguments
+    metrics = ("exact_match", "f1", "HasAns_exact", "HasAns_f1", "NoAns_exact", "NoAns_f1")
+    baseline_metrics = ("exact_match", "f1")
     auto_model = AutoModelForQuestionAnswering
     default_max_length = 384
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 
 import numpy as np
 from transformers import AutoModelForSeq2SeqLM, DataCollatorForSeq2Seq, Seq2SeqTrainer
@@ -34,8 +35,30 @@ def rouge(predictions: list[str], references: list[str]) -> dict[str, float]:
     return {k: 100.0 * v / n for k, v in totals.items()}
 
 
+@dataclass
+class SummarizationArguments:
+    """Summarization hyperparameters: the summary column, target lengths, the input prefix."""
+
+    summary_column: str | None = field(
+        default=None, metadata={"help": "Target summary column. Default: summary/highlights/target."}
+    )
+    max_target_length: int = field(default=128, metadata={"help": "Summarization: maximum summary length."})
+    val_max_target_length: int | None = field(
+        default=None,
+        metadata={"help": "Summarization: maximum generated length at evaluation. Default: max_target_length."},
+    )
+    source_prefix: str | None = field(
+        default=None,
+        metadata={"help": "Summarization: prefix added to every input. Default: 'summarize: ' for T5 models."},
+    )
+
+
 class Summarization(Task):
     name = "summarization"
+    order = 30
+    arguments = SummarizationArguments
+    metrics = ("rouge1", "rouge2", "rougeL", "rougeLsum", "gen_len")
+    baseline_metrics = ("rouge1", "rouge2", "rougeL", "rougeLsum")
     auto_model = AutoModelForSeq2SeqLM
     trainer_class = Seq2SeqTrainer
     default_max_length = 1024
@@ -45,6 +68,11 @@ class Summarization(Task):
         self.text_column: str | None = None
         self.summary_column: str | None = None
         self.prefix = ""
+
+    @classmethod
+    def default_arguments(cls, data_args) -> None:
+        if data_args.val_max_target_length is None:
+            data_args.val_max_target_length = data_args.max_target_length
 
     def adjust_training_args(self, training_args) -> None:
         if training_args.generation_max_length is None:  # also for evaluations mid-training
