@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -17,8 +18,29 @@ def test_hyperparameters_json_matches_the_dataclasses():
     assert "smddp" in on_disk["ddp_backend"]["choices"]
     assert on_disk["fsdp_config"]["type"] == "object"
     assert on_disk["resume"]["type"] == "boolean"
-    for entry in on_disk.values():
-        assert set(entry) <= {"type", "help", "choices", "default", "keys"} and entry["type"]
+    for name, entry in on_disk.items():
+        assert set(entry) <= {"type", "help", "choices", "default", "keys"} | ({"metrics"} if name == "task" else set())
+        assert entry["type"]
+
+
+def test_the_task_registry_is_the_schema_s_task_list_and_metric_names():
+    """Every task module's Task is registered; the schema (what the Lambdas read) lists exactly those tasks, in the
+    registry's order, with the metric names each declares."""
+    from hftrain.tasks import REGISTRY
+    from hftrain.tasks.classification import TextClassification
+    from hftrain.tasks.qa import QuestionAnswering
+    from hftrain.tasks.summarization import Summarization
+
+    assert REGISTRY == {"question-answering": QuestionAnswering, "text-classification": TextClassification,
+                        "summarization": Summarization}
+    task = json.loads(hp.SCHEMA_FILE.read_text())["task"]
+    assert task["choices"] == list(REGISTRY)
+    assert task["metrics"] == {name: list(cls.metric_names()) for name, cls in REGISTRY.items()}
+    assert task["metrics"]["text-classification"] == [
+        "eval_accuracy", "eval_macro_f1", "eval_baseline_accuracy", "eval_baseline_macro_f1"]
+    for cls in REGISTRY.values():  # each task's own hyperparameters are DataArguments fields
+        assert {f.name for f in dataclasses.fields(cls.arguments)} <= {f.name for f in dataclasses.fields(
+            hp.DataArguments)}
 
 
 def test_toolkit_style_arguments(tmp_path, monkeypatch):
