@@ -19,11 +19,18 @@ $(VENV)/.stamp: requirements.txt requirements-dev.txt training_code/requirements
 	$(PY) -m pip install -q -r requirements-dev.txt
 	touch $@
 
+# checkov in a venv of its own: its dependency pins conflict with the project's (requirements-checkov.txt).
+.venv-checkov/.stamp: requirements-checkov.txt
+	test -x .venv-checkov/bin/python || $(PYTHON) -m venv .venv-checkov
+	.venv-checkov/bin/python -m pip install -q --upgrade pip==25.3
+	.venv-checkov/bin/python -m pip install -q -r requirements-checkov.txt
+	touch $@
+
 node_modules/.stamp: package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
-setup: $(VENV)/.stamp node_modules/.stamp
+setup: $(VENV)/.stamp .venv-checkov/.stamp node_modules/.stamp
 
 # Synthesizes every stack of one environment into cdk.out/ with no AWS credentials (cdk-nag runs in synth).
 # Into $(SYNTH_OUT).new first: the previous cdk.out/ stays until the new synth succeeded.

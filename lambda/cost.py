@@ -5,8 +5,10 @@ attempt that ends with MaxWaitTimeExceeded or a capacity error has billed at mos
 case is the sum over every built request (`job_requests.build_requests`: each training attempt, the tokenizer
 jobs) of MaxRuntimeInSeconds x instance count x on-demand price per hour (`instance_prices`; spot is billed at
 most that). Waiting for spot capacity is not billed; the StoppingCondition bounds the complete job, SageMaker's
-own InternalServerError retries included (RetryStrategy, SageMaker API reference). Used by `runctl plan`; named
-for what it computes so that other checks (spend limits) can use the same figure.
+own InternalServerError retries included: "When RetryStrategy is specified in the job request,
+MaxRuntimeInSeconds specifies the maximum time for all of the attempts in total, not each individual attempt"
+(StoppingCondition, SageMaker API reference). The one worst-case figure of the project: Prepare's spend limit
+(spend.cost_problems in preflight.check), the start handlers' per-job check (request_guard) and `runctl plan`.
 """
 
 from __future__ import annotations
@@ -27,9 +29,9 @@ def _kind(run: dict[str, Any], operation: str, name: str) -> str:
         name, "processing")
 
 
-def request_item(run: dict[str, Any], operation: str, request: dict[str, Any],
-                 prices: dict[str, float]) -> dict[str, Any]:
-    """The worst case of one CreateTrainingJob / CreateProcessingJob request."""
+def request_cost(operation: str, request: dict[str, Any], prices: dict[str, float]) -> dict[str, Any]:
+    """The worst case of one CreateTrainingJob / CreateProcessingJob request (no run needed: the start handlers
+    price the request they are about to send)."""
     if operation == "CreateTrainingJob":
         name, resources = request["TrainingJobName"], request["ResourceConfig"]
         spot = bool(request.get("EnableManagedSpotTraining"))
@@ -40,9 +42,23 @@ def request_item(run: dict[str, Any], operation: str, request: dict[str, Any],
     seconds = int(request["StoppingCondition"]["MaxRuntimeInSeconds"])
     price = prices.get(instance_type)
     usd = None if price is None else round(seconds / 3600 * count * price, 2)
-    return {"job": name, "kind": _kind(run, operation, name), "instance_type": instance_type,
-            "instance_count": count, "max_seconds": seconds, "spot": spot, "price_per_hour": price,
-            "worst_case_usd": usd}
+    return {"job": name, "instance_type": instance_type, "instance_count": count, "max_seconds": seconds,
+            "spot": spot, "price_per_hour": price, "worst_case_usd": usd}
+
+
+def request_item(run: dict[str, Any], operation: str, request: dict[str, Any],
+                 prices: dict[str, float]) -> dict[str, Any]:
+    """`request_cost` with the job's kind in the run (training attempt k, tokenizer map/reduce)."""
+    item = request_cost(operation, request, prices)
+    return {"job": item["job"], "kind": _kind(run, operation, item["job"]), **item}
+
+
+def describe(item: dict[str, Any]) -> str:
+    """One line for a refusal: job, instances, price, hours, worst case."""
+    price = "no price" if item["price_per_hour"] is None else f"${item['price_per_hour']:g}/h"
+    usd = "" if item["worst_case_usd"] is None else f" = ${item['worst_case_usd']:,.2f}"
+    return (f"{item['job']}: {item['instance_count']} x {item['instance_type']} at {price} x "
+            f"{item['max_seconds'] / 3600:g} h{usd}")
 
 
 def worst_case_cost(run: dict[str, Any], requests: list[tuple[str, dict[str, Any]]],

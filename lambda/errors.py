@@ -73,3 +73,9 @@ class ThrottlingException(PipelineError):
 
 class ResourceLimitExceeded(PipelineError):
     """A SageMaker account quota was hit, e.g. too many concurrent jobs (retry with backoff)."""
+
+
+class RequestRejected(ProblemsError):
+    """A start handler's request breaks the environment's rules (a forged or stale run); nothing was created."""
+
+    headline = "request rejected before SageMaker, no job was started"

@@ -14,6 +14,7 @@ Contracts, exception names, API actions and env vars: docs/run_spec.md ("Handler
 | plan_fallback    | {run, attempt, status}                  | next attempt index ($.attempt)              |
 | finish           | {run, job}                              | run summary ($.result)                      |
 | notify_failure   | the state with error {Error, Cause}     | {notified, message_id, error, reason} ($.notification) |
+| stop_run_jobs    | EventBridge execution status change     | {execution_arn, status, run_id, jobs, stopped} |
 """
 
 from __future__ import annotations
@@ -31,7 +32,10 @@ import job_requests
 import messages
 import model_package
 import naming
+import orphans
 import outcomes
+import registry
+import request_guard
 from aws import aws_errors, client, error_code, is_already_exists, is_not_found
 from botocore.exceptions import ClientError
 from errors import JobConflictError, JobFailedError, PreflightError, SpecError
@@ -135,7 +139,7 @@ def prepare(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
         raw = parse_spec_text(raw)
     exec_small = {k: v for k, v in (execution or {}).items() if k.lower() in ("id", "name", "starttime", "start_time")}
     run = prepare_run(raw, settings, run_id=payload.get("run_id"), execution=exec_small, source=source, s3=s3,
-                      sagemaker=client("sagemaker"), ec2=client("ec2"))
+                      sagemaker=client("sagemaker"), ec2=client("ec2"), stepfunctions=client("stepfunctions"))
     _log("prepared", run_id=run["run_id"], tokenizer_stage=run["tokenizer_stage"], max_attempts=run["max_attempts"])
     return {"run": run, "poll_seconds": settings.poll_seconds, "tokenizer_enabled": run["tokenizer_stage"],
             "attempt": 0}
@@ -197,7 +201,8 @@ def start_processing(event: dict[str, Any], context: Any = None) -> dict[str, An
     """Input {run, stage: map|reduce}; starts the tokenizer processing job; returns the job ($.job)."""
     settings = load_settings()
     run, stage = event["run"], event["stage"]
-    request = job_requests.processing_request(run, settings, stage)
+    request = request_guard.build(job_requests.processing_request, run, settings, stage)
+    request_guard.check_processing(request, run, settings, job_requests.PROCESSING_STAGES[stage])
     name = request["ProcessingJobName"]
     sm = client("sagemaker")
     arn, created = _start_once(request, name, lambda: sm.describe_processing_job(ProcessingJobName=name),
@@ -215,7 +220,8 @@ def start_training(event: dict[str, Any], context: Any = None) -> dict[str, Any]
     settings = load_settings()
     run = event["run"]
     attempt = int(event.get("attempt") or 0)
-    request = job_requests.training_request(run, settings, attempt)
+    request = request_guard.build(job_requests.training_request, run, settings, attempt)
+    request_guard.check_training(request, run, settings, attempt)
     name = request["TrainingJobName"]
     sm = client("sagemaker")
     arn, created = _start_once(request, name, lambda: sm.describe_training_job(TrainingJobName=name),
@@ -359,9 +365,12 @@ def finish(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
     attempts.append({"attempt": attempt, "job_name": job["job_name"], **_job_config(desc), "outcome": "completed",
                      "reason": "Completed", "interruptions": outcomes.interruptions(desc)})
     model_uri = desc["ModelArtifacts"]["S3ModelArtifacts"]
+    frozen = registry.freeze_model_artifact(client("s3"), settings, run["run_id"], job["job_name"], model_uri)
     _put_json(settings, run["uris"]["metrics"], metrics)
     metadata = {"run_id": run["run_id"], "training_job": job["job_name"], "task": spec["task"],
-                "base_model": spec["model"], "attempts": str(attempt + 1)}
+                "base_model": spec["model"], "attempts": str(attempt + 1),
+                "model_etag": frozen["etag"] or "-", "model_version_id": frozen["version_id"] or "-",
+                "source_version_id": frozen["source_version_id"] or "-"}
     for name, value in list(metrics.items())[: 50 - len(metadata)]:
         metadata[name] = _metadata_value(value)
     description = f"{spec['task']} fine-tune of {spec['model']}, run {run['run_id']}"
@@ -372,8 +381,8 @@ def finish(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
             ModelPackageGroupName=settings.model_package_group,
             ModelPackageDescription=description[:1024],
             ModelApprovalStatus="PendingManualApproval",
-            InferenceSpecification=model_package.inference_specification(settings.inference_image_uri, model_uri,
-                                                                          spec["task"]),
+            InferenceSpecification=registry.pinned(model_package.inference_specification(
+                settings.inference_image_uri, frozen["uri"], spec["task"]), frozen),
             ModelMetrics={"ModelQuality": {"Statistics": {"ContentType": "application/json",
                                                           "S3Uri": run["uris"]["metrics"]}}},
             CustomerMetadataProperties=metadata,
@@ -383,7 +392,8 @@ def finish(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
     checkpoints = _checkpoint_report(run)
     summary = {
         "run_id": run["run_id"], "status": "Succeeded", "task": spec["task"], "base_model": spec["model"],
-        "job_name": job["job_name"], "model_uri": model_uri, "metrics": metrics, "cost": cost,
+        "job_name": job["job_name"], "model_uri": model_uri, "registered_model_uri": frozen["uri"],
+        "registered_model_etag": frozen["etag"], "metrics": metrics, "cost": cost,
         "model_package_arn": package_arn, "model_package_group": settings.model_package_group,
         "summary_uri": run["uris"]["summary"], "metrics_uri": run["uris"]["metrics"], "attempts": attempts,
         "source": run.get("source"), "links": messages.run_links(settings, run, job["job_name"]),
@@ -458,3 +468,13 @@ def notify_failure(event: dict[str, Any], context: Any = None) -> dict[str, Any]
     message_id = _publish(settings, subject, message, "Failed", summary["run_id"])
     _log("failure notified", error=name, run_id=summary["run_id"], message_id=message_id)
     return {"notified": True, "message_id": message_id, "error": name, "reason": reason[:2000]}
+
+
+# --- orphaned jobs ---------------------------------------------------------------------------------------
+def stop_run_jobs(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
+    """EventBridge "Step Functions Execution Status Change" (FAILED, TIMED_OUT, ABORTED) -> stop the run's jobs
+    still InProgress (orphans.py)."""
+    settings = load_settings()
+    result = orphans.stop_run_jobs(event, client("stepfunctions"), client("sagemaker"), settings.state_machine_arns)
+    _log("orphaned jobs checked", **{k: result.get(k) for k in ("execution_arn", "status", "run_id", "stopped")})
+    return result

@@ -4,9 +4,13 @@ They read only the plan (`run["attempts"]`, `run["job_names"]`, `run["uris"]`) a
 builds every request of a run once (`build_requests`) for pre-flight to check; start_* build one again.
 
 The content matches what the SageMaker Python SDK (v2) Hugging Face estimator and framework processor
-send for the same settings (see shared/SAGEMAKER_NOTES.md): reserved `sagemaker_*` hyperparameters, every
+send for the same settings (sagemaker-python-sdk v2, `sagemaker/estimator.py` Framework and
+`sagemaker/processing.py` FrameworkProcessor): reserved `sagemaker_*` hyperparameters, every
 hyperparameter value JSON-encoded, `sourcedir.tar.gz` from the deploy-time code prefix, torch_distributed
-flags, managed spot with a checkpoint prefix kept across attempts.
+flags, managed spot with a checkpoint prefix kept across attempts. A training job that needs no internet (a model
+from S3, nothing fetched from the Hub, no remote reporting: `hyperparameters.needs_internet`) runs with
+EnableNetworkIsolation; it cannot download `sourcedir.tar.gz` itself, so the code arrives as the `code` channel
+and `sagemaker_submit_directory` names the file inside the container (what the SDK v2 does).
 """
 
 from __future__ import annotations
@@ -28,6 +32,8 @@ MAP_INPUT_DIR = "/opt/ml/processing/input/data"
 MAP_OUTPUT_DIR = "/opt/ml/processing/output/counts"
 REDUCE_INPUT_DIR = "/opt/ml/processing/input/counts"
 REDUCE_OUTPUT_DIR = "/opt/ml/processing/output/tokenizer"
+CODE_CHANNEL = "code"  # network-isolated training jobs: the code as an input channel
+ISOLATED_CODE_DIR = f"/opt/ml/input/data/{CODE_CHANNEL}"
 
 # Metric definitions match the training script's `METRIC <name>=<value>` lines (CONTRACTS.md).
 METRIC_VALUE_REGEX = "([-+0-9.eE]+|nan|inf)"
@@ -67,12 +73,21 @@ def tags(settings: Settings, run: dict[str, Any]) -> list[dict[str, str]]:
     return [{"Key": k, "Value": v} for k, v in list(fixed.items()) + extra]
 
 
+def network_isolated(spec: dict[str, Any]) -> bool:
+    return not hyperparameters.needs_internet(spec["model"], spec["hyperparameters"])
+
+
+def code_tarball(settings: Settings) -> str:
+    return f"{settings.code_s3_prefix}sourcedir.tar.gz"
+
+
 def training_hyperparameters(run: dict[str, Any], settings: Settings, attempt: int) -> dict[str, Any]:
     """Unencoded hyperparameters: reserved ones, the pipeline's, then the spec's."""
     spec, planned = run["spec"], run["attempts"][attempt]
     values: dict[str, Any] = {
         "sagemaker_program": ENTRY_POINT,
-        "sagemaker_submit_directory": f"{settings.code_s3_prefix}sourcedir.tar.gz",
+        "sagemaker_submit_directory": (f"{ISOLATED_CODE_DIR}/sourcedir.tar.gz" if network_isolated(spec)
+                                       else code_tarball(settings)),
         "sagemaker_container_log_level": CONTAINER_LOG_LEVEL,
         "sagemaker_job_name": planned["job_name"],
         "sagemaker_region": settings.region,
@@ -122,6 +137,8 @@ def input_channels(run: dict[str, Any], settings: Settings) -> list[dict[str, An
         channels.append(_s3_channel("model", spec["model"]))
     if run["tokenizer_stage"]:
         channels.append(_s3_channel("tokenizer", run["uris"]["tokenizer"]))
+    if network_isolated(spec):
+        channels.append(_s3_channel(CODE_CHANNEL, code_tarball(settings)))
     return channels
 
 
@@ -159,7 +176,7 @@ def training_request(run: dict[str, Any], settings: Settings, attempt: int = 0) 
         },
         "StoppingCondition": stopping,
         "Tags": tags(settings, run),
-        "EnableNetworkIsolation": False,
+        "EnableNetworkIsolation": network_isolated(spec),
         "EnableInterContainerTrafficEncryption": settings.inter_container_encryption,
         "EnableManagedSpotTraining": config["spot"],
         "CheckpointConfig": {"S3Uri": run["uris"]["checkpoint"], "LocalPath": CHECKPOINT_LOCAL_PATH},

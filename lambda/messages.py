@@ -21,6 +21,8 @@ HINTS = {
     "ThrottlingException": "AWS API limits were hit even after retries; submit again later.",
     "ResourceLimitExceeded": "A SageMaker quota (e.g. concurrent jobs or instances of this type) is used up; wait for "
                              "other jobs or request a quota increase in Service Quotas.",
+    "RequestRejected": "The job request broke this environment's rules (a hand-made or stale run); start runs with a "
+                       "run spec through the state machine or an upload to runs/, which Prepare checks.",
     "SettingsError": "The deployment is misconfigured (PIPELINE_SETTINGS); ask the platform team to redeploy.",
     "States.Timeout": "A step timed out; check the job and the execution history, then submit again.",
     "TrainingJobFailed": "Read the training job's CloudWatch logs (link below), fix the settings or data, submit again.",

@@ -1,4 +1,10 @@
-"""Names and addresses: run ids, job names, execution names, console links. Pure."""
+"""Names and addresses: run ids, job names, execution names, instance types, ARNs, console links. Pure.
+
+The one declaration of these patterns and builders: the Lambdas, runctl (runctl/core.py) and the stacks' config
+(stacks/config.py, through stacks/lambda_modules.py) import them; tests/lambda/test_lambda_naming.py fails when
+a copy reappears. Patterns are whole-string, in the regex subset Python and ECMAScript share (run_spec.py puts
+them in the JSON Schema).
+"""
 
 from __future__ import annotations
 
@@ -9,12 +15,18 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
 
+# A run spec's `name` (and so a run id's first part).
+NAME = r"[a-z][a-z0-9-]{0,31}"
+NAME_RE = re.compile(NAME)  # fullmatch
+# ml.<family>.<size>; families may hold '-' (ml.p6-b200.48xlarge, botocore's TrainingInstanceType).
+INSTANCE_TYPE = r"ml\.[a-z0-9-]+\.[a-z0-9]+"
+INSTANCE_TYPE_RE = re.compile(INSTANCE_TYPE)  # fullmatch
 JOB_NAME_RE = re.compile(r"[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}")  # fullmatch: SageMaker's TrainingJobName
 JOB_NAME_MAX = 63
 EXECUTION_NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,80}")
 # 16 hex digits = 64 random bits (or 64 bits of a hash of the unique execution ARN): run ids do not collide.
 RUN_ID_HEX = 16
-RUN_ID_RE = re.compile(r"(?P<name>[a-z][a-z0-9-]{0,31})-(?P<ts>[0-9]{14})-(?P<hex>[0-9a-f]{16})")
+RUN_ID_RE = re.compile(rf"(?P<name>{NAME})-(?P<ts>[0-9]{{14}})-(?P<hex>[0-9a-f]{{{RUN_ID_HEX}}})")
 # Stage -> short code used in job names.
 STAGE_CODES = {"tokenizer_map": "tokmap", "tokenizer_reduce": "tokred", "train": "train"}
 
@@ -82,6 +94,7 @@ def execution_name_for_object(bucket: str, key: str, identity: str) -> str:
 
 
 def execution_arn(state_machine_arn: str, name: str) -> str:
+    """The ARN of execution `name` of a state machine."""
     return state_machine_arn.replace(":stateMachine:", ":execution:", 1) + f":{name}"
 
 

@@ -1,12 +1,16 @@
 """Pre-flight checks run by Prepare before any job starts; every problem names the spec field it is about.
 
 `check` is the one entry point; it reads the planned run and the requests Prepare built (it builds none):
-- `static_problems`: the spec against the environment (instance types, counts, SMDDP, FSx, buckets).
+- `static_problems`: the spec against the environment (instance types, counts, SMDDP, FSx, buckets) and the
+  code-execution policy (`hyperparameters.policy_problems`: what the hyperparameters may make a job import,
+  fetch or send out here).
 - `training_request_problems` / `processing_request_problems`: the SageMaker API limits the service model does
   not check client-side (names, hyperparameter sizes, channels, VPC, stopping condition, container arguments).
 - `storage_problems`: S3 prefixes exist and hold enough objects (ShardedByS3Key: one per instance at least).
 - `job_name_problems`: the planned job names are still free in the account.
 - `subnet_problems`: the subnets have the free private IPs the EFA attempts need.
+- spend limits (lambda/spend.py): the worst case of every built request (cost.worst_case_cost) within
+  `max_run_cost_usd`; fewer than `max_concurrent_runs` other executions running (ListExecutions).
 """
 
 from __future__ import annotations
@@ -14,8 +18,10 @@ from __future__ import annotations
 from typing import Any
 
 import efa
+import hyperparameters
 import naming
 import smddp_support
+import spend
 from aws import aws_errors, error_code, error_message, is_not_found
 from botocore.exceptions import ClientError
 from hyperparameters import PIPELINE
@@ -43,8 +49,9 @@ def _allowed(values: tuple[str, ...]) -> str:
 
 
 def static_problems(spec: dict[str, Any], settings: Settings) -> list[str]:
-    """The spec against the environment: instances, then data sources and the model."""
-    return _instance_problems(spec, settings) + _source_problems(spec, settings)
+    """The spec against the environment: instances, then data sources and the model, then the code policy."""
+    return (_instance_problems(spec, settings) + _source_problems(spec, settings)
+            + hyperparameters.policy_problems(spec["hyperparameters"], spec["model"], settings))
 
 
 def _instance_problems(spec: dict[str, Any], settings: Settings) -> list[str]:
@@ -264,15 +271,18 @@ def subnet_problems(requests: list[tuple[str, dict[str, Any]]], ec2: Any) -> lis
 
 
 def check(run: dict[str, Any], requests: list[tuple[str, dict[str, Any]]], settings: Settings, *, s3: Any = None,
-          sagemaker: Any = None, ec2: Any = None) -> list[str]:
+          sagemaker: Any = None, ec2: Any = None, stepfunctions: Any = None) -> list[str]:
     """Every pre-flight problem of a planned run and its built requests; without clients (pure use) the storage,
-    job-name and EFA subnet checks are skipped."""
+    job-name, EFA subnet and concurrent-run checks are skipped."""
     spec = run["spec"]
     problems = static_problems(spec, settings) + request_problems(requests)
+    problems += spend.cost_problems(run, requests, settings)
     if s3 is not None:
         problems += storage_problems(spec, settings, s3)
     if sagemaker is not None:
         problems += job_name_problems(run, sagemaker)
     if ec2 is not None and not problems:  # one more API call only for runs that could otherwise start
         problems += subnet_problems(requests, ec2)
+    if stepfunctions is not None and not problems:  # the run could start: does the environment have room for it?
+        problems += spend.concurrency_problems(settings, stepfunctions, run["execution_arn"])
     return problems

@@ -19,6 +19,7 @@ import hyperparameters
 import strict_json
 from charsets import DESCRIPTION, NO_CONTROL, TAG, VISIBLE, Charset
 from errors import SpecError
+from naming import INSTANCE_TYPE, NAME
 from settings import Settings
 from spec_schema import (
     ABSENT,
@@ -69,7 +70,6 @@ PROCESSING_RUNTIME_LIMIT = 777600
 MAX_ATTEMPTS_LIMIT = 10
 
 # --- patterns: whole-string, in the regex subset Python and ECMAScript share (see spec_schema) ---------------
-NAME = r"[a-z][a-z0-9-]{0,31}"
 _WORD = "[A-Za-z0-9_]"
 _HUB_PART = f"{_WORD}(?:[A-Za-z0-9_.-]{{0,94}}{_WORD})?"
 # huggingface_hub's validate_repo_id: ASCII, 1-96 per part, no '--' or '..', no '.git' at the end.
@@ -80,7 +80,6 @@ BUCKET = (r"(?!xn--|sthree-|amzn-s3-demo-)(?![0-9]+(?:\.[0-9]+){3}/)"
 S3_URI = rf"s3://{BUCKET}/[\s\S]+"
 S3_KEY = r"[A-Za-z0-9][A-Za-z0-9!_.*'()/=+-]{0,900}"
 FSX_PATH = r"(?:/[A-Za-z0-9._=+@-]+)+/?"
-INSTANCE_TYPE = r"ml\.[a-z0-9-]+\.[a-z0-9]+"
 TEXT_FIELD = r"[A-Za-z0-9_.-]{1,64}"
 # CreateModelPackage CustomerMetadataProperties values carry the model: \p{L}\p{N} and _.:/=+-@ (no spaces).
 MODEL_URI_CHARS = Charset(("L", "N"), "_.:/=+-@", doc="letters, digits and `_.:/=+-@`")

@@ -23,16 +23,19 @@ def prepare_run(
     s3: Any = None,
     sagemaker: Any = None,
     ec2: Any = None,
+    stepfunctions: Any = None,
     now: datetime | None = None,
 ) -> dict[str, Any]:
     """SpecError for a malformed spec; PreflightError listing every environment/data problem; else the run.
 
-    Without `s3` / `sagemaker` / `ec2` clients the storage, job-name and EFA subnet checks are skipped (pure use).
+    Without `s3` / `sagemaker` / `ec2` / `stepfunctions` clients the storage, job-name, EFA subnet and concurrent-run
+    checks are skipped (pure use).
     """
     spec = run_spec.parse_spec(raw, settings)
     run = planning.plan_run(spec, settings, run_id=run_id, execution=execution, source=source, created_at=now)
     requests = job_requests.build_requests(run, settings)
-    problems = preflight.check(run, requests, settings, s3=s3, sagemaker=sagemaker, ec2=ec2)
+    problems = preflight.check(run, requests, settings, s3=s3, sagemaker=sagemaker, ec2=ec2,
+                               stepfunctions=stepfunctions)
     if problems:
         raise PreflightError(problems)
     return run

@@ -76,7 +76,7 @@ def run_demo(cdk_out: Path, work_dir: Path, *, interrupt_at_step: int = INTERRUP
             again = len(session.executions()) - before
             local.append(("re-upload", "the same spec uploaded again started no second run" if again == 0
                           else f"{again} new run(s) from the same spec!"))
-            local.append(("notification", f"published to {session.dep.settings['topic_arn']}"))
+            local.append(("notification", f"published to {session.dep.topic_arn}"))
         local.append(("demo total", f"{time.time() - t0:.0f} s"))
         conclude(session, outcome, work_dir, verbose=verbose, local=local)
     return outcome

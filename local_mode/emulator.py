@@ -142,9 +142,15 @@ class _Context:
         return 300_000
 
 
+# The pipeline stack's outputs (CfnOutput ids) that name what local mode drives.
+OUTPUTS = {"fine_tune_arn": "FineTuneStateMachineArn", "tokenizer_arn": "TokenizerStateMachineArn",
+           "topic_arn": "NotificationTopicArn", "data_bucket": "DataBucketName",
+           "artifacts_bucket": "ArtifactsBucketName"}
+
+
 @dataclass
 class Deployment:
-    """What the emulated deployment holds, by purpose."""
+    """What the emulated deployment holds, by purpose: resources named by the stacks' outputs."""
 
     account: str
     region: str
@@ -154,21 +160,32 @@ class Deployment:
     state_machines: dict[str, str] = field(default_factory=dict)  # name -> ARN
     settings: dict[str, Any] = field(default_factory=dict)
 
+    def output(self, purpose: str) -> str:
+        name = OUTPUTS[purpose]
+        if name not in self.outputs:
+            raise KeyError(f"the synthesized app has no output {name} (outputs: {', '.join(sorted(self.outputs))}); "
+                           "synthesize it again (make synth)")
+        return self.outputs[name]
+
     @property
     def data_bucket(self) -> str:
-        return self.settings["data_bucket"]
+        return self.output("data_bucket")
 
     @property
     def artifacts_bucket(self) -> str:
-        return self.settings["artifacts_bucket"]
+        return self.output("artifacts_bucket")
 
     @property
     def fine_tune_arn(self) -> str:
-        return next(arn for name, arn in self.state_machines.items() if name.endswith("-fine-tune"))
+        return self.output("fine_tune_arn")
 
     @property
     def tokenizer_arn(self) -> str:
-        return next(arn for name, arn in self.state_machines.items() if name.endswith("-tokenizer"))
+        return self.output("tokenizer_arn")
+
+    @property
+    def topic_arn(self) -> str:
+        return self.output("topic_arn")
 
 
 class Emulator:
@@ -237,6 +254,10 @@ class Emulator:
         if kind == "AWS::SNS::Topic":
             arn = self._client("sns", stack).create_topic(Name=props.get("TopicName", lid))["TopicArn"]
             return Physical(arn, {"TopicName": props.get("TopicName", lid)})
+        if kind == "AWS::SQS::Queue":
+            name = props.get("QueueName") or f"{stack.name}-{lid}"[:80]
+            url = self._client("sqs", stack).create_queue(QueueName=name)["QueueUrl"]
+            return Physical(url, {"Arn": arn_base.format("sqs") + f":{name}", "QueueName": name, "QueueUrl": url})
         if kind == "AWS::SageMaker::ModelPackageGroup":
             name = props["ModelPackageGroupName"]
             arn = self._client("sagemaker", stack).create_model_package_group(

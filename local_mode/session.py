@@ -142,7 +142,7 @@ class LocalSession:
         queue_arn = sqs.get_queue_attributes(QueueUrl=self._queue, AttributeNames=["QueueArn"])["Attributes"][
             "QueueArn"]
         boto3.client("sns", region_name=self.dep.region).subscribe(
-            TopicArn=self.dep.settings["topic_arn"], Protocol="sqs", Endpoint=queue_arn)
+            TopicArn=self.dep.topic_arn, Protocol="sqs", Endpoint=queue_arn)
         self._sqs = sqs
 
     def notifications(self) -> list[dict[str, str]]:

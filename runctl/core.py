@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import secrets
 from datetime import UTC, datetime
 from pathlib import Path
@@ -12,12 +11,16 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from runctl.lambda_code import lambda_module
+
+naming = lambda_module("naming")
+
 OUTPUT_KEY = "FineTuneStateMachineArn"
 ARN_ENV = "RUNCTL_STATE_MACHINE_ARN"
 PROJECT_ENV, ENVIRONMENT_ENV = "RUNCTL_PROJECT", "RUNCTL_ENV"
-NAME_RE = re.compile(r"[a-z][a-z0-9-]{0,31}")  # fullmatch
-# The run id of CONTRACTS.md: 16 hex digits = 64 random bits, so two submits never share a run id.
-RUN_ID_RE = re.compile(r"(?P<name>[a-z][a-z0-9-]{0,31})-(?P<ts>[0-9]{14})-(?P<hex>[0-9a-f]{16})")
+# The spec name and run id of CONTRACTS.md, as the Lambdas check them (lambda/naming.py).
+NAME_RE = naming.NAME_RE
+RUN_ID_RE = naming.RUN_ID_RE
 MAX_INPUT_BYTES = 256 * 1024
 
 
@@ -90,17 +93,15 @@ def resolve_state_machine_arn(clients: Clients, *, arn: str | None, project: str
 
 
 def console_url(execution_arn: str) -> str:
-    region = execution_arn.split(":")[3]
-    return (f"https://{region}.console.aws.amazon.com/states/home?region={region}"
-            f"#/v2/executions/details/{execution_arn}")
+    return naming.execution_url(execution_arn.split(":")[3], execution_arn)
 
 
 def execution_arn_for(state_machine_arn: str, run: str) -> str:
     if run.startswith("arn:") and ":execution:" in run:
         return run
-    if not re.fullmatch(r"[A-Za-z0-9_-]{1,80}", run):
+    if not naming.EXECUTION_NAME_RE.fullmatch(run):
         raise RunctlError(f"{run!r} is neither an execution ARN nor a run id / execution name")
-    return state_machine_arn.replace(":stateMachine:", ":execution:", 1) + f":{run}"
+    return naming.execution_arn(state_machine_arn, run)
 
 
 def load_spec(path: str, name: str | None) -> dict[str, Any]:
@@ -121,8 +122,7 @@ def load_spec(path: str, name: str | None) -> dict[str, Any]:
 
 
 def new_run_id(name: str, now: datetime | None = None) -> str:
-    stamp = (now or datetime.now(UTC)).strftime("%Y%m%d%H%M%S")
-    return f"{name}-{stamp}-{secrets.token_hex(8)}"
+    return naming.make_run_id(name, now or datetime.now(UTC), secrets.token_hex(naming.RUN_ID_HEX // 2))
 
 
 def submit(clients: Clients, state_machine_arn: str, spec: dict[str, Any], *,

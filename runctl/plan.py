@@ -9,25 +9,17 @@ send and the worst-case cost over the whole fallback chain (lambda/cost.py).
 
 from __future__ import annotations
 
-import importlib
 import json
-import sys
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 from runctl.core import Clients, RunctlError
-
-LAMBDA_DIR = Path(__file__).resolve().parents[1] / "lambda"
+from runctl.lambda_code import lambda_module
 
 
 def lambda_modules() -> dict[str, ModuleType]:
     """The Lambda asset's modules, imported the way the Lambda runtime does (top-level names)."""
-    if not LAMBDA_DIR.is_dir():
-        raise RunctlError(f"{LAMBDA_DIR} not found: runctl plan runs from a checkout of the repository")
-    if str(LAMBDA_DIR) not in sys.path:
-        sys.path.insert(0, str(LAMBDA_DIR))
-    return {name: importlib.import_module(name) for name in ("settings", "runs", "job_requests", "cost", "errors")}
+    return {name: lambda_module(name) for name in ("settings", "runs", "job_requests", "cost", "errors")}
 
 
 def prepare_function(clients: Clients, state_machine_arn: str) -> str:

@@ -14,6 +14,7 @@ from stacks.image_uris import resolve_images
 from stacks.nag import acknowledge_findings
 from stacks.network_stack import NetworkStack
 from stacks.pipeline_stack import PipelineStack
+from stacks.sagemaker_role import job_image_repository_arns
 from stacks.storage_stack import StorageStack
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -23,7 +24,7 @@ CDK_JSON = REPO_ROOT / "cdk.json"
 class ProjectApp:
     """The stacks of one environment, kept as attributes for tests."""
 
-    def __init__(self, app: cdk.App, config: EnvironmentConfig) -> None:
+    def __init__(self, app: cdk.App, config: EnvironmentConfig, *, acknowledge: bool = True) -> None:
         self.app = app
         self.config = config
         env = cdk.Environment(account=config.account, region=config.region)
@@ -34,7 +35,7 @@ class ProjectApp:
         self.storage = StorageStack(app, f"{config.prefix}-storage", config=config, env=env,
                                     description=f"{config.prefix}: KMS key and S3 buckets")
         self.network = NetworkStack(app, f"{config.prefix}-network", config=config, env=env,
-                                    key=self.storage.key,
+                                    key=self.storage.key, ecr_repository_arns=job_image_repository_arns(self.images),
                                     description=f"{config.prefix}: VPC, endpoints, EFA security group, FSx")
         fs = self.network.file_system
         self.pipeline = PipelineStack(
@@ -48,7 +49,8 @@ class ProjectApp:
         for stack in (self.storage, self.network, self.pipeline):
             for k, v in {"project": config.project, "environment": config.name, **config.tags}.items():
                 cdk.Tags.of(stack).add(k, v)
-            acknowledge_findings(stack, config)
+            if acknowledge:  # False only for tests/infra: every finding, to match against the acknowledgements
+                acknowledge_findings(stack, config)
         cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app, verbose=True))
 
 
@@ -58,7 +60,7 @@ def cdk_json_context() -> dict[str, Any]:
 
 
 def build_app(context: dict[str, Any] | None = None, env_name: str | None = None,
-              outdir: str | None = None) -> ProjectApp:
+              outdir: str | None = None, *, acknowledge: bool = True) -> ProjectApp:
     """`context` defaults to what the CDK CLI passed, else cdk.json's; `env_name` to context `env`, then dev."""
     app = cdk.App(context=context, outdir=outdir) if context is not None else cdk.App(outdir=outdir)
     if app.node.try_get_context("environments") is None:  # run as `python app.py`, not through the CLI
@@ -68,4 +70,4 @@ def build_app(context: dict[str, Any] | None = None, env_name: str | None = None
     name = env_name or app.node.try_get_context("env") or "dev"
     raw = {"project": app.node.try_get_context("project") or "hfsm",
            "environments": app.node.try_get_context("environments")}
-    return ProjectApp(app, load_config(raw, name))
+    return ProjectApp(app, load_config(raw, name), acknowledge=acknowledge)

@@ -12,12 +12,19 @@ import re
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-INSTANCE_TYPE = re.compile(r"^ml\.[a-z0-9]+\.[a-z0-9]+$")
+from stacks.lambda_modules import lambda_module
+
+# ml.<family>.<size>: the pattern the Lambdas check a spec's instance types with (lambda/naming.py).
+INSTANCE_TYPE = lambda_module("naming").INSTANCE_TYPE_RE
+
 ACCOUNT = re.compile(r"^\d{12}$")
 REGION = re.compile(r"^[a-z]{2}(-gov)?-[a-z]+-\d$")
 PROJECT = re.compile(r"^[a-z][a-z0-9-]{1,15}$")
 VERSION = re.compile(r"^\d+\.\d+(\.\d+)?$")
 EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+PREFIX_LIST = re.compile(r"^pl-[0-9a-f]{8,17}$")
+HUB_ORG = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,95}$")
+PRINCIPAL_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:(role|user)/[\w+=,.@/-]+$")
 # CloudWatch Logs accepts only these retention periods (days).
 LOG_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557,
                       2922, 3288, 3653)
@@ -83,6 +90,25 @@ class EnvironmentConfig:
     poll_seconds: int = 60
     # On-demand USD per instance-hour, for the cost in run summaries (spot is billed from BillableTimeInSeconds).
     instance_prices: dict[str, float] = field(default_factory=dict)
+    # --- security and spend (README "Security") ------------------------------------------------------------
+    # The region's S3 managed prefix list (com.amazonaws.<region>.s3): jobs reach S3 only through it (pinned:
+    # synth makes no AWS lookup).
+    s3_prefix_list_id: str = "pl-63a5400a"
+    # Worst-case USD one run may cost (every job of its fallback chain at on-demand price for its max runtime).
+    max_run_cost_usd: float = 500.0
+    # Runs (running executions of the two state machines) at once.
+    max_concurrent_runs: int = 4
+    # AWS Budgets monthly cost budget of the environment (tag project=<project>), alarms to the SNS topic.
+    monthly_budget_usd: float = 2000.0
+    # Hub organizations whose models may run their own code (trust_remote_code at a pinned commit); needs NAT.
+    remote_code_hub_orgs: tuple[str, ...] = ()
+    # report_to integrations beyond none/tensorboard that may receive metrics (e.g. mlflow); needs NAT.
+    allowed_report_to: tuple[str, ...] = ()
+    # Principals besides the run-submitter role that may write run specs (runs/*.json), e.g. a CI role.
+    run_submitter_arns: tuple[str, ...] = ()
+    # Create /aws/sagemaker/{Training,Processing}Jobs with the project key and retention (false if the account
+    # already has them: they are shared by every SageMaker job of the account and region).
+    manage_sagemaker_log_groups: bool = True
 
     @property
     def prefix(self) -> str:
@@ -142,7 +168,7 @@ def _validate(cfg: EnvironmentConfig, where: str) -> list[str]:
         types = getattr(cfg, key)
         _check(errors, len(types) > 0, f"{where}.{key}", list(types), "a non-empty list")
         for t in types:
-            _check(errors, bool(INSTANCE_TYPE.match(t)), f"{where}.{key}", t,
+            _check(errors, bool(INSTANCE_TYPE.fullmatch(t)), f"{where}.{key}", t,
                    "SageMaker instance types of the form ml.<family>.<size>, e.g. ml.g5.2xlarge")
     _check(errors, 1 <= cfg.max_instance_count <= MAX_INSTANCE_COUNT, f"{where}.max_instance_count",
            cfg.max_instance_count, f"an integer from 1 to {MAX_INSTANCE_COUNT}")
@@ -166,10 +192,40 @@ def _validate(cfg: EnvironmentConfig, where: str) -> list[str]:
     _check(errors, 60 <= cfg.default_max_runtime_seconds <= 28 * 86_400, f"{where}.default_max_runtime_seconds",
            cfg.default_max_runtime_seconds, "60 s to 28 days (2419200 s), SageMaker's limit")
     _check(errors, 1 <= cfg.poll_seconds <= 3600, f"{where}.poll_seconds", cfg.poll_seconds, "1 to 3600 seconds")
+    errors += _security_errors(cfg, where)
     for t, price in cfg.instance_prices.items():
-        _check(errors, bool(INSTANCE_TYPE.match(t)) and isinstance(price, int | float) and not isinstance(price, bool)
+        _check(errors, bool(INSTANCE_TYPE.fullmatch(t)) and isinstance(price, int | float) and not isinstance(price, bool)
                and price >= 0, f"{where}.instance_prices", {t: price},
                "ml.<family>.<size> -> a non-negative USD price per instance-hour")
+    return errors
+
+
+def _security_errors(cfg: EnvironmentConfig, where: str) -> list[str]:
+    errors: list[str] = []
+    _check(errors, bool(PREFIX_LIST.match(cfg.s3_prefix_list_id)), f"{where}.s3_prefix_list_id",
+           cfg.s3_prefix_list_id, "the region's S3 prefix list id, pl-... (aws ec2 describe-managed-prefix-lists "
+           "--filters Name=prefix-list-name,Values=com.amazonaws.<region>.s3)")
+    _check(errors, 0 < cfg.max_run_cost_usd <= 10_000_000, f"{where}.max_run_cost_usd", cfg.max_run_cost_usd,
+           "a USD amount > 0")
+    _check(errors, 1 <= cfg.max_concurrent_runs <= 1000, f"{where}.max_concurrent_runs", cfg.max_concurrent_runs,
+           "1 to 1000")
+    _check(errors, 0 < cfg.monthly_budget_usd <= 100_000_000, f"{where}.monthly_budget_usd", cfg.monthly_budget_usd,
+           "a USD amount > 0")
+    unpriced = sorted(t for t in (*cfg.training_instance_types, *cfg.processing_instance_types)
+                      if t not in cfg.instance_prices)
+    _check(errors, not unpriced, f"{where}.instance_prices", unpriced,
+           "a price for every training and processing instance type (max_run_cost_usd bounds a run with them)")
+    for key in ("remote_code_hub_orgs", "allowed_report_to"):
+        values = getattr(cfg, key)
+        _check(errors, all(isinstance(v, str) and HUB_ORG.match(v) for v in values), f"{where}.{key}", list(values),
+               "a list of names (letters, digits, _ . -)")
+        _check(errors, not values or cfg.nat_gateway, f"{where}.{key}", list(values),
+               "empty unless nat_gateway is true (the jobs would need internet access)")
+    _check(errors, "none" not in cfg.allowed_report_to and "all" not in cfg.allowed_report_to,
+           f"{where}.allowed_report_to", list(cfg.allowed_report_to), "service names, not none or all")
+    for arn in cfg.run_submitter_arns:
+        _check(errors, isinstance(arn, str) and bool(PRINCIPAL_ARN.match(arn)), f"{where}.run_submitter_arns", arn,
+               "IAM role or user ARNs")
     return errors
 
 
@@ -182,6 +238,9 @@ _TYPES: dict[str, type | tuple[type, ...]] = {
     "notification_emails": list, "fsx": dict,
     "transformers_version": str, "pytorch_version": str, "processing_pytorch_version": str,
     "inference_transformers_version": str, "inference_pytorch_version": str,
+    "s3_prefix_list_id": str, "max_run_cost_usd": (int, float), "max_concurrent_runs": int,
+    "monthly_budget_usd": (int, float), "remote_code_hub_orgs": list, "allowed_report_to": list,
+    "run_submitter_arns": list, "manage_sagemaker_log_groups": bool,
 }
 _FSX_TYPES: dict[str, type | tuple[type, ...]] = {
     "enabled": bool, "deployment_type": str, "storage_capacity_gib": int,

@@ -2,7 +2,8 @@
 
 cdk-nag 3 acknowledges one finding at a time (`Rule[Resource::...]`), so every wildcard a policy holds is listed
 here with its reason; a new wildcard fails synth until it is reviewed and added. `ACKNOWLEDGEMENTS` collects
-what was applied (for the README and the tests).
+what was applied; tests/infra/test_nag_and_lint.py synthesizes the app without them and fails on an
+acknowledgement that matches no finding, and checks each reason's claim against the policy it covers.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ XRAY = ("X-Ray tracing (Lambda tracing ACTIVE / state machine tracing): xray:Put
         "xray:PutTelemetryRecords support no resource-level permissions, so AWS requires Resource '*'.")
 JOB_NAMES = ("Job names are generated per run and attempt (<project>-<env>-<run>-<stage><n>); the ARN is scoped "
              "to this environment's name prefix, the narrowest pattern that admits new jobs.")
+EXECUTIONS = ("Execution names are chosen at start (one per run); the ARN is scoped to this environment's two "
+              "state machines.")
 
 ACKNOWLEDGEMENTS: list[tuple[str, str, str]] = []  # (construct path, finding, reason)
 
@@ -49,13 +52,19 @@ def _pipeline(stack: Stack, config: EnvironmentConfig) -> None:
     region, account, prefix = config.region, config.account, config.prefix
     data, artifacts = stack.data_arn, stack.artifacts_arn
     sm = f"arn:aws:sagemaker:{region}:{account}"
+    training_jobs, processing_jobs = f"{sm}:training-job/{prefix}-*", f"{sm}:processing-job/{prefix}-*"
+    executions = [f"arn:aws:states:{region}:{account}:execution:{prefix}-{m}:*" for m in ("fine-tune", "tokenizer")]
 
     role = _policy(stack.sagemaker_role)
-    _iam5(role, f"{data}/*", "Jobs read any dataset the user stages in the project's data bucket; the bucket holds "
-                             "only this environment's data (no other bucket is readable).")
-    for p, what in (("code", "read the content-addressed training code"),
-                    ("checkpoints", "read and write spot checkpoints of their run"),
-                    ("models", "write model artifacts"), ("outputs", "write processing outputs and metrics")):
+    _iam5(role, f"{data}/*", "Jobs read (s3:GetObject/GetObjectVersion only) any dataset or base model the user "
+                             "stages in the project's data bucket; no other bucket is readable and jobs write "
+                             "nothing there.")
+    for p, what in (("code", "read the content-addressed training code (read only)"),
+                    ("checkpoints", "read and write spot checkpoints (every run's: one shared role; see README "
+                                    "Security, residual risks)"),
+                    ("models", "read base models and upload model artifacts (get and put, no delete)"),
+                    ("outputs", "read tokenizer outputs and upload processing outputs and metrics (get and put, "
+                                "no delete)")):
         _iam5(role, f"{artifacts}/{p}/*", f"Jobs {what} under the artifacts bucket's {p}/ prefix only.")
     _iam5(role, "*", "ecr:GetAuthorizationToken, cloudwatch:PutMetricData (pinned to the /aws/sagemaker/* "
                      "namespace by condition) and the ec2:Describe* calls SageMaker makes for VPC jobs support no "
@@ -73,15 +82,21 @@ def _pipeline(stack: Stack, config: EnvironmentConfig) -> None:
         _iam5(_policy(fn.role), "*", XRAY + extra)
     fns = stack.lambda_constructs
     _iam5(_policy(fns["prepare"].role), f"{data}/runs/*", "Prepare reads the uploaded run specs under runs/.")
-    for name in ("prepare", "start_training", "check_job", "finish"):
-        _iam5(_policy(fns[name].role), f"{sm}:training-job/{prefix}-*", JOB_NAMES)
-    for name in ("start_processing", "check_job", "finish"):
-        _iam5(_policy(fns[name].role), f"{sm}:processing-job/{prefix}-*", JOB_NAMES)
+    for name in ("prepare", "start_training", "check_job", "finish", "stop_run_jobs"):
+        _iam5(_policy(fns[name].role), training_jobs, JOB_NAMES)
+    for name in ("start_processing", "check_job", "finish", "stop_run_jobs"):
+        _iam5(_policy(fns[name].role), processing_jobs, JOB_NAMES)
+    for arn in executions:
+        _iam5(_policy(fns["stop_run_jobs"].role), arn,
+              "stop_run_jobs reads the failed execution's history (Prepare's planned job names). " + EXECUTIONS)
     finish = _policy(fns["finish"].role)
     _iam5(finish, f"{sm}:model-package/{prefix}-models/*",
           "Model package ARNs get a version number at registration; scoped to the project's package group.")
-    _iam5(finish, f"{artifacts}/models/*", "Finish reads the model artifact metadata of its run under models/.")
-    _iam5(finish, f"{artifacts}/outputs/*", "Finish writes the run summary and metrics under outputs/.")
+    _iam5(finish, f"{artifacts}/models/*", "Finish reads (get only) the model artifact its job wrote under "
+                                           "models/, to copy it pinned to its version id.")
+    _iam5(finish, f"{artifacts}/registry/*", "Finish writes the frozen copy of a registered model under "
+                                             "registry/<run_id>/ (put only; the bucket policy lets no one else).")
+    _iam5(finish, f"{artifacts}/outputs/*", "Finish writes the run summary and metrics under outputs/<run_id>/.")
     _iam5(_policy(fns["notify_failure"].role), f"{artifacts}/outputs/*",
           "A failed run's summary.json is written under outputs/<run_id>/.")
     for name in ("check_job", "finish"):
@@ -100,19 +115,32 @@ def _pipeline(stack: Stack, config: EnvironmentConfig) -> None:
             _iam5(policy, f"<{_logical_id(stack, fns[handler].function)}.Arn>:*",
                   "lambda:InvokeFunction on the function's qualified ARNs (versions/aliases) of this project's "
                   "own function, as CDK's LambdaInvoke grants.")
+
+    submitter = _policy(stack.run_submitter)
+    _iam5(submitter, f"{data}/runs/*", "Run submitters upload and read run specs under runs/ only; the data "
+                                       "bucket's policy denies runs/ writes to everyone else.")
+    _iam5(submitter, "*", "sagemaker:ListTrainingJobs and ListProcessingJobs (runctl stop finds a run's jobs by "
+                          "name) support no resource-level permissions.")
+    _iam5(submitter, training_jobs, "runctl status/stop describe and stop this environment's training jobs. "
+          + JOB_NAMES)
+    _iam5(submitter, processing_jobs, "runctl status/stop describe and stop this environment's processing jobs. "
+          + JOB_NAMES)
+    for arn in executions:
+        _iam5(submitter, arn, "runctl status/stop read and stop a run's execution. " + EXECUTIONS)
+    _iam5(submitter, stack.stack_arn_pattern, "runctl finds the state machine in this pipeline stack's outputs; "
+                                              "a stack ARN ends in a UUID chosen at creation.")
+    uploader = _policy(stack.dataset_uploader)
+    for p in ("datasets", "base-models"):
+        _iam5(uploader, f"{data}/{p}/*", f"Dataset uploaders write their data under {p}/ of the data bucket only "
+                                         "(never runs/: they cannot start runs).")
+
+    deployment_role = _policy(stack.node.find_child("CodeDeploymentRole"))
+    _iam5(deployment_role, f"{artifacts}/code/*",
+          "CDK's BucketDeployment copies the content-addressed training-code bundle to code/<sha>/ (put only) with "
+          "this dedicated role; CDK's own broader grants are dropped (without_policy_updates).")
     deployment = next(c for c in stack.node.children if c.node.id.startswith("Custom::CDKBucketDeployment"))
-    why = ("CDK's BucketDeployment provider copies the content-addressed training-code bundle into code/<sha>/ at "
-           "deploy time; its role and runtime are managed by aws-cdk-lib.")
-    _ack(deployment.node.find_child("ServiceRole").node.find_child("Resource"),
-         "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]",
-         why + " The managed policy only lets it write its own logs.")
-    dpolicy = _policy(deployment.node.find_child("ServiceRole"))
-    for action in ("s3:GetBucket*", "s3:GetObject*", "s3:List*", "s3:Abort*", "s3:DeleteObject*",
-                   "kms:GenerateDataKey*", "kms:ReEncrypt*"):
-        _ack(dpolicy, f"AwsSolutions-IAM5[Action::{action}]", why + " These are CDK's grant action groups, on the "
-             "asset bucket and the artifacts bucket's code/ prefix only.")
-    _iam5(dpolicy, f"arn:aws:s3:::cdk-hnb659fds-assets-{account}-{region}/*",
-          why + " It reads the bundle from the CDK bootstrap asset bucket.")
-    _iam5(dpolicy, f"{artifacts}/*", why + " Writes go to the artifacts bucket (keys under code/<sha>/).")
     _ack(deployment.node.find_child("Resource"), "AwsSolutions-L1",
-         why + " Its Lambda runtime is pinned by aws-cdk-lib and updated with it.")
+         "CDK's BucketDeployment provider function: its Lambda runtime is pinned by aws-cdk-lib and updated with it.")
+    _ack(stack.failed_events.node.default_child, "AwsSolutions-SQS3",
+         "This queue is itself the dead-letter queue (trigger and stop_run_jobs on-failure destination, their "
+         "EventBridge targets' DLQ); an alarm publishes to the topic on its first message.")

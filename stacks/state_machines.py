@@ -20,6 +20,7 @@ from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
+from stacks import names
 from stacks.common import removal_policy, retention
 from stacks.config import EnvironmentConfig
 
@@ -94,20 +95,25 @@ class _Builder:
         return start, choice
 
 
+def prepare_task(b: _Builder) -> tasks.LambdaInvoke:
+    """Every execution starts with Prepare, whatever its input: no state machine takes a planned run as given.
+
+    Prepare gets the execution's context ($$.Execution: its input, id and start time), so it knows its own
+    execution (not counted against max_concurrent_runs) and a retried Prepare plans the same run id."""
+    return b.invoke("Prepare", "prepare", sfn.TaskInput.from_object({
+        "execution": sfn.JsonPath.object_at("$$.Execution")}), "$")
+
+
 def tokenizer_definition(scope: Construct, functions: dict[str, lambda_.IFunction]) -> sfn.IChainable:
-    """[Prepare, unless started with a planned run] -> map processing job (N hosts) -> reduce job (1 host)."""
+    """Prepare -> map processing job (N hosts) -> reduce job (1 host)."""
     b = _Builder(scope, functions)
-    prepare = b.invoke("Prepare", "prepare", None, "$")
+    prepare = prepare_task(b)
     map_start, map_done = b.processing_stage("TokenizerMap", "map")
     reduce_start, reduce_done = b.processing_stage("TokenizerReduce", "reduce")
     done = sfn.Succeed(scope, "TokenizerReady", comment="tokenizer.json and friends are in the run's outputs")
     map_done.when(sfn.Condition.string_equals("$.status.state", "completed"), reduce_start)
     reduce_done.when(sfn.Condition.string_equals("$.status.state", "completed"), done)
-    planned = sfn.Choice(scope, "IsPlanned", comment="The fine-tune pipeline starts this with a planned run")
-    planned.when(sfn.Condition.is_present("$.run"), map_start)
-    planned.otherwise(prepare)
-    prepare.next(map_start)
-    return planned
+    return prepare.next(map_start)
 
 
 def fine_tune_definition(scope: Construct, functions: dict[str, lambda_.IFunction]) -> sfn.IChainable:
@@ -116,7 +122,7 @@ def fine_tune_definition(scope: Construct, functions: dict[str, lambda_.IFunctio
     The tokenizer stage is the same states as the tokenizer pipeline (built by the same code), inline, so a run
     is one execution with one history."""
     b = _Builder(scope, functions)
-    prepare = b.invoke("Prepare", "prepare", None, "$")
+    prepare = prepare_task(b)
     map_start, map_done = b.processing_stage("TokenizerMap", "map")
     reduce_start, reduce_done = b.processing_stage("TokenizerReduce", "reduce")
     map_done.when(sfn.Condition.string_equals("$.status.state", "completed"), reduce_start)
@@ -150,20 +156,21 @@ class PipelineStateMachines(Construct):
                  functions: dict[str, lambda_.IFunction]) -> None:
         super().__init__(scope, construct_id)
         self.log_group = logs.LogGroup(
-            self, "Logs", log_group_name=f"/aws/vendedlogs/states/{config.prefix}-pipelines", encryption_key=key,
+            self, "Logs", log_group_name=names.states_log_group(config), encryption_key=key,
             retention=retention(config.log_retention_days), removal_policy=removal_policy(config))
         log_options = sfn.LogOptions(destination=self.log_group, level=sfn.LogLevel.ALL, include_execution_data=True)
 
+        fine_tune_name, tokenizer_name = names.state_machine_names(config)
         tok_scope = Construct(self, "TokenizerStates")
         self.tokenizer = sfn.StateMachine(
-            self, "Tokenizer", state_machine_name=f"{config.prefix}-tokenizer",
+            self, "Tokenizer", state_machine_name=tokenizer_name,
             state_machine_type=sfn.StateMachineType.STANDARD,
             definition_body=sfn.DefinitionBody.from_chainable(tokenizer_definition(tok_scope, functions)),
             timeout=TOKENIZER_TIMEOUT, tracing_enabled=True, logs=log_options,
             comment="Tokenizer training: map over N ShardedByS3Key hosts, reduce on one")
         ft_scope = Construct(self, "FineTuneStates")
         self.fine_tune = sfn.StateMachine(
-            self, "FineTune", state_machine_name=f"{config.prefix}-fine-tune",
+            self, "FineTune", state_machine_name=fine_tune_name,
             state_machine_type=sfn.StateMachineType.STANDARD,
             definition_body=sfn.DefinitionBody.from_chainable(
                 fine_tune_definition(ft_scope, functions)),

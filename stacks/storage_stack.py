@@ -8,8 +8,10 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
+from stacks import names
 from stacks.common import removal_policy
 from stacks.config import EnvironmentConfig
+from stacks.key_policy import key_policy
 
 # Prefixes of the artifacts bucket (CONTRACTS.md "S3 layout"); the SageMaker role is scoped to them.
 CODE_PREFIX = "code/"
@@ -17,6 +19,7 @@ CHECKPOINTS_PREFIX = "checkpoints/"
 MODELS_PREFIX = "models/"
 OUTPUTS_PREFIX = "outputs/"
 RUNS_PREFIX = "runs/"
+REGISTRY_PREFIX = "registry/"  # frozen copies of registered model artifacts (lambda/registry.py)
 
 
 def bucket_name(config: EnvironmentConfig, purpose: str) -> str:
@@ -29,18 +32,12 @@ class StorageStack(Stack):
         super().__init__(scope, construct_id, **kwargs)
         removal = removal_policy(config)
 
+        bucket_arns = [f"arn:aws:s3:::{bucket_name(config, p)}" for p in ("data", "artifacts")]
+        # An explicit key policy (stacks/key_policy.py): who may use the key, for what, through which service.
         self.key = kms.Key(
             self, "Key", alias=f"alias/{config.prefix}", enable_key_rotation=True, removal_policy=removal,
-            description=f"{config.prefix}: data, artifacts, logs and notifications")
-        # CloudWatch Logs (state machine and flow logs) encrypts its log groups with this key.
-        self.key.add_to_resource_policy(iam.PolicyStatement(
-            actions=["kms:Encrypt", "kms:Decrypt", "kms:ReEncryptFrom", "kms:ReEncryptTo",
-                     "kms:GenerateDataKey", "kms:GenerateDataKeyWithoutPlaintext", "kms:DescribeKey"],
-            principals=[iam.ServicePrincipal(f"logs.{config.region}.amazonaws.com")],
-            resources=["*"],  # a key policy's resource is always the key itself
-            conditions={"ArnLike": {"kms:EncryptionContext:aws:logs:arn":
-                                    f"arn:aws:logs:{config.region}:{config.account}:log-group:*"}},
-        ))
+            description=f"{config.prefix}: data, artifacts, logs and notifications",
+            policy=key_policy(config, bucket_arns))
 
         # Server access logs: S3 delivers them with SSE-S3 only (the log service cannot use a KMS key).
         self.access_logs = s3.Bucket(
@@ -78,3 +75,44 @@ class StorageStack(Stack):
                                  noncurrent_version_expiration=Duration.days(1)),
             ],
             **common)
+        self._bucket_policies(config)
+
+    def _bucket_policies(self, config: EnvironmentConfig) -> None:
+        """Guardrails no IAM policy can widen: the project key only, run specs from run submitters only,
+        registered models and code written by their one writer only."""
+        for bucket in (self.data_bucket, self.artifacts_bucket):
+            objects = bucket.arn_for_objects("*")
+            bucket.add_to_resource_policy(iam.PolicyStatement(
+                sid="DenyOtherEncryption", effect=iam.Effect.DENY, principals=[iam.AnyPrincipal()],
+                actions=["s3:PutObject"], resources=[objects],
+                conditions={"StringNotEquals": {"s3:x-amz-server-side-encryption": "aws:kms"},
+                            "Null": {"s3:x-amz-server-side-encryption": "false"}}))
+            bucket.add_to_resource_policy(iam.PolicyStatement(
+                sid="DenyOtherKeys", effect=iam.Effect.DENY, principals=[iam.AnyPrincipal()],
+                actions=["s3:PutObject"], resources=[objects],
+                conditions={"StringNotEquals": {"s3:x-amz-server-side-encryption-aws-kms-key-id": [
+                                self.key.key_arn, self.key.key_id]},
+                            "Null": {"s3:x-amz-server-side-encryption-aws-kms-key-id": "false"}}))
+        # Who may start a run is its own permission: an uploaded runs/*.json starts one (README "Security").
+        submitters = [names.role_arn(config, names.run_submitter_role_name(config)), *config.run_submitter_arns]
+        self.data_bucket.add_to_resource_policy(iam.PolicyStatement(
+            sid="RunSpecsOnlyFromRunSubmitters", effect=iam.Effect.DENY, principals=[iam.AnyPrincipal()],
+            actions=["s3:PutObject", "s3:ReplicateObject"],
+            resources=[self.data_bucket.arn_for_objects(f"{RUNS_PREFIX}*")],
+            conditions={"ArnNotEquals": {"aws:PrincipalArn": submitters}}))
+        finish = names.role_arn(config, names.function_role_name(config, "finish"))
+        self.artifacts_bucket.add_to_resource_policy(iam.PolicyStatement(
+            sid="RegisteredModelsOnlyFromFinish", effect=iam.Effect.DENY, principals=[iam.AnyPrincipal()],
+            actions=["s3:PutObject", "s3:DeleteObject", "s3:ReplicateObject"],
+            resources=[self.artifacts_bucket.arn_for_objects(f"{REGISTRY_PREFIX}*")],
+            conditions={"ArnNotEquals": {"aws:PrincipalArn": finish}}))
+        self.artifacts_bucket.add_to_resource_policy(iam.PolicyStatement(
+            sid="RegisteredModelVersionsAreKept", effect=iam.Effect.DENY, principals=[iam.AnyPrincipal()],
+            actions=["s3:DeleteObjectVersion"],
+            resources=[self.artifacts_bucket.arn_for_objects(f"{REGISTRY_PREFIX}*")]))
+        deployer = names.role_arn(config, names.code_deployment_role_name(config))
+        self.artifacts_bucket.add_to_resource_policy(iam.PolicyStatement(
+            sid="CodeOnlyFromTheCodeDeployment", effect=iam.Effect.DENY, principals=[iam.AnyPrincipal()],
+            actions=["s3:PutObject", "s3:DeleteObject", "s3:ReplicateObject"],
+            resources=[self.artifacts_bucket.arn_for_objects(f"{CODE_PREFIX}*")],
+            conditions={"ArnNotEquals": {"aws:PrincipalArn": deployer}}))

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import copy
+
 import pytest
-from synth_helpers import Synthesized, synth
+from synth_helpers import Synthesized, nag_findings, synth
+
+from stacks.app_builder import build_app, cdk_json_context
 
 
 @pytest.fixture(scope="session")
@@ -27,3 +31,18 @@ def dev_scratch_fsx(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
 def any_env(request: pytest.FixtureRequest) -> Synthesized:
     return request.getfixturevalue(request.param)
 
+
+
+@pytest.fixture(scope="session")
+def unacknowledged(tmp_path_factory: pytest.TempPathFactory) -> dict[str, set[tuple[str, str]]]:
+    """Every cdk-nag finding of dev and prod, synthesized without the acknowledgements (synth fails on them)."""
+    out = {}
+    for env in ("dev", "prod"):
+        outdir = tmp_path_factory.mktemp(f"cdk-{env}-unacknowledged")
+        try:
+            build_app(context=copy.deepcopy(cdk_json_context()), env_name=env, outdir=str(outdir),
+                      acknowledge=False).app.synth()
+        except Exception as err:  # noqa: BLE001 - cdk-nag findings fail synth; the report holds them
+            assert "ValidationFailed" in str(err), err
+        out[env] = nag_findings(outdir)
+    return out

@@ -27,12 +27,22 @@ class Synthesized:
 
 
 def synth(tmp_path_factory: pytest.TempPathFactory, env: str, overrides: dict[str, Any] | None = None,
-          ) -> Synthesized:
+          *, acknowledge: bool = True) -> Synthesized:
     context = copy.deepcopy(cdk_json_context())
     if overrides:
         context["environments"][env].update(overrides)
     outdir = tmp_path_factory.mktemp(f"cdk-{env}")
-    return Synthesized(build_app(context=context, env_name=env, outdir=str(outdir)), outdir)
+    return Synthesized(build_app(context=context, env_name=env, outdir=str(outdir), acknowledge=acknowledge), outdir)
+
+
+def nag_findings(outdir: Path) -> set[tuple[str, str]]:
+    """(construct path, rule) of every cdk-nag finding in a synth's validation report."""
+    report_file = outdir / "validation-report.json"
+    if not report_file.exists():
+        return set()
+    report = json.loads(report_file.read_text())
+    return {(c["constructPath"], v["ruleName"]) for p in report.get("pluginReports", [])
+            for v in p.get("violations", []) for c in v["violatingConstructs"]}
 
 
 

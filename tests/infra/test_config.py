@@ -68,6 +68,16 @@ def test_bad_values_name_key_value_and_allowed(changes: dict[str, Any], expected
         assert fragment in str(err.value)
 
 
+def test_instance_types_are_those_the_lambdas_accept() -> None:
+    # A family with '-' (botocore's TrainingInstanceType lists ml.p6-b200.48xlarge): the one pattern, lambda/naming.py.
+    ctx = ctx_with(training_instance_types=["ml.p6-b200.48xlarge"],
+                   instance_prices={**cdk_json_context()["environments"]["dev"].get("instance_prices", {}),
+                                    "ml.p6-b200.48xlarge": 100.0})
+    assert load_config(ctx, "dev").training_instance_types == ("ml.p6-b200.48xlarge",)
+    with pytest.raises(ConfigError, match="ml.<family>.<size>"):
+        load_config(ctx_with(training_instance_types=["ml.p6-b200.48xlarge.x"]), "dev")
+
+
 def test_all_problems_reported_at_once() -> None:
     with pytest.raises(ConfigError) as err:
         load_config(ctx_with(vpc_cidr="nope", max_instance_count=1000, removal_policy="x"), "dev")
@@ -96,3 +106,33 @@ def test_bad_config_fails_synth_with_a_clear_message() -> None:
                           timeout=120)
     assert proc.returncode != 0
     assert "vpc_cidr='10.0.0.0/99'" in proc.stderr
+
+
+# --- security and spend keys ------------------------------------------------------------------------------
+@pytest.mark.parametrize(("changes", "expected"), [
+    ({"s3_prefix_list_id": "pl-xyz"}, ["s3_prefix_list_id", "pl-xyz", "describe-managed-prefix-lists"]),
+    ({"max_run_cost_usd": 0}, ["max_run_cost_usd", "> 0"]),
+    ({"max_run_cost_usd": True}, ["max_run_cost_usd", "must be int or float"]),
+    ({"max_concurrent_runs": 0}, ["max_concurrent_runs", "1 to 1000"]),
+    ({"monthly_budget_usd": -5}, ["monthly_budget_usd", "> 0"]),
+    ({"instance_prices": {"ml.g5.xlarge": 1.4}}, ["instance_prices", "ml.g5.2xlarge", "max_run_cost_usd"]),
+    ({"remote_code_hub_orgs": ["acme"]}, ["remote_code_hub_orgs", "nat_gateway"]),
+    ({"allowed_report_to": ["wandb"]}, ["allowed_report_to", "nat_gateway"]),
+    ({"run_submitter_arns": ["alice"]}, ["run_submitter_arns", "IAM role or user ARNs"]),
+    ({"manage_sagemaker_log_groups": "yes"}, ["manage_sagemaker_log_groups", "must be bool"]),
+])
+def test_bad_security_and_spend_values(changes: dict[str, Any], expected: list[str]) -> None:
+    with pytest.raises(ConfigError) as err:
+        load_config(ctx_with(**changes), "dev")
+    for fragment in expected:
+        assert fragment in str(err.value)
+
+
+def test_remote_code_needs_nat_and_then_loads() -> None:
+    cfg = load_config(ctx_with("prod", remote_code_hub_orgs=["acme"], allowed_report_to=["mlflow"],
+                               run_submitter_arns=["arn:aws:iam::222222222222:role/ci"]), "prod")
+    assert cfg.remote_code_hub_orgs == ("acme",) and cfg.allowed_report_to == ("mlflow",)
+    for env in ("dev", "prod"):
+        c = load_config(cdk_json_context(), env)
+        assert c.max_run_cost_usd > 0 and c.max_concurrent_runs >= 1 and c.monthly_budget_usd > 0
+        assert c.remote_code_hub_orgs == () and c.allowed_report_to == ()

@@ -40,6 +40,9 @@ def test_sagemaker_role_trusts_only_sagemaker_and_has_no_managed_policies(any_en
     role = any_env.template_json("pipeline")["Resources"][lid]["Properties"]
     assert role["RoleName"] == f"{any_env.config.prefix}-sagemaker-execution"
     assert "ManagedPolicyArns" not in role
+    (trust,) = role["AssumeRolePolicyDocument"]["Statement"]
+    # Confused deputy: SageMaker assumes the role only for this account's jobs.
+    assert trust["Condition"] == {"StringEquals": {"aws:SourceAccount": any_env.config.account}}
 
 
 def test_sagemaker_role_s3_scope(any_env: Synthesized) -> None:
@@ -48,10 +51,16 @@ def test_sagemaker_role_s3_scope(any_env: Synthesized) -> None:
     arts = f"arn:aws:s3:::{any_env.config.prefix}-artifacts-{any_env.config.account}-{any_env.config.region}"
     data = f"arn:aws:s3:::{any_env.config.prefix}-data-{any_env.config.account}-{any_env.config.region}"
     assert as_list(by_sid["ReadData"]["Resource"]) == [f"{data}/*"]
-    assert set(as_list(by_sid["WriteArtifacts"]["Resource"])) == {
-        f"{arts}/checkpoints/*", f"{arts}/models/*", f"{arts}/outputs/*"}
-    assert set(as_list(by_sid["WriteArtifacts"]["Action"])) == {"s3:PutObject", "s3:DeleteObject",
-                                                                  "s3:AbortMultipartUpload"}
+    assert as_list(by_sid["WriteCheckpoints"]["Resource"]) == [f"{arts}/checkpoints/*"]
+    assert set(as_list(by_sid["WriteCheckpoints"]["Action"])) == {"s3:PutObject", "s3:DeleteObject",
+                                                                    "s3:AbortMultipartUpload"}
+    # Models and outputs are uploaded, never deleted: a job cannot delete another run's model.
+    assert set(as_list(by_sid["WriteModelsAndOutputs"]["Resource"])) == {f"{arts}/models/*", f"{arts}/outputs/*"}
+    assert set(as_list(by_sid["WriteModelsAndOutputs"]["Action"])) == {"s3:PutObject", "s3:AbortMultipartUpload"}
+    deletes = [st for st in statements if any("Delete" in a for a in as_list(st["Action"]))]
+    assert all(as_list(st["Resource"]) == [f"{arts}/checkpoints/*"] for st in deletes if st["Sid"] != "ManageJobEnis")
+    assert not any("registry" in json.dumps(st["Resource"]) or f"{arts}/*" in as_list(st["Resource"])
+                   for st in statements), "jobs never write registered models"
     writes = [st for st in statements if any(a.startswith("s3:Put") for a in as_list(st["Action"]))]
     assert all(data not in json.dumps(st["Resource"]) for st in writes), "jobs never write the user's data"
 
@@ -60,7 +69,8 @@ def test_sagemaker_role_pulls_only_the_resolved_dlc_repositories(any_env: Synthe
     _, statements = _sagemaker_role(any_env)
     pull = next(st for st in statements if st.get("Sid") == "PullDlcImages")
     repos = {r.split("repository/")[1] for r in as_list(pull["Resource"])}
-    assert repos == {"huggingface-pytorch-training", "pytorch-training", "huggingface-pytorch-inference"}
+    # Jobs run the training and processing images; the inference image is for hosting, not for this role.
+    assert repos == {"huggingface-pytorch-training", "pytorch-training"}
     for uri in (any_env.project.images.training, any_env.project.images.processing):
         account = uri.split(".")[0]
         assert any(f":{account}:repository/" in r for r in as_list(pull["Resource"]))

@@ -75,7 +75,12 @@ class ScriptedSageMaker:
                 done = script.stopped.count(name) - 1 + script.describes[f"stop:{name}"]
                 script.describes[f"stop:{name}"] += 1
                 return {**out, **script.after_stop[min(done, len(script.after_stop) - 1)]}
-            return {**out, **steps[min(i, len(steps) - 1)]}
+            result = {**out, **steps[min(i, len(steps) - 1)]}
+            if result["TrainingJobStatus"] == "Completed":  # what SageMaker uploads at the end of the job
+                bucket, key = result["ModelArtifacts"]["S3ModelArtifacts"].removeprefix("s3:/" + "/").split("/", 1)
+                boto3.client("s3", region_name=backend.region_name).put_object(Bucket=bucket, Key=key,
+                                                                               Body=b"model")
+            return result
 
         def stop_backend(backend: Any, training_job_name: str) -> None:
             script.stopped.append(training_job_name)
@@ -106,8 +111,8 @@ class ScriptedSageMaker:
 class Pipeline:
     """A deployed emulation of the dev app with helpers to start runs and read what happened."""
 
-    def __init__(self, outdir: Path) -> None:
-        self.emulator = Emulator(CloudAssembly(outdir), settings_overrides={"poll_seconds": 1})
+    def __init__(self, outdir: Path, **settings: Any) -> None:
+        self.emulator = Emulator(CloudAssembly(outdir), settings_overrides={"poll_seconds": 1, **settings})
         self.dep: Deployment = self.emulator.deploy()
         self.region = self.dep.region
         self.s3 = boto3.client("s3", region_name=self.region)

@@ -139,11 +139,12 @@ DESCRIPTIONS = st.text(st.characters(categories=("L", "M", "Zs", "S", "N", "P"))
 S3_KEYS = st.builds("datasets/{}/".format, st.text(LOWER + DIGITS + "_-", min_size=1, max_size=20))
 WORDS = st.text(LOWER + DIGITS + "_", min_size=1, max_size=10)
 HP_META = hyperparameters.schema()
-# Names a rule across hyperparameters reads are left to the equivalence test (test_lambda_hp_equivalence.py):
-# here any value of the others is valid on its own.
+# Names a rule across hyperparameters reads are left to the equivalence test (test_lambda_hp_equivalence.py), and
+# names the code-execution policy judges by environment to tests/lambda/test_lambda_code_policy.py: here any value
+# of the others is valid on its own.
 RULE_FIELDS = {f for rule in hp_rules.RULES for f in rule["fields"]} | {"precision", "task"}
 SETTABLE_HPS = hyperparameters.settable()
-FREE_HPS = sorted(set(SETTABLE_HPS) - RULE_FIELDS)
+FREE_HPS = sorted(set(SETTABLE_HPS) - RULE_FIELDS - set(hyperparameters.POLICED))
 LINE_BREAKS = "\n\r\x85\u2028\u2029"
 
 

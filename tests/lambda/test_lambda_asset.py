@@ -10,6 +10,7 @@ from pathlib import Path
 
 import errors
 import handlers
+import messages
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
@@ -38,11 +39,20 @@ def test_handlers_have_the_lambda_signature():
         assert params == ["event", "context"], name
 
 
-def test_step_functions_error_names_are_the_class_names():
-    for name in ("SpecError", "PreflightError", "FallbackExhaustedError", "JobFailedError", "ThrottlingException",
-                 "ResourceLimitExceeded", "SettingsError"):
-        assert getattr(errors, name).__name__ == name
-        assert issubclass(getattr(errors, name), errors.PipelineError)
+def test_error_names_the_other_parts_match_on_are_raised_classes():
+    """Step Functions retries and catches on a Lambda error's `errorType`, the raised class's `__name__`, and the
+    notification hints are keyed on it: every such name the state machines retry on and the hints list (other
+    than Step Functions' own `States.*` and the state machines' own `*JobFailed`) is a PipelineError class, and
+    every concrete class has a hint."""
+    from stacks.state_machines import THROTTLING_ERRORS
+
+    classes = {c.__name__ for c in vars(errors).values()
+               if isinstance(c, type) and issubclass(c, errors.PipelineError) and c.__module__ == errors.__name__}
+    concrete = classes - {"PipelineError", "ProblemsError"}
+    hinted = {n for n in messages.HINTS if not n.startswith("States.") and not n.endswith("JobFailed")}
+    assert set(THROTTLING_ERRORS) <= concrete
+    assert hinted <= concrete, hinted - concrete
+    assert concrete - {"JobConflictError"} <= hinted, concrete - hinted  # a conflict gets the default hint
 
 
 def test_hyperparameter_schema_is_a_copy_of_the_training_codes():

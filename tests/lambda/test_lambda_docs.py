@@ -3,6 +3,7 @@ they are; every example validates against the schema with a standard validator (
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -10,6 +11,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 import run_spec
+import settings
 import spec_docs
 
 REPO = Path(__file__).resolve().parents[2]
@@ -45,6 +47,22 @@ def _paths(value, prefix=""):
 def test_generated_docs_and_schema_are_current():
     assert spec_docs.render_doc(DOC) == DOC, "stale: run python lambda/spec_docs.py --write"
     assert spec_docs.json_schema() == SCHEMA, "stale: run python lambda/spec_docs.py --write"
+
+
+def test_contracts_settings_table_is_the_declaration(monkeypatch):
+    text = (REPO / "CONTRACTS.md").read_text()
+    assert spec_docs.render_contracts(text) == text, "stale: run python lambda/spec_docs.py --write"
+    table = spec_docs.settings_table()
+    for f in dataclasses.fields(settings.Settings):
+        assert f"| `{f.name}` |" in table, f.name
+
+    @dataclasses.dataclass(frozen=True, kw_only=True)
+    class WithNewSetting(settings.Settings):
+        new_limit: int = settings.setting("a new setting", default=3, minimum=1)
+
+    monkeypatch.setattr(settings, "Settings", WithNewSetting)
+    assert spec_docs.render_contracts(text) != text  # a declared setting the table lacks makes it stale
+    assert "| `new_limit` | integer | `3` | >= 1 | a new setting |" in spec_docs.settings_table()
 
 
 def test_every_resolved_field_is_documented(fsx_settings):

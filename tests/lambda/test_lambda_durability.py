@@ -177,6 +177,9 @@ def test_finish_reports_interruptions_and_rejected_checkpoints(training, context
     s3.put_object(Bucket=bucket, Key=f"{prefix}_history.json", Body=json.dumps(history).encode())
     fake.training_job_status, fake.secondary_status = "Completed", "Completed"
     fake.final_metric_data_list = [{"MetricName": "train_loss", "Value": 0.5}]
+    # What SageMaker uploads at the end of the job (finish registers a frozen copy of it).
+    model_bucket, _, model_key = fake.model_artifacts["S3ModelArtifacts"].removeprefix("s3://").partition("/")
+    s3.put_object(Bucket=model_bucket, Key=model_key, Body=b"weights")
     summary = strict_json(handlers.finish({"run": run, "job": job}, context))
     assert summary["interruptions"] == history["interruptions"]
     assert summary["checkpoints"]["last_durable_step"] == 120

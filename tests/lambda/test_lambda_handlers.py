@@ -308,6 +308,10 @@ def test_finish_registers_the_model_and_notifies(state, context, set_settings):
     fake.final_metric_data_list = [{"MetricName": "eval_f1", "Value": 71.25}, {"MetricName": "train_loss", "Value": 0.5},
                                    {"MetricName": "eval_loss", "Value": float("nan")}]
     fake.resource_config = {**fake.resource_config, "InstanceCount": 2}
+    # What SageMaker writes at the end of the job.
+    model_uri = sm_backend().describe_training_job(job["job_name"])["ModelArtifacts"]["S3ModelArtifacts"]
+    model_bucket, model_key = model_uri.removeprefix("s3://").split("/", 1)
+    aws.client("s3").put_object(Bucket=model_bucket, Key=model_key, Body=b"the trained weights")
     moment = datetime(2025, 1, 1, tzinfo=UTC)
     fake.secondary_status_transitions = [{"Status": s, "StartTime": moment, "StatusMessage": s} for s in
                                          ("Starting", "Training", "Interrupted", "Starting", "Training", "Completed")]
@@ -329,7 +333,16 @@ def test_finish_registers_the_model_and_notifies(state, context, set_settings):
     packages = sm.list_model_packages(ModelPackageGroupName=SETTINGS["model_package_group"])["ModelPackageSummaryList"]
     assert len(packages) == 1 and packages[0]["ModelApprovalStatus"] == "PendingManualApproval"
     package = sm.describe_model_package(ModelPackageName=summary["model_package_arn"])
-    assert package["InferenceSpecification"]["Containers"][0]["ModelDataUrl"] == summary["model_uri"]
+    container = package["InferenceSpecification"]["Containers"][0]
+    # The package points at a frozen copy under registry/ (no job can write there), pinned by its ETag.
+    assert container["ModelDataUrl"] == summary["registered_model_uri"] != summary["model_uri"]
+    assert container["ModelDataUrl"].startswith(f"s3://{SETTINGS['artifacts_bucket']}/registry/{run['run_id']}/")
+    assert sent["InferenceSpecification"]["Containers"][0]["ModelDataETag"] == summary["registered_model_etag"]
+    aws.client("s3").put_object(Bucket=model_bucket, Key=model_key, Body=b"swapped by a later job")
+    frozen_key = container["ModelDataUrl"].split("/", 3)[3]
+    frozen = aws.client("s3").get_object(Bucket=SETTINGS["artifacts_bucket"], Key=frozen_key)
+    assert frozen["Body"].read() == b"the trained weights"
+    assert frozen["ETag"].strip('"') == summary["registered_model_etag"]
     assert package["InferenceSpecification"]["Containers"][0]["Image"] == SETTINGS["inference_image_uri"]
     assert package["ModelMetrics"]["ModelQuality"]["Statistics"]["S3Uri"] == run["uris"]["metrics"]
     assert package["CustomerMetadataProperties"]["eval_f1"] == "71.25"

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from pathlib import Path
 
+import botocore.session
 import naming
 import pytest
 from hypothesis import given
@@ -65,3 +67,48 @@ def test_random_run_ids_do_not_collide():
     now = datetime(2025, 1, 2, tzinfo=UTC)
     ids = {naming.run_id_for("squad", None, now) for _ in range(20000)}
     assert len(ids) == 20000
+
+
+# --- one declaration of the shared patterns and builders (lambda/naming.py) ---------------------------------
+# A fragment of each pattern or builder of naming.py, as a copy of it would spell it.
+COPY_SIGNATURES = {
+    "spec name / run id": "[a-z][a-z0-9-]{0,31}", "instance type": r"ml\.[a-z0-9", "run id hex": "[0-9a-f]{16}",
+    "execution name": "[A-Za-z0-9_-]{1,80}", "execution ARN": ':stateMachine:", ":execution:',
+    "console link": "console.aws.amazon.com",
+}
+
+
+def test_the_cli_the_config_and_the_spec_use_naming_s_objects():
+    import run_spec
+
+    from runctl import core
+    from stacks import config
+
+    assert core.NAME_RE is naming.NAME_RE and core.RUN_ID_RE is naming.RUN_ID_RE
+    assert config.INSTANCE_TYPE is naming.INSTANCE_TYPE_RE
+    assert run_spec.NAME is naming.NAME and run_spec.INSTANCE_TYPE is naming.INSTANCE_TYPE
+    arn = "arn:aws:states:eu-west-1:111111111111:stateMachine:hfsm-dev-fine-tune"
+    assert core.execution_arn_for(arn, "r1") == naming.execution_arn(arn, "r1")
+    assert core.console_url(naming.execution_arn(arn, "r1")) == naming.execution_url(
+        "eu-west-1", naming.execution_arn(arn, "r1"))
+
+
+def test_no_copy_of_a_naming_pattern_outside_naming_py():
+    repo = Path(__file__).resolve().parents[2]
+    sources = [p for d in ("lambda", "runctl", "stacks", "local_mode", "benchmarks") for p in (repo / d).rglob("*.py")]
+    sources.append(repo / "app.py")
+    copies = [f"{p.relative_to(repo)}: {what}" for p in sources if p.name != "naming.py"
+              for what, fragment in COPY_SIGNATURES.items() if fragment in p.read_text()]
+    assert not copies, f"import these from lambda/naming.py instead: {copies}"
+    assert all(fragment in (repo / "lambda" / "naming.py").read_text() or what == "run id hex"
+               for what, fragment in COPY_SIGNATURES.items())  # the signatures still describe naming.py
+
+
+def test_the_instance_type_pattern_takes_every_sagemaker_instance_type():
+    model = botocore.session.get_session().get_service_model("sagemaker")
+    for shape in ("TrainingInstanceType", "ProcessingInstanceType"):
+        enum = model.shape_for(shape).enum
+        assert enum and all(naming.INSTANCE_TYPE_RE.fullmatch(t) for t in enum), shape
+    assert "ml.p6-b200.48xlarge" in model.shape_for("TrainingInstanceType").enum
+    for bad in ("p4d.24xlarge", "ml.g5", "ml.G5.xlarge", "ml.g5.2xlarge "):
+        assert not naming.INSTANCE_TYPE_RE.fullmatch(bad), bad

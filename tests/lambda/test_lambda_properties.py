@@ -166,6 +166,8 @@ def broken_specs(draw: Any) -> tuple[dict[str, Any], str]:
         return spec, "compute.instance_type"
     if kind == "fsx_without_fsx":
         spec["data"]["validation"] = {"fsx": "/data/val"}
+        if spec.get("tokenizer", {}).get("channel") == "validation":
+            spec["tokenizer"]["channel"] = "train"  # one broken field: an FSx tokenizer channel is a second problem
         return spec, "data.validation.fsx"
     if kind == "distribution_type":
         spec["data"]["train"] = {"s3": "datasets/x/", "distribution": draw(st.sampled_from(["Sharded", "none", 1]))}

@@ -159,8 +159,8 @@ def test_fsx_channel_runs_in_the_file_systems_subnet(fsx_settings):
 def test_s3_model_is_a_channel_not_a_hyperparameter(settings):
     request = training(settings, model="s3://hfsm-dev-artifacts/models/base/model.tar.gz")
     assert "model_name_or_path" not in request["HyperParameters"]
-    assert request["InputDataConfig"][-1]["ChannelName"] == "model"
-    assert request["InputDataConfig"][-1]["DataSource"]["S3DataSource"]["S3Uri"] == \
+    channels = {c["ChannelName"]: c for c in request["InputDataConfig"]}
+    assert channels["model"]["DataSource"]["S3DataSource"]["S3Uri"] == \
         "s3://hfsm-dev-artifacts/models/base/model.tar.gz"
 
 

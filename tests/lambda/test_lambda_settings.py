@@ -45,3 +45,18 @@ def test_load_from_the_environment(monkeypatch):
     monkeypatch.setenv(settings_module.ENV_VAR, json.dumps(settings_dict(poll_seconds=30)))
     assert settings_module.load_settings().poll_seconds == 30
     assert settings_module.load_settings() is settings_module.load_settings()  # parsed once
+
+
+def test_security_and_spend_settings_are_optional_and_checked():
+    plain = settings_module.Settings.from_dict(settings_dict())
+    assert plain.max_run_cost_usd is None and plain.max_concurrent_runs is None
+    assert plain.remote_code_hub_orgs == () and plain.state_machine_arns == ()
+    full = settings_module.Settings.from_dict(settings_dict(
+        max_run_cost_usd=250, max_concurrent_runs=4, remote_code_hub_orgs=["acme"], allowed_report_to=["mlflow"],
+        state_machine_arns=["arn:aws:states:us-east-1:123456789012:stateMachine:hfsm-dev-fine-tune"]))
+    assert full.max_run_cost_usd == 250.0 and full.max_concurrent_runs == 4 and full.remote_code_hub_orgs == ("acme",)
+    with pytest.raises(SettingsError) as info:
+        settings_module.Settings.from_dict(settings_dict(max_run_cost_usd=-1, max_concurrent_runs=True,
+                                                         remote_code_hub_orgs="acme"))
+    text = str(info.value)
+    assert "max_run_cost_usd" in text and "max_concurrent_runs" in text and "remote_code_hub_orgs" in text

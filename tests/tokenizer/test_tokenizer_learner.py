@@ -3,6 +3,7 @@ merge implementations (Python loop and NumPy), the Rust trainer's own unit-test 
 
 from __future__ import annotations
 
+import itertools
 import json
 
 import numpy as np
@@ -98,18 +99,53 @@ def test_rust_trainer_unit_test_expectations():
     assert result.merges == [("r", "e"), ("a", "re"), ("i", "s")]
 
 
-def test_wraps_like_i32_when_the_corpus_exceeds_2_31_words():
-    """Beyond 2**31 words tokenizers' i32 pair counters wrap; the learner switches to exact wrap-around
-    arithmetic. With no pair count beyond 2**31 the result is unchanged."""
+def test_wraps_like_i32_only_when_a_pair_count_reaches_2_31():
+    """2**31 words or more with no pair seen 2**31 times: tokenizers' i32 pair counters hold every count and
+    the result is unchanged. A pair count of 2**32 + 1 wraps to 1."""
     base = {"hello": 7, "help": 5, "yellow": 3, "fellow": 2}
     cfg = BpeConfig(vocab_size=20)
     plain = learn_bpe(list(base) + ["x"], list(base.values()) + [1], cfg)
-    wrapped = learn_bpe(list(base) + ["x"], list(base.values()) + [2**31 + 5], cfg)
-    assert wrapped.stats["tokens"] >= 2**31
-    assert plain.vocab == wrapped.vocab and plain.merges == wrapped.merges
+    many = learn_bpe(list(base) + ["x"], list(base.values()) + [2**31 + 5], cfg)
+    assert many.stats["tokens"] >= 2**31 and not many.stats["i32_wrap"]
+    assert plain.vocab == many.vocab and plain.merges == many.merges
     # a pair count of 2**32 + 1 is 1 for tokenizers' i32: "lo" (count 2) then beats "he"
     big = learn_bpe(["he", "lo"], [2**32 + 1, 2], BpeConfig(vocab_size=5))
-    assert big.merges == [("l", "o")]
+    assert big.merges == [("l", "o")] and big.stats["i32_wrap"]
+
+
+def test_wraps_like_i32_when_one_pair_count_exceeds_2_31():
+    """tokenizers' pair counts are i32 (`counts[i] as i32` added per occurrence, bpe/trainer.rs `count_pairs`):
+    one pair seen 2**31 times or more wraps although the corpus has few words. A long word repeated: "a" * 10,000
+    on 214,800 lines is the pair ("a", "a") 214,800 * 9,999 = 2**31 + 301,552 times, negative as i32, so it
+    never enters the queue and only "bcd" merges."""
+    word = "a" * 10_000
+    r = learn_bpe([word, "bcd"], [214_800, 3], BpeConfig(vocab_size=10))
+    assert r.stats["tokens"] < 2**31 and r.stats["i32_wrap"]
+    assert r.merges == [("b", "c"), ("bc", "d")]
+    assert r.vocab == ["a", "b", "c", "d", "bc", "bcd"]
+    # 65,537 x "a" on 65,537 lines: ("a", "a") 65,537 * 65,536 = 2**32 + 65,536 times, 65,536 as i32: "bc"
+    # (70,000) merges first, then ("a", "a")
+    r = learn_bpe(["a" * 65_537, "bc"], [65_537, 70_000], BpeConfig(vocab_size=5))
+    assert r.merges[:2] == [("b", "c"), ("a", "a")]
+
+
+@pytest.mark.slow
+def test_pair_count_overflow_matches_tokenizers():
+    """The case above on the real `tokenizers` trainer: it must see 2**31 pair occurrences, so 2.1 GB of text go
+    through it (about 30 s; its Python API has no way to train on a given word-count map)."""
+    from tokenizers import Tokenizer, models, trainers
+
+    word, n = "a" * 10_000, 214_800
+    tok = Tokenizer(models.BPE())
+    trainer = trainers.BpeTrainer(vocab_size=10, show_progress=False)
+    tok.train_from_iterator(itertools.chain(itertools.repeat(word, n), ["bcd"] * 3), trainer, length=n + 3)
+    ref = json.loads(tok.to_str())["model"]
+    counts = json.loads(trainer.__getstate__())["BpeTrainer"]["words"]
+    assert counts == {word: n, "bcd": 3}
+    result = learn_bpe(list(counts), list(counts.values()), BpeConfig(vocab_size=10))
+    assert result.vocab_dict == ref["vocab"]
+    assert result.merges == [tuple(m) for m in ref["merges"]]
+    assert result.merges == [("b", "c"), ("bc", "d")]
 
 
 def test_input_checks():

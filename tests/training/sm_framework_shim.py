@@ -1,6 +1,6 @@
 """Test stand-in for the framework module that the PyTorch/Hugging Face training images name in
 SAGEMAKER_TRAINING_MODULE (`sagemaker_pytorch_container.training:main`, from the sagemaker-pytorch-training
-package, which the tests do not install).
+package; requirements-dev.txt pins it and local mode runs it, this harness runs this stand-in).
 
 Like that module it picks the runner from the reserved hyperparameters (torch_distributed -> the
 toolkit's own TorchDistributedRunner, which builds the torchrun command) and calls the toolkit's

@@ -1,8 +1,8 @@
 """FSDP checkpoints (sharded model and optimizer state) follow the same rules: every shard file hashed in the
 markers, verified before resume, a corrupt shard rejected by name, resume from the next older checkpoint,
-and a consolidated final model that `from_pretrained` loads. Two ranks through torchrun on CPU (gloo).
-
-The test skips, saying why, while FSDP is not engaged on CPU (the checkpoint then holds no sharded state)."""
+and a consolidated final model that `from_pretrained` loads. Two ranks through torchrun on CPU (gloo), FSDP2
+(`"version": 2`, the pipeline's default; hftrain/fsdp.py turns FSDP on for CPU ranks). Killed runs resuming
+from the shards with the weights of an uninterrupted run: tests/training/test_fsdp.py."""
 
 from __future__ import annotations
 
@@ -20,8 +20,7 @@ from local_mode import synthetic as synth
 
 pytestmark = pytest.mark.slow
 
-FSDP_CONFIG = {"transformer_layer_cls_to_wrap": ["BertLayer"], "state_dict_type": "SHARDED_STATE_DICT",
-               "sync_module_states": False}
+FSDP_CONFIG = {"version": 2, "transformer_layer_cls_to_wrap": ["BertLayer"], "state_dict_type": "SHARDED_STATE_DICT"}
 
 
 def _torchrun(base: Path, hps: dict) -> tuple[int, str]:
@@ -39,17 +38,15 @@ def test_fsdp_sharded_checkpoints_verify_resume_and_consolidate(tiny_models, tmp
            "learning_rate": 1e-3, "seed": 5, "model_name_or_path": tiny_models["bert"], "progress_every_seconds": 0,
            "fsdp": "full_shard auto_wrap", "fsdp_config": json.dumps(FSDP_CONFIG)}
     code, log = _torchrun(base, hps)
+    assert code == 0, log[-4000:]
+    assert "FSDP2 on CPU: 2 ranks" in log, log[-3000:]
     root = base / "checkpoints"
-    sharded = sorted(p.name for p in (root / "checkpoint-4").iterdir() if p.is_dir()) if code == 0 else []
-    if "pytorch_model_fsdp_0" not in sharded:
-        pytest.skip("FSDP is not engaged on CPU on this branch: accelerate 1.15 switches to DistributedType.FSDP "
-                    "only for multi-accelerator processes (GPU/XPU/NPU/...; accelerate/state.py), so the two gloo "
-                    "ranks train as plain data parallel (and with sync_module_states the plugin stops with 'no "
-                    f"available devices found'); checkpoint-4 holds no pytorch_model_fsdp_0/ (exit {code}, "
-                    f"directories {sharded}). Enabled once FSDP runs on CPU (readiness issue 11).")
+    assert not (root / "checkpoint-4" / "model.safetensors").exists()  # sharded state only
     marker = json.loads((root / "checkpoint-4" / "_complete.algo-1.json").read_text())
     shards = sorted(f for f in marker["files"] if f.startswith(("pytorch_model_fsdp_0/", "optimizer_0/")))
-    assert any(f.endswith(".distcp") for f in shards) and all("hash" in marker["files"][f] for f in shards)
+    for part in ("pytorch_model_fsdp_0", "optimizer_0"):  # one shard per rank, each hashed in the marker
+        assert {f"{part}/__0_0.distcp", f"{part}/__1_0.distcp", f"{part}/.metadata"} <= set(shards), shards
+    assert all("hash" in marker["files"][f] for f in shards)
     assert ck.verify(str(root / "checkpoint-4")).ok
     shard = root / "checkpoint-4" / next(f for f in shards if f.endswith(".distcp"))
     data = bytearray(shard.read_bytes())

@@ -61,10 +61,10 @@ def _worst_difference(a: Path, b: Path) -> float:
 def test_fsdp2_on_cpu_shards_resumes_and_writes_a_loadable_model(tiny_models, tmp_path):
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-    rows = synth.cls_examples(48, 3)
+    rows, valid = synth.cls_examples(48, 3), synth.cls_examples(8, 4)  # validation: a final evaluation, then the save
     hps = {**HPS, **FSDP, "model_name_or_path": tiny_models["bert"]}
 
-    straight = layout_job(tmp_path / "fsdp", train=rows)
+    straight = layout_job(tmp_path / "fsdp", train=rows, validation=valid)
     out = _run(straight, hps)
     assert "FSDP2 on CPU: 2 ranks" in out, out[-3000:]
     shards = straight / "checkpoints" / "checkpoint-4" / "pytorch_model_fsdp_0"
@@ -78,12 +78,12 @@ def test_fsdp2_on_cpu_shards_resumes_and_writes_a_loadable_model(tiny_models, tm
     assert model(**tokenizer(["a short text"], return_tensors="pt")).logits.shape == (1, 3)
 
     # the same run under DDP: full sharding changes where the weights live, not what training computes
-    ddp = layout_job(tmp_path / "ddp", train=rows)
+    ddp = layout_job(tmp_path / "ddp", train=rows, validation=valid)
     _run(ddp, {**HPS, "model_name_or_path": tiny_models["bert"]})
     assert _worst_difference(straight, ddp) < 1e-4
 
     # killed mid-run (a few steps after the first checkpoint), restarted: resumes from the shards, same weights
-    killed = layout_job(tmp_path / "killed", train=rows)
+    killed = layout_job(tmp_path / "killed", train=rows, validation=valid)
     proc = _torchrun(killed, hps)
     _wait_for(proc, "checkpoint-4 complete")
     _kill_tree(proc)
@@ -98,6 +98,35 @@ def test_fsdp2_on_cpu_shards_resumes_and_writes_a_loadable_model(tiny_models, tm
     out = _run(killed, hps)
     assert "training finished at" in out, out[-3000:]
     assert _worst_difference(straight, killed) < 1e-5
+
+
+@pytest.mark.slow
+def test_fsdp2_on_cpu_trains_tied_embeddings_and_saves_after_evaluation(tiny_models, tmp_path):
+    """BART ties one weight across four modules (model.shared, encoder/decoder embed_tokens, lm_head): they are
+    sharded as one group (accelerate alone split them and torch stopped at the first forward). The final
+    evaluation leaves FSDP2's root unsharded; the consolidated model is still written, equal to DDP's."""
+    from transformers import AutoModelForSeq2SeqLM
+
+    rows, valid = synth.summ_examples(32, 1), synth.summ_examples(8, 2)
+    hps = {"task": "summarization", "model_name_or_path": tiny_models["bart"], "max_steps": 4, "save_steps": 100,
+           "logging_steps": 1, "per_device_train_batch_size": 4, "learning_rate": 1e-3, "seed": 5,
+           "val_max_target_length": 8, "generation_num_beams": 1}
+    fsdp = {"fsdp": "full_shard auto_wrap",
+            "fsdp_config": json.dumps({"version": 2,
+                                       "transformer_layer_cls_to_wrap": ["BartEncoderLayer", "BartDecoderLayer"]})}
+    sharded = layout_job(tmp_path / "fsdp", train=rows, validation=valid)
+    out = _run(sharded, {**hps, **fsdp})
+    assert "FSDP2 on CPU: 2 ranks" in out, out[-3000:]
+    assert ("tied parameters sharded as one group each: model.shared, model.encoder.embed_tokens, "
+            "model.decoder.embed_tokens, lm_head") in out, out[-3000:]
+    ddp = layout_job(tmp_path / "ddp", train=rows, validation=valid)
+    _run(ddp, hps)
+    assert _worst_difference(sharded, ddp) < 1e-4
+    fsdp_eval = json.loads((sharded / "output" / "data" / "metrics.json").read_text())["eval_loss"]
+    ddp_eval = json.loads((ddp / "output" / "data" / "metrics.json").read_text())["eval_loss"]
+    assert fsdp_eval == pytest.approx(ddp_eval, rel=1e-4)
+    model = AutoModelForSeq2SeqLM.from_pretrained(sharded / "model")
+    assert model.lm_head.weight.data_ptr() == model.model.shared.weight.data_ptr()  # still tied after loading
 
 
 def test_fsdp1_on_cpu_is_refused_with_a_clear_message():

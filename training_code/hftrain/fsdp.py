@@ -14,10 +14,15 @@ Why this module exists (accelerate 1.15 / transformers 5.3 / torch 2.13, checked
   with `sync_module_states=false` torch raises `ValueError: Inconsistent compute device and device_id on
   rank 1: cpu vs cpu:0` in `_get_compute_device` (torch/distributed/fsdp/_init_utils.py). `check_cpu_support`
   turns that into an ArgumentError before the run starts. The pipeline sends fsdp_config version 2.
+* Tied parameters: accelerate groups a tied input/output embedding pair but leaves other holders of the same
+  weight (BART's and T5's encoder/decoder `embed_tokens`) to the root group, and torch 2.13 refuses a parameter
+  in two groups at the first forward. `group_tied_parameters` shards all holders as one group first.
 * The final model: for FSDP2 the Trainer's `save_model` gathers the full state dict with `cpu_offload=True`;
   on CPU that "offload" is a no-op and the tensors point at unsharded parameter storage that FSDP2 frees
   again (`RuntimeError: Attempted to access the data pointer on an invalid python storage` in safetensors).
-  `save_final_model` gathers full tensors itself and copies them before global rank 0 writes them.
+  After the final evaluation (forward only) the root group is still unsharded and holds plain tensors.
+  `save_final_model` reshards, gathers full tensors itself, copies them and ties them again before global
+  rank 0 writes them.
 """
 
 from __future__ import annotations
@@ -73,11 +78,95 @@ def enable_on_cpu(trainer) -> bool:
     return True
 
 
-def _is_wrapped(model) -> bool:
-    """True once FSDP2 has sharded the model (its parameters are DTensors)."""
-    from torch.distributed.tensor import DTensor
+def tied_parameter_owners(model) -> list[list]:
+    """Groups of modules that hold the same parameter object directly (tied weights), in model order.
 
-    return any(isinstance(p, DTensor) for p in model.parameters())
+    BART and T5 tie `shared`, `encoder.embed_tokens`, `decoder.embed_tokens` and `lm_head`: four modules, one
+    weight. Modules that share a module (not only a parameter) count once.
+    """
+    owners: dict[int, list] = {}
+    for _, module in model.named_modules():
+        for param in module.parameters(recurse=False):
+            group = owners.setdefault(id(param), [])
+            if not any(m is module for m in group):
+                group.append(module)
+    groups: list[list] = []
+    for modules in owners.values():
+        if len(modules) < 2:
+            continue
+        merged = next((g for g in groups if any(m is o for m in modules for o in g)), None)
+        if merged is None:
+            groups.append(list(modules))
+        else:
+            merged.extend(m for m in modules if not any(m is o for o in merged))
+    return groups
+
+
+def group_tied_parameters(trainer) -> int:
+    """FSDP2: put every module that holds a tied parameter into one `fully_shard` group, before accelerate wraps
+    the model (returns the number of groups made; every rank calls it, before the optimizer is created).
+
+    accelerate 1.15 (`fsdp2_prepare_model`, accelerate/utils/fsdp_utils.py) groups the input and output embedding
+    when they are tied but leaves other holders of the same weight to the root group; BART's and T5's
+    `encoder.embed_tokens` / `decoder.embed_tokens` then sit in the root while `shared` and `lm_head` sit in the
+    tail group, and torch 2.13 stops at the first forward ("Parameter 'model.shared.weight' is shared with a
+    parameter already managed by another FSDP group. For shared/tied parameters, use fully_shard([module_a,
+    module_b]) ..."). A module that is already an FSDP module is skipped by accelerate's wrapping and a root
+    `fully_shard` leaves parameters another group manages alone (torch: "fully_shard the shared module before its
+    parents"), so the group made here stays one group. It is not resharded after forward, as accelerate's own
+    tied-embedding group: the weight is used at the start (embeddings) and the end (lm_head) of the forward.
+    """
+    if not trainer.is_fsdp_enabled:
+        return 0
+    plugin = trainer.accelerator.state.fsdp_plugin
+    if getattr(plugin, "fsdp_version", 1) != 2:
+        return 0
+    import torch
+    from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
+
+    model = trainer.accelerator.unwrap_model(trainer.model)
+    groups = [[m for m in g if not isinstance(m, FSDPModule)] for g in tied_parameter_owners(model)]
+    groups = [g for g in groups if len(g) > 1]
+    if not groups:
+        return 0
+    if plugin.cpu_ram_efficient_loading:  # accelerate moves the model to meta and reloads it: not pre-shardable
+        logger.warning("FSDP2 with cpu_ram_efficient_loading: tied parameters (%s) are left to accelerate's "
+                       "wrapping", [type(m).__name__ for m in groups[0]])
+        return 0
+    mesh = getattr(trainer.accelerator, "torch_device_mesh", None)
+    kwargs = {
+        "reshard_after_forward": False,
+        "offload_policy": plugin.cpu_offload,
+        "mp_policy": plugin.mixed_precision_policy or MixedPrecisionPolicy(),
+        "mesh": mesh[tuple(trainer.accelerator.parallelism_config.fsdp_dim_names)] if mesh is not None else None,
+    }
+    for modules in groups:
+        if trainer.accelerator.mixed_precision != "no":  # as accelerate does before sharding: fp32 master weights
+            for module in modules:
+                for param in module.parameters(recurse=False):
+                    if param.requires_grad and param.dtype != torch.float32:
+                        param.data = param.data.to(torch.float32)
+        fully_shard(modules, **kwargs)
+    if distributed.rank() == 0:
+        logger.info("FSDP2: tied parameters sharded as one group each: %s",
+                    "; ".join(", ".join(_module_name(model, m) for m in g) for g in groups))
+    return len(groups)
+
+
+def _module_name(model, module) -> str:
+    return next((name or "<root>" for name, m in model.named_modules() if m is module), type(module).__name__)
+
+
+def _fsdp_modules(model) -> list:
+    """The FSDP2 modules of `model` (none when FSDP2 has not wrapped it, e.g. a run that trained no step).
+
+    By module type, the same on every rank: whether the parameters are DTensors depends on the moment (after a
+    forward without backward, the final evaluation, groups that do not reshard after forward, the root's among
+    them, hold plain unsharded tensors), and ranks that disagree on it would not all join the gather.
+    """
+    from torch.distributed.fsdp import FSDPModule
+
+    return [m for m in model.modules() if isinstance(m, FSDPModule)]
 
 
 def save_final_model(trainer, output_dir: str) -> None:
@@ -91,13 +180,16 @@ def save_final_model(trainer, output_dir: str) -> None:
         trainer.save_model(output_dir)
         return
     model = trainer.accelerator.unwrap_model(trainer.model, keep_torch_compile=False)
-    if _is_wrapped(model):
+    wrapped = _fsdp_modules(model)
+    if wrapped:
         from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
+        for module in wrapped:  # back to sharded DTensors: unsharded storage is freed under the caller's feet
+            module.reshard()
         offload = not _on_cpu(trainer.args)  # on GPUs gather to host memory on rank 0 only
         state = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=offload))
-        state = {key: tensor.detach().to("cpu", copy=True) for key, tensor in state.items()}
-    else:  # nothing trained in this process (the previous attempt finished): plain tensors
+        state = _tie_like(model, {key: tensor.detach().to("cpu", copy=True) for key, tensor in state.items()})
+    else:  # not wrapped by FSDP2: plain tensors
         state = None
     if trainer.args.should_save:
         os.makedirs(output_dir, exist_ok=True)
@@ -108,15 +200,32 @@ def save_final_model(trainer, output_dir: str) -> None:
     distributed.barrier()
 
 
-def load_full_weights(model, checkpoint: str) -> None:
-    """Fill an unwrapped model with the weights of an FSDP2 sharded checkpoint (every rank calls it).
+def _tie_like(model, state: dict) -> dict:
+    """Names of one (tied) parameter point at one tensor again, as in the model.
 
-    The Trainer can only load a sharded checkpoint into a model it has already wrapped; a run that resumes
-    after its last step writes the final model without training, so it reads the shards directly.
+    The gathered full state dict holds a separate tensor per name; save_pretrained finds tied weights by shared
+    storage (`remove_tied_weights_from_state_dict`), so without this BART's file holds the tied weight four
+    times (model.shared, encoder/decoder embed_tokens, lm_head) where DDP's holds it once.
     """
-    import torch.distributed.checkpoint as dcp
+    names: dict[int, list[str]] = {}
+    for name, param in model.named_parameters(remove_duplicate=False):
+        names.setdefault(id(param), []).append(name)
+    for group in names.values():
+        present = [name for name in group if name in state]
+        for name in present[1:]:
+            state[name] = state[present[0]]
+    return state
 
-    shards = os.path.join(checkpoint, "pytorch_model_fsdp_0")
-    state = {"model": model.state_dict()}  # accelerate saves {"model": state_dict}
-    dcp.load(state, checkpoint_id=shards)
-    model.load_state_dict(state["model"])
+
+def wrap_without_training(trainer) -> None:
+    """Wrap the model as `train()` would, for a run that trains no step (every rank calls it).
+
+    A run that resumes after its last step (the previous attempt stopped in the final evaluation or save) still
+    loads the sharded checkpoint, evaluates and writes the final model. The Trainer loads FSDP shards into a
+    wrapped model only, and accelerate 1.15 wraps an FSDP2 model only together with an optimizer ("When using
+    FSDP2, a model and optimizer must be passed together to `Accelerator.prepare()`"): without this, evaluation
+    stops there. Wrapped, evaluation runs sharded and `save_final_model` gathers as after training.
+    """
+    trainer.create_optimizer()  # also groups tied parameters (SageMakerTrainer.create_optimizer)
+    model, trainer.optimizer = trainer.accelerator.prepare(trainer.model, trainer.optimizer)
+    trainer.model = trainer.model_wrapped = model

@@ -31,6 +31,7 @@ from . import (
 from .callbacks import CheckpointCallback, EpochCallback, LogLinesCallback, SigtermCallback, emit_metrics
 from .data import DataError, load_hub, load_local
 from .failure import write_failure
+from .loss_scaling import settle as settle_loss_scaling
 from .nccl import NcclTransportCallback
 from .progress import ProgressLineCallback
 from .tasks import get_task
@@ -52,11 +53,16 @@ def make_trainer_class(base):
         def __init__(self, *a, train_loader_factory=None, **kw):
             self._train_loader_factory = train_loader_factory
             super().__init__(*a, **kw)
+            settle_loss_scaling(self)  # loss and gradient divided once by the accumulation (loss_scaling.py)
 
         def create_accelerator_and_postprocess(self):
             fsdp.check_cpu_support(self.args)
             super().create_accelerator_and_postprocess()
             fsdp.enable_on_cpu(self)  # accelerate turns FSDP on for GPU runs only
+
+        def create_optimizer(self, model=None):
+            fsdp.group_tied_parameters(self)  # before accelerate's FSDP2 wrapping, which follows this call
+            return super().create_optimizer(model)
 
         def get_train_dataloader(self):
             if self._train_loader_factory is None:
@@ -397,7 +403,9 @@ def run(model_args, data_args, training_args) -> int:
     task.check_model(config)
     task.configure(config)
     tokenizer = prepare_tokenizer(
-        AutoTokenizer.from_pretrained(tokenizer_path, cache_dir=cache_dir, trust_remote_code=model_args.trust_remote_code),
+        # The model's own tokenizer comes from the same (pinned) revision as its config and weights.
+        AutoTokenizer.from_pretrained(tokenizer_path, cache_dir=cache_dir, trust_remote_code=model_args.trust_remote_code,
+                                      revision=model_args.model_revision if tokenizer_path == model_path else None),
         data_args.task,
     )
 
@@ -551,7 +559,8 @@ def run(model_args, data_args, training_args) -> int:
                 # the previous attempt finished training but not the final save: don't train a step more
                 logger.info("training finished at %s already: writing the final model from it", decision.path)
                 if trainer.is_fsdp_enabled and fsdp.version(training_args) == 2:
-                    fsdp.load_full_weights(trainer.model, decision.path)  # the Trainer loads shards into wrapped models only
+                    fsdp.wrap_without_training(trainer)  # the Trainer loads shards into wrapped models only
+                    trainer._load_from_checkpoint(decision.path, trainer.model_wrapped)
                 else:
                     trainer._load_from_checkpoint(decision.path)
                 metrics = {"train_global_step": float(decision.step)}

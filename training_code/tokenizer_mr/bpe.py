@@ -54,6 +54,7 @@ log = logging.getLogger("tokenizer_mr.bpe")
 _SHIFT = 32
 _LOW32 = (1 << 32) - 1
 _U64 = (1 << 64) - 1
+_I32_END = 1 << 31  # the first count tokenizers' i32 pair counters cannot hold
 _KEY_SHIFT = 96  # queue key = -count * 2**96 + (pair << 32) + entry id: a min-heap pops (count desc, pair asc)
 _VECTOR_MIN_WORDS = 48  # entries listing at least this many words are merged with NumPy
 
@@ -97,6 +98,14 @@ def memory_estimate(n_words: int, n_chars: int) -> int:
 
 def _wrap_i32(value: int) -> int:
     return ((value + (1 << 31)) & _LOW32) - (1 << 31)
+
+
+def _warn_wrap(count: int) -> None:
+    log.warning(
+        "a pair occurs %d times: counts past 2**31 - 1 wrap around as tokenizers' i32 counters do (such a pair "
+        "merges late or never, as in tokenizers)",
+        count,
+    )
 
 
 def _rust_u64(value: int) -> int:
@@ -322,9 +331,16 @@ def learn_bpe(
     del word_of_slot
 
     total_tokens = int(counts_arr.sum()) if n_words else 0
-    wrap = total_tokens >= (1 << 31)  # i32 pair counts may wrap around as in Rust
+    # tokenizers keeps pair counts in i32 (`counts[i] as i32` added per occurrence, wrapping) and compares them
+    # `as u64`: a count wraps once one pair occurs 2**31 times, however few words the corpus has (a long word
+    # repeated). Below that the exact counts kept here are the i32 ones; the (slower) wrap-around arithmetic
+    # starts when a count first reaches 2**31. Every occurrence of a later pair sits on the boundary of one
+    # initial pair occurrence, so that is normally at the start; counts read later are checked too, so the
+    # result does not rely on it. Starting late gives the same result as wrapping every update (wrapping is
+    # arithmetic modulo 2**32, and every count used below 2**31 is the same either way).
+    wrap = bool(pair_totals.size) and int(pair_totals.max()) >= _I32_END
     if wrap:
-        log.warning("%d words: pair counts wrap around as tokenizers' i32 counters do", total_tokens)
+        _warn_wrap(int(pair_totals.max()))
 
     # Shared storage for both merge implementations: array.array (fast from Python) viewed by NumPy.
     sym = array("i")
@@ -397,6 +413,9 @@ def learn_bpe(
         pair = (key >> 32) & _U64
         eid = key & _LOW32
         current = pair_counts[pair]
+        if not wrap and current >= _I32_END:
+            wrap = True
+            _warn_wrap(current)
         if wrap:
             current = _rust_u64(current)
         if count != current:
@@ -490,6 +509,9 @@ def learn_bpe(
 
         for k, w in pushes:
             cnt = pair_counts[k]
+            if not wrap and cnt >= _I32_END:
+                wrap = True
+                _warn_wrap(cnt)
             if wrap:
                 if _wrap_i32(cnt) <= 0:
                     continue
@@ -517,6 +539,7 @@ def learn_bpe(
         "numpy_steps": n_vector_steps,
         "merges_reusing_a_token": n_reused,
         "repeated_merges": len(merges) - len(merge_strings),
+        "i32_wrap": wrap,  # some pair count reached 2**31 (see the wrap-around above)
         "queue_entries_pushed": len(dyn_pos),
         "setup_seconds": round(t_setup, 3),
         "seconds": round(time.perf_counter() - t0, 3),

@@ -1,0 +1,216 @@
+"""The last check before SageMaker: the request a start handler is about to send, against the environment.
+
+Prepare validates the spec, but a start handler may be invoked with any `run` (by hand, or by a state machine
+given a forged one). So the request itself is checked, independent of how the run was planned: the role, image
+and KMS key are the environment's, the instance type and count are allowed, the job is named for this run, reads
+come from the project's buckets only and writes go to this run's own prefixes only, the VPC is the
+environment's, the job's worst case fits `max_run_cost_usd`, and the hyperparameters obey the code-execution
+policy. Any problem raises `RequestRejected` and nothing is created. The start handlers check here first, then
+`_start_once` guards the other side: an existing job of the same name is adopted only when it is this request's
+(else `JobConflictError`).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import cost
+import hyperparameters
+import naming
+from errors import RequestRejected
+from job_requests import CODE_CHANNEL, ISOLATED_CODE_DIR
+from run_spec import MAX_RUNTIME_LIMIT as MAX_TRAINING_RUNTIME
+from run_spec import PROCESSING_RUNTIME_LIMIT as MAX_PROCESSING_RUNTIME
+from settings import Settings
+
+PROCESSING_ENTRYPOINT = ["/bin/bash", "/opt/ml/processing/input/code/runproc.sh"]
+
+
+class _Prefixes:
+    """The S3 locations one run may read and write."""
+
+    def __init__(self, settings: Settings, run_id: str) -> None:
+        arts = f"s3://{settings.artifacts_bucket}/"
+        self.code = settings.code_s3_prefix
+        self.data = f"s3://{settings.data_bucket}/"
+        self.models = f"{arts}models/"  # a previous run's model may be fine-tuned again
+        self.own_outputs = f"{arts}outputs/{run_id}/"
+        self.own_models = f"{arts}models/{run_id}/"
+        self.own_checkpoints = f"{arts}checkpoints/{run_id}/"
+
+    def readable(self, uri: str) -> bool:
+        # The data bucket holds user data; specs (runs/) are not training data.
+        if uri.startswith(self.data):
+            return not uri.startswith(f"{self.data}runs/")
+        return uri.startswith((self.code, self.models, self.own_outputs))
+
+
+def _run_id(run: Any, problems: list[str]) -> str:
+    run_id = run.get("run_id") if isinstance(run, dict) else None
+    if not isinstance(run_id, str) or not naming.RUN_ID_RE.fullmatch(run_id):
+        problems.append(f"run.run_id: {str(run_id)[:80]!r} is not a run id (<name>-<yyyymmddHHMMSS>-<16 hex>)")
+        return ""
+    return run_id
+
+
+def _same(problems: list[str], what: str, got: Any, want: Any) -> None:
+    if got != want:
+        problems.append(f"{what}: {got!r} is not this environment's {want!r}")
+
+
+def _vpc(problems: list[str], vpc: dict[str, Any] | None, settings: Settings) -> None:
+    if not settings.subnet_ids:
+        if vpc:
+            problems.append("VpcConfig: this environment runs jobs outside a VPC")
+        return
+    if not vpc:
+        problems.append("VpcConfig: missing; jobs of this environment run in its training subnets")
+        return
+    allowed_subnets = set(settings.subnet_ids) | ({settings.fsx.subnet_id} if settings.fsx else set())
+    if not vpc.get("Subnets") or not set(vpc["Subnets"]) <= allowed_subnets:
+        problems.append(f"VpcConfig.Subnets: {vpc.get('Subnets')} are not this environment's training subnets")
+    if set(vpc.get("SecurityGroupIds") or []) != set(settings.security_group_ids):
+        problems.append(f"VpcConfig.SecurityGroupIds: {vpc.get('SecurityGroupIds')} are not this environment's "
+                        f"training security groups {list(settings.security_group_ids)}")
+
+
+def _instances(problems: list[str], what: str, instance_type: Any, count: Any, allowed: tuple[str, ...],
+               settings: Settings) -> None:
+    if instance_type not in allowed:
+        problems.append(f"{what}.InstanceType: {instance_type} is not allowed in environment {settings.environment}")
+    if not isinstance(count, int) or not 1 <= count <= settings.max_instance_count:
+        problems.append(f"{what}.InstanceCount: {count} is over environment {settings.environment}'s limit of "
+                        f"{settings.max_instance_count}")
+
+
+def _cost(problems: list[str], operation: str, request: dict[str, Any], settings: Settings) -> None:
+    if settings.max_run_cost_usd is None:
+        return
+    item = cost.request_cost(operation, request, settings.instance_prices)
+    if item["worst_case_usd"] is None or item["worst_case_usd"] > settings.max_run_cost_usd:
+        problems.append(f"cost: {cost.describe(item)} is over max_run_cost_usd=${settings.max_run_cost_usd:,.2f} "
+                        "(or has no price)")
+
+
+def _decoded(encoded: dict[str, str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in encoded.items():
+        try:
+            out[key] = json.loads(value)
+        except (TypeError, ValueError):
+            out[key] = value
+    return out
+
+
+def training_request_problems(request: dict[str, Any], run: Any, settings: Settings, attempt: int) -> list[str]:
+    problems: list[str] = []
+    run_id = _run_id(run, problems)
+    prefixes = _Prefixes(settings, run_id)
+    expected = naming.job_name(settings.name_prefix, run_id, "train", attempt) if run_id else None
+    _same(problems, "TrainingJobName", request.get("TrainingJobName"), expected)
+    _same(problems, "RoleArn", request.get("RoleArn"), settings.sagemaker_role_arn)
+    _same(problems, "AlgorithmSpecification.TrainingImage",
+          (request.get("AlgorithmSpecification") or {}).get("TrainingImage"), settings.training_image_uri)
+    resources = request.get("ResourceConfig") or {}
+    _instances(problems, "ResourceConfig", resources.get("InstanceType"), resources.get("InstanceCount"),
+               settings.allowed_instance_types, settings)
+    _same(problems, "ResourceConfig.VolumeKmsKeyId", resources.get("VolumeKmsKeyId"), settings.kms_key_arn)
+    output = request.get("OutputDataConfig") or {}
+    _same(problems, "OutputDataConfig.S3OutputPath", output.get("S3OutputPath"), prefixes.own_models)
+    _same(problems, "OutputDataConfig.KmsKeyId", output.get("KmsKeyId"), settings.kms_key_arn)
+    _same(problems, "CheckpointConfig.S3Uri", (request.get("CheckpointConfig") or {}).get("S3Uri"),
+          prefixes.own_checkpoints)
+    for channel in request.get("InputDataConfig") or []:
+        name = channel.get("ChannelName")
+        source = channel.get("DataSource") or {}
+        if "S3DataSource" in source:
+            uri = source["S3DataSource"].get("S3Uri", "")
+            if name == CODE_CHANNEL:
+                _same(problems, "InputDataConfig[code].S3Uri", uri, f"{settings.code_s3_prefix}sourcedir.tar.gz")
+            elif not prefixes.readable(uri):
+                problems.append(f"InputDataConfig[{name}].S3Uri: {uri} is outside what this run may read (the data "
+                                f"bucket, models/, code/ and outputs/{run_id}/ of the artifacts bucket)")
+        elif "FileSystemDataSource" in source:
+            fs = source["FileSystemDataSource"]
+            if settings.fsx is None or fs.get("FileSystemId") != settings.fsx.file_system_id:
+                problems.append(f"InputDataConfig[{name}].FileSystemId: {fs.get('FileSystemId')} is not this "
+                                "environment's FSx file system")
+            if fs.get("FileSystemAccessMode") != "ro":
+                problems.append(f"InputDataConfig[{name}].FileSystemAccessMode: jobs mount FSx read-only")
+    values = _decoded(request.get("HyperParameters") or {})
+    submit = values.get("sagemaker_submit_directory")
+    code_uri = f"{settings.code_s3_prefix}sourcedir.tar.gz"
+    if submit not in (code_uri, f"{ISOLATED_CODE_DIR}/sourcedir.tar.gz"):
+        problems.append(f"HyperParameters.sagemaker_submit_directory: {submit!r} is not this environment's code "
+                        f"{code_uri}")
+    channels = {c.get("ChannelName") for c in request.get("InputDataConfig") or []}
+    model = (values.get("model_name_or_path") if "model" not in channels
+             else "s3://model-channel/")
+    problems += hyperparameters.policy_problems(values, model, settings)
+    if not request.get("EnableNetworkIsolation") and not hyperparameters.needs_internet(model, values):
+        problems.append("EnableNetworkIsolation: a job that needs no internet (model from S3) runs isolated")
+    stopping = request.get("StoppingCondition") or {}
+    runtime = stopping.get("MaxRuntimeInSeconds")
+    if not isinstance(runtime, int) or not 1 <= runtime <= MAX_TRAINING_RUNTIME:
+        problems.append(f"StoppingCondition.MaxRuntimeInSeconds: {runtime} is not 1 - {MAX_TRAINING_RUNTIME}")
+    _vpc(problems, request.get("VpcConfig"), settings)
+    if not problems:
+        _cost(problems, "CreateTrainingJob", request, settings)
+    return problems
+
+
+def processing_request_problems(request: dict[str, Any], run: Any, settings: Settings, stage: str) -> list[str]:
+    problems: list[str] = []
+    run_id = _run_id(run, problems)
+    prefixes = _Prefixes(settings, run_id)
+    expected = naming.job_name(settings.name_prefix, run_id, stage) if run_id else None
+    _same(problems, "ProcessingJobName", request.get("ProcessingJobName"), expected)
+    _same(problems, "RoleArn", request.get("RoleArn"), settings.sagemaker_role_arn)
+    app = request.get("AppSpecification") or {}
+    _same(problems, "AppSpecification.ImageUri", app.get("ImageUri"), settings.processing_image_uri)
+    _same(problems, "AppSpecification.ContainerEntrypoint", app.get("ContainerEntrypoint"), PROCESSING_ENTRYPOINT)
+    cluster = (request.get("ProcessingResources") or {}).get("ClusterConfig") or {}
+    _instances(problems, "ClusterConfig", cluster.get("InstanceType"), cluster.get("InstanceCount"),
+               settings.tokenizer_instance_types, settings)
+    _same(problems, "ClusterConfig.VolumeKmsKeyId", cluster.get("VolumeKmsKeyId"), settings.kms_key_arn)
+    for item in request.get("ProcessingInputs") or []:
+        name, uri = item.get("InputName"), (item.get("S3Input") or {}).get("S3Uri", "")
+        if name == "code":
+            _same(problems, "ProcessingInputs[code].S3Uri", uri, settings.code_s3_prefix)
+        elif not prefixes.readable(uri):
+            problems.append(f"ProcessingInputs[{name}].S3Uri: {uri} is outside what this run may read")
+    outputs = request.get("ProcessingOutputConfig") or {}
+    _same(problems, "ProcessingOutputConfig.KmsKeyId", outputs.get("KmsKeyId"), settings.kms_key_arn)
+    for item in outputs.get("Outputs") or []:
+        uri = (item.get("S3Output") or {}).get("S3Uri", "")
+        if not uri.startswith(prefixes.own_outputs):
+            problems.append(f"ProcessingOutputConfig.Outputs[{item.get('OutputName')}].S3Uri: {uri} is not under "
+                            f"this run's {prefixes.own_outputs}")
+    runtime = (request.get("StoppingCondition") or {}).get("MaxRuntimeInSeconds")
+    if not isinstance(runtime, int) or not 1 <= runtime <= MAX_PROCESSING_RUNTIME:
+        problems.append(f"StoppingCondition.MaxRuntimeInSeconds: {runtime} is not 1 - {MAX_PROCESSING_RUNTIME}")
+    _vpc(problems, (request.get("NetworkConfig") or {}).get("VpcConfig"), settings)
+    if not problems:
+        _cost(problems, "CreateProcessingJob", request, settings)
+    return problems
+
+
+def build(builder: Any, run: Any, settings: Settings, which: Any) -> dict[str, Any]:
+    """The request `builder(run, settings, which)` makes; a run that is not a planned run is rejected, not a crash."""
+    try:
+        return builder(run, settings, which)
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as err:
+        raise RequestRejected([f"run: not a run planned by Prepare ({type(err).__name__}: {err})"]) from None
+
+
+def check_training(request: dict[str, Any], run: Any, settings: Settings, attempt: int) -> None:
+    problems = training_request_problems(request, run, settings, attempt)
+    if problems:
+        raise RequestRejected(problems)
+
+
+def check_processing(request: dict[str, Any], run: Any, settings: Settings, stage: str) -> None:
+    problems = processing_request_problems(request, run, settings, stage)
+    if problems:
+        raise RequestRejected(problems)
