@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import tarfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -25,6 +24,7 @@ from moto import mock_aws
 from local_mode.cloud_assembly import AssemblyError, CloudAssembly
 from local_mode.emulator import Deployment, Emulator, copy_tree_to_s3
 from local_mode.job_settings import JobEvent, LocalSageMakerSettings
+from local_mode.s3_channels import safe_extract
 from local_mode.sagemaker_backend import LocalSageMaker, local_sagemaker
 
 LOSS_METRICS = ("loss",)  # per logging step; train_loss is the whole run's average
@@ -281,8 +281,7 @@ class LocalSession:
         dest.mkdir(parents=True, exist_ok=True)
         archive = dest / "model.tar.gz"
         self.s3.download_file(bucket, key, str(archive))
-        with tarfile.open(archive) as tar:
-            tar.extractall(dest / "model", filter="data")
+        safe_extract(archive, dest / "model")
         return dest / "model"
 
 

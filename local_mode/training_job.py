@@ -37,6 +37,7 @@ from local_mode.s3_channels import (
     ChannelError,
     download_objects,
     parse_s3_uri,
+    safe_extract,
     select_objects,
     shard,
     tar_folder,
@@ -286,8 +287,7 @@ class TrainingJob(LocalJob):
             if tarball.is_dir():
                 shutil.copytree(tarball, code_dir, dirs_exist_ok=True)
             elif tarball.is_file() and tarfile.is_tarfile(tarball):
-                with tarfile.open(tarball, "r:*") as tar:
-                    tar.extractall(code_dir, filter="data")
+                safe_extract(tarball, code_dir)
             else:
                 raise JobSetupError(f"sagemaker_submit_directory {submit} is neither a tar.gz nor a folder")
             if not (code_dir / str(program)).exists():
