@@ -58,6 +58,17 @@ OPTIMIZER_DIRS = ("optimizer_0",)
 SCHEDULER_FILE = "scheduler.pt"
 TRAINER_STATE_FILE = "trainer_state.json"
 
+
+def safetensors_files(folder: str) -> list[str] | None:
+    """The safetensors weight files of a saved model (sharded via its index, or the single file); None if none."""
+    index = os.path.join(folder, "model.safetensors.index.json")
+    if os.path.isfile(index):
+        with open(index) as handle:
+            return sorted(set(json.load(handle)["weight_map"].values()))
+    if os.path.isfile(os.path.join(folder, "model.safetensors")):
+        return ["model.safetensors"]
+    return None
+
 # Config fields that say nothing about the weights' meaning (paths, library versions, runtime switches).
 _VOLATILE_CONFIG_KEYS = {
     "_name_or_path", "transformers_version", "_commit_hash", "_attn_implementation", "_attn_implementation_autoset",

@@ -9,10 +9,11 @@ because they are larger: loss_scaling.py (gradient accumulation scaling, transfo
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 from collections.abc import Iterator
+
+from . import checkpoints
 
 logger = logging.getLogger("hftrain")
 
@@ -57,13 +58,8 @@ def reload_legacy_named_weights(checkpoint: str, model) -> int:
     """
     from safetensors.torch import load_file
 
-    index = os.path.join(checkpoint, "model.safetensors.index.json")
-    if os.path.isfile(index):
-        with open(index) as handle:
-            files = sorted(set(json.load(handle)["weight_map"].values()))
-    elif os.path.isfile(os.path.join(checkpoint, "model.safetensors")):
-        files = ["model.safetensors"]
-    else:
+    files = checkpoints.safetensors_files(checkpoint)
+    if files is None:
         return 0
     wanted = set(model.state_dict().keys())
     restored = {}

@@ -44,13 +44,8 @@ def _weight_shapes(path: str) -> dict[str, tuple[int, ...]] | None:
     """name -> shape from the safetensors headers (no tensor data read); None when not safetensors."""
     from safetensors import safe_open
 
-    index = os.path.join(path, "model.safetensors.index.json")
-    if os.path.isfile(index):
-        with open(index) as handle:
-            files = sorted(set(json.load(handle)["weight_map"].values()))
-    elif os.path.isfile(os.path.join(path, "model.safetensors")):
-        files = ["model.safetensors"]
-    else:
+    files = checkpoints.safetensors_files(path)
+    if files is None:
         return None
     shapes: dict[str, tuple[int, ...]] = {}
     for name in files:
