@@ -148,6 +148,39 @@ def stop_hosts(hosts: Sequence[HostProcess], grace_seconds: float) -> None:
         host.finish(timeout=5)
 
 
+def wait_for_hosts(
+    hosts: Sequence[HostProcess],
+    *,
+    grace_seconds: float,
+    poll_seconds: float,
+    before_poll: Callable[[], str | None] | None = None,
+    after_poll: Callable[[], str | None] | None = None,
+) -> tuple[str, HostProcess | None]:
+    """Poll until every host exits 0 ("completed") or one fails ("failed", that host); a reason named by
+    before_poll() (ahead of reading the exit codes) or after_poll() (e.g. a deadline) ends them all with that
+    outcome. The hosts are down on return."""
+    while True:
+        reason = before_poll() if before_poll is not None else None
+        if reason:
+            stop_hosts(hosts, grace_seconds)
+            return reason, None
+        codes = [(host, host.poll()) for host in hosts]
+        failed = next((host for host, code in codes if code not in (None, 0)), None)
+        if failed is not None:
+            # The others would wait for the failed one forever (rendezvous, collectives): end them.
+            stop_hosts(hosts, grace_seconds)
+            return "failed", failed
+        if all(code == 0 for _, code in codes):
+            for host in hosts:
+                host.finish()
+            return "completed", None
+        reason = after_poll() if after_poll is not None else None
+        if reason:
+            stop_hosts(hosts, grace_seconds)
+            return reason, None
+        time.sleep(poll_seconds)
+
+
 def _alive(proc: psutil.Process) -> bool:
     try:
         return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE

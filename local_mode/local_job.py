@@ -18,7 +18,7 @@ import botocore.session
 
 from local_mode.aws_clients import job_client
 from local_mode.cloudwatch_logs import LogShipper
-from local_mode.host_processes import HostProcess, stop_hosts
+from local_mode.host_processes import HostProcess, stop_hosts, wait_for_hosts
 from local_mode.job_settings import JobEvent, LocalSageMakerSettings
 
 log = logging.getLogger(__name__)
@@ -48,6 +48,34 @@ def truncate(text: str, limit: int = FAILURE_REASON_MAX) -> str:
 
 def python_bin() -> Path:
     return Path(sys.executable).parent
+
+
+def job_env(settings: LocalSageMakerSettings, request: dict[str, Any], region: str) -> dict[str, str]:
+    """The environment of a job's processes: this machine's (less AWS settings) + the request's.
+
+    "This machine's" is the snapshot the settings took when the local SageMaker was installed, never the
+    live process environment (see invocation_env)."""
+    host_env = settings.host_env if settings.host_env is not None else dict(os.environ)
+    env = {k: v for k, v in host_env.items() if not k.startswith(("AWS_", "SM_", "SAGEMAKER_"))}
+    env["PATH"] = f"{python_bin()}{os.pathsep}{env.get('PATH', '')}"
+    env.setdefault("OMP_NUM_THREADS", "1")  # N hosts x M processes share this machine's cores
+    env.update({"PYTHONUNBUFFERED": "1", "AWS_REGION": region, "AWS_DEFAULT_REGION": region})
+    env.update({str(k): str(v) for k, v in (request.get("Environment") or {}).items()})
+    env.update(settings.extra_env)
+    env.update(
+        {
+            "AWS_ACCESS_KEY_ID": "local-sagemaker",
+            "AWS_SECRET_ACCESS_KEY": "local-sagemaker",
+            "AWS_ENDPOINT_URL": NO_AWS_ENDPOINT,
+            "AWS_EC2_METADATA_DISABLED": "true",
+            "HF_HUB_OFFLINE": "1",
+            "HF_DATASETS_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1",
+        }
+    )
+    if settings.pip_offline:
+        env.update({"PIP_NO_INDEX": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1"})
+    return env
 
 
 class LocalJob:
@@ -108,10 +136,6 @@ class LocalJob:
     def wait(self, timeout: float | None = None) -> bool:
         return self._done.wait(timeout)
 
-    @property
-    def done(self) -> bool:
-        return self._done.is_set()
-
     def shutdown(self, timeout: float = 30.0) -> None:
         """Stop the job if it runs and wait for its thread (the emulator is going away)."""
         self.stop()
@@ -147,31 +171,7 @@ class LocalJob:
         return job_client("s3", self.region)
 
     def base_env(self) -> dict[str, str]:
-        """The environment of a job's processes: this machine's (less AWS settings) + the request's.
-
-        "This machine's" is the snapshot the settings took when the local SageMaker was installed, never the
-        live process environment (see invocation_env)."""
-        host_env = self.settings.host_env if self.settings.host_env is not None else dict(os.environ)
-        env = {k: v for k, v in host_env.items() if not k.startswith(("AWS_", "SM_", "SAGEMAKER_"))}
-        env["PATH"] = f"{python_bin()}{os.pathsep}{env.get('PATH', '')}"
-        env.setdefault("OMP_NUM_THREADS", "1")  # N hosts x M processes share this machine's cores
-        env.update({"PYTHONUNBUFFERED": "1", "AWS_REGION": self.region, "AWS_DEFAULT_REGION": self.region})
-        env.update({str(k): str(v) for k, v in (self.request.get("Environment") or {}).items()})
-        env.update(self.settings.extra_env)
-        env.update(
-            {
-                "AWS_ACCESS_KEY_ID": "local-sagemaker",
-                "AWS_SECRET_ACCESS_KEY": "local-sagemaker",
-                "AWS_ENDPOINT_URL": NO_AWS_ENDPOINT,
-                "AWS_EC2_METADATA_DISABLED": "true",
-                "HF_HUB_OFFLINE": "1",
-                "HF_DATASETS_OFFLINE": "1",
-                "TRANSFORMERS_OFFLINE": "1",
-            }
-        )
-        if self.settings.pip_offline:
-            env.update({"PIP_NO_INDEX": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1"})
-        return env
+        return job_env(self.settings, self.request, self.region)
 
     def stop_requested(self) -> bool:
         return self._stop_requested.is_set()
@@ -192,40 +192,27 @@ class LocalJob:
         """Poll the hosts until they all exit 0 ("completed"), one fails ("failed", that host), a stop is
         requested ("stopped") or check() names another reason to end them; the hosts are down on return
         (and their lines are in CloudWatch Logs)."""
+
+        def before_poll() -> str | None:
+            self.logs.maybe_flush()
+            if tick is not None:
+                tick()
+            return "stopped" if self.stop_requested() else None
+
         try:
-            return self._watch_hosts(check, tick)
+            return wait_for_hosts(
+                self.hosts,
+                grace_seconds=self.settings.stop_grace_seconds,
+                poll_seconds=self.settings.poll_seconds,
+                before_poll=before_poll,
+                after_poll=check,
+            )
         finally:
             self.logs.flush()
 
     def ship_line(self, host: str, line: str) -> None:
         """A host's output line to its CloudWatch stream (called from the host's output pump)."""
         self.logs.add(self.logs.stream(self.attempt, host), line)
-
-    def _watch_hosts(
-        self, check: Callable[[], str | None], tick: Callable[[], None] | None = None
-    ) -> tuple[str, HostProcess | None]:
-        while True:
-            self.logs.maybe_flush()
-            if tick is not None:
-                tick()
-            if self.stop_requested():
-                self.stop_hosts()
-                return "stopped", None
-            codes = [(host, host.poll()) for host in self.hosts]
-            failed = next((host for host, code in codes if code not in (None, 0)), None)
-            if failed is not None:
-                # The others would wait for the failed one forever (rendezvous, collectives): end them.
-                self.stop_hosts()
-                return "failed", failed
-            if all(code == 0 for _, code in codes):
-                for host in self.hosts:
-                    host.finish()
-                return "completed", None
-            reason = check()
-            if reason:
-                self.stop_hosts()
-                return reason, None
-            time.sleep(self.settings.poll_seconds)
 
     @staticmethod
     def host_failure(host: HostProcess, base_dir: Path) -> str:

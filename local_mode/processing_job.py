@@ -39,7 +39,6 @@ class ProcessingJob(LocalJob):
         super().__init__(request, **kwargs)
         self.exit_message: str | None = None
         self.start_time = None
-        self._layout: list[Host] = []
         self._started: float | None = None
 
     def describe(self) -> dict[str, Any]:
@@ -72,7 +71,6 @@ class ProcessingJob(LocalJob):
             )
         command = entrypoint + list(app.get("ContainerArguments") or [])
         hosts = plan_hosts(self.request["ProcessingResources"]["ClusterConfig"], self.work_dir / "attempt-1")
-        self._layout = hosts
         try:
             s3 = self.s3()
             for host in hosts:

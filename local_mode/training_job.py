@@ -3,20 +3,17 @@
 Per attempt (a spot interruption starts a new one): fresh host folders, channels copied from S3 (or FSx
 folders linked), sourcedir.tar.gz unpacked into each host's code dir (the toolkit then skips its own S3
 download, which could not reach the emulated S3), checkpoints restored, then the console script `train`
-for every host at once. With torch_distributed the toolkit's launcher calls `torchrun`; the runner's
-wrapper (torchrun_local.py) moves the rendezvous to 127.0.0.1 and a port of the job's own.
+for every host at once (training_hosts.py, which the multi-host tests of train.py use too). With
+torch_distributed the toolkit's launcher calls `torchrun`; the runner's wrapper (torchrun_local.py) moves the
+rendezvous to 127.0.0.1 and a port of the job's own.
 """
 
 from __future__ import annotations
 
 import copy
-import importlib.util
 import json
 import math
 import shutil
-import socket
-import sys
-import tarfile
 import time
 from pathlib import Path
 from typing import Any
@@ -30,23 +27,20 @@ from local_mode.container_layout import (
     lay_out_training_host,
     plan_hosts,
 )
-from local_mode.host_processes import HostProcess
-from local_mode.local_job import JobSetupError, LocalJob, now, output_members, python_bin, truncate
+from local_mode.local_job import JobSetupError, LocalJob, now, output_members, truncate
 from local_mode.metrics import MetricTracker, Progress, parse_progress
 from local_mode.s3_channels import (
     ChannelError,
     download_objects,
     parse_s3_uri,
-    safe_extract,
     select_objects,
     shard,
     tar_folder,
     upload_folder,
 )
+from local_mode.training_hosts import install_code, training_processes
 
 TRAINING_MEMBERS = output_members("DescribeTrainingJob")
-PACKAGE_DIR = Path(__file__).resolve().parent
-REAL_FRAMEWORK_MODULE = "sagemaker_pytorch_container.training:main"  # what the PyTorch/HF DLCs set
 WINDOW_PREFIXES = ("[train] ", "[eval] ")  # the training code's per-logging-window lines
 END_STATES = {
     "stopped": ("Stopped", "Training job stopped"),
@@ -63,12 +57,6 @@ def decode_hyperparameter(value: str | None) -> Any:
         return json.loads(value)
     except (TypeError, ValueError):
         return value
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class TrainingJob(LocalJob):
@@ -283,15 +271,7 @@ class TrainingJob(LocalJob):
                     s3.download_file(bucket, key, str(tarball))
             else:  # network isolation: a container path, e.g. /opt/ml/input/data/code/sourcedir.tar.gz
                 tarball = host.path(str(submit))
-            code_dir = host.base_dir / "code"
-            if tarball.is_dir():
-                shutil.copytree(tarball, code_dir, dirs_exist_ok=True)
-            elif tarball.is_file() and tarfile.is_tarfile(tarball):
-                safe_extract(tarball, code_dir)
-            else:
-                raise JobSetupError(f"sagemaker_submit_directory {submit} is neither a tar.gz nor a folder")
-            if not (code_dir / str(program)).exists():
-                raise JobSetupError(f"sagemaker_program {program} is not in {submit}")
+            install_code(host, tarball, program=str(program), submit=str(submit))
 
     def _restore_checkpoints(self, s3: Any, hosts: list[Host]) -> CheckpointSync | None:
         config = self.request.get("CheckpointConfig") or {}
@@ -310,54 +290,18 @@ class TrainingJob(LocalJob):
         return sync
 
     def _start_hosts(self, hosts: list[Host]) -> None:
-        bin_dir = self._torchrun_wrapper()
-        port = free_port()  # one rendezvous port per job attempt: jobs run side by side
-        launcher = python_bin() / "train"
-        command = (
-            [str(launcher)] if launcher.exists() else [sys.executable, "-m", "sagemaker_training.cli.train"]
+        self.hosts = training_processes(
+            hosts,
+            base_env=self.base_env(),
+            job_name=self.name,
+            job_arn=self.arn,
+            bin_dir=self.work_dir / "bin",
+            log_dir=self.work_dir / "logs" / f"attempt-{self.attempt}",
+            processes_per_host=self.settings.processes_per_host,
+            on_line=self._on_line,
         )
-        if importlib.util.find_spec("sagemaker_pytorch_container") is None:
-            raise RuntimeError("sagemaker-pytorch-training (the DLC's launcher module) is not installed: "
-                               "run `make setup` (requirements-dev.txt pins it)")
-        self.hosts = []
-        for host in hosts:
-            env = self.base_env()
-            env.setdefault("SAGEMAKER_TRAINING_MODULE", REAL_FRAMEWORK_MODULE)
-            env.setdefault("GLOO_SOCKET_IFNAME", "lo")  # every "host" is this machine
-            env.update(
-                {
-                    "SAGEMAKER_BASE_DIR": str(host.base_dir),
-                    "SM_STUDIO_LOCAL_MODE": "true",  # the toolkit then skips waiting for algo-N to resolve
-                    "TRAINING_JOB_NAME": self.name,
-                    "TRAINING_JOB_ARN": self.arn,
-                    "LOCAL_SM_MASTER_PORT": str(port),
-                    "LOCAL_SM_NPROC_PER_NODE": str(self.settings.processes_per_host or ""),
-                    "PATH": f"{bin_dir}:{env['PATH']}",
-                }
-            )
-            self.hosts.append(
-                HostProcess(
-                    host.name,
-                    command,
-                    env=env,
-                    cwd=host.root,
-                    log_path=self.work_dir / "logs" / f"attempt-{self.attempt}" / f"{host.name}.log",
-                    on_line=self._on_line,
-                )
-            )
         for process in self.hosts:
             process.start()
-
-    def _torchrun_wrapper(self) -> Path:
-        bin_dir = self.work_dir / "bin"
-        wrapper = bin_dir / "torchrun"
-        if not wrapper.exists():
-            bin_dir.mkdir(parents=True, exist_ok=True)
-            wrapper.write_text(
-                f'#!/bin/sh\nexec "{sys.executable}" "{PACKAGE_DIR / "torchrun_local.py"}" "$@"\n'
-            )
-            wrapper.chmod(0o755)
-        return bin_dir
 
     def _on_line(self, host: str, line: str) -> None:
         self.ship_line(host, line)

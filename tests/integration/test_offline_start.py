@@ -19,7 +19,7 @@ from stacks.code_asset import ENTRYPOINT, sourcedir_bytes
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests" / "training"))
-from hftrain_smhost import free_port, host_env, layout_hosts  # noqa: E402
+import hftrain_smhost as smhost  # noqa: E402
 
 # What the job images lack (stacks/job_images.py) or hold at another version than the one the jobs pin; the
 # stand-ins hide them so that only the shipped wheels can provide them.
@@ -47,24 +47,21 @@ def test_training_job_starts_with_no_package_index(tmp_path, sourcedir):
     model = synth.build_model_dir("bart", tmp_path / "bart")
     train = synth.write_jsonl(tmp_path / "data" / "train.jsonl", synth.summ_examples(8, 1))
     validation = synth.write_jsonl(tmp_path / "data" / "validation.jsonl", synth.summ_examples(4, 2))
-    (host,) = layout_hosts(
-        tmp_path / "hosts", hosts=["algo-1"], sourcedir=sourcedir, distribution={},
+    job = smhost.lay_out(
+        tmp_path / "hosts", hosts=["algo-1"], sourcedir=sourcedir,
         hyperparameters={"task": "summarization", "model_name_or_path": str(model), "max_steps": 2,
                          "per_device_train_batch_size": 2, "max_target_length": 8, "logging_steps": 1},
         channels={"train": {"algo-1": [train]}, "validation": {"algo-1": [validation]}},
     )
-    env = offline_pip_env(host_env(host, master_port=free_port()))
-    env["PATH"] = f"{python.parent}:{env['PATH']}"
-    proc = subprocess.run([str(python.parent / "train")], env=env, cwd=host.base, capture_output=True, text=True,
-                          timeout=600)
-    log = proc.stdout + proc.stderr
-    assert proc.returncode == 0, log[-5000:]
+    (result,) = job.run(timeout=600, python=python, adjust_env=offline_pip_env)  # the image's train, torchrun
+    log = result.log
+    assert result.returncode == 0, log[-5000:]
     installed = _installed_line(log)
     for wheel in ("accelerate-1.15.0", "nltk-3.10.4", "rouge-score-0.1.2", "tokenizers-0.22.2"):
         assert wheel in installed or wheel.replace("-score", "_score") in installed, installed
     assert "Looking in indexes" not in log  # pip never looked at an index
     assert "METRIC eval_rouge1=" in log  # rouge_score from the shipped wheel, in the training process
-    assert (host.model_dir / "model.safetensors").exists()
+    assert result.host.path("/opt/ml/model/model.safetensors").exists()
 
 
 @pytest.mark.slow

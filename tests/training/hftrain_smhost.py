@@ -1,177 +1,159 @@
-"""Lay out SageMaker "hosts" on this machine and run them with the real sagemaker-training toolkit.
+"""Run train.py on SageMaker "hosts" of this machine exactly as the local SageMaker does, without S3.
 
-Each host gets its own SAGEMAKER_BASE_DIR with input/config/{hyperparameters,resourceconfig,
-inputdataconfig}.json, input/data/<channel>/ and the code as a sourcedir.tar.gz; the toolkit's `train`
-console script then downloads (extracts) the code, installs requirements.txt, and launches torchrun exactly
-as in the training container. See sm_framework_shim.py for the one substitution (the master address).
+A test describes its job as a CreateTrainingJob request and the files each host's channels receive;
+`lay_out` gives every host its folders and input/config/*.json (local_mode.container_layout) and `run`
+launches them with local_mode.training_hosts: the code bundle unpacked per host, the real toolkit's `train`,
+the real framework module, torchrun with the rendezvous on 127.0.0.1, the job environment of local mode
+(offline: no package index, no Hub, no AWS endpoint). What is test-only: channel files copied in place of an
+S3 download, a per-host datasets cache, `nice`, and a deadline that ends every host.
 """
 
 from __future__ import annotations
 
-import contextlib
+import dataclasses
 import json
-import os
 import shutil
-import socket
-import subprocess
-import sys
-import tarfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+from local_mode.container_layout import Host, lay_out_training_host, plan_hosts
+from local_mode.host_processes import wait_for_hosts
+from local_mode.job_settings import LocalSageMakerSettings
+from local_mode.local_job import job_env
+from local_mode.training_hosts import install_code, training_processes
+from stacks.code_asset import sourcedir_bytes
 
 REPO = Path(__file__).resolve().parents[2]
-TRAINING_CODE = REPO / "training_code"
-HERE = Path(__file__).resolve().parent
+REGION = "us-east-1"
+INSTANCE_TYPE = "ml.m5.xlarge"
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def build_sourcedir(target: Path, source: Path = TRAINING_CODE) -> Path:
-    """sourcedir.tar.gz of training_code/ as the SDK makes it (files at the archive root)."""
+def build_sourcedir(target: Path, wheels: tuple[Path, ...] = ()) -> Path:
+    """sourcedir.tar.gz of training_code/ as the stack deploys it (stacks/code_asset.py)."""
     target.parent.mkdir(parents=True, exist_ok=True)
-    with tarfile.open(target, "w:gz") as tar:
-        for path in sorted(source.rglob("*")):
-            rel = path.relative_to(source)
-            if "__pycache__" in rel.parts or path.suffix == ".pyc" or not path.is_file():
-                continue
-            tar.add(path, arcname=str(rel))
+    target.write_bytes(sourcedir_bytes(REPO / "training_code", wheels))
     return target
 
 
-def encode_hyperparameters(hps: dict) -> dict:
-    """Every value JSON-encoded as a string, as CreateTrainingJob carries them."""
-    return {k: json.dumps(v) for k, v in hps.items()}
-
-
-@dataclass
-class Host:
-    name: str
-    base: Path
-
-    @property
-    def model_dir(self) -> Path:
-        return self.base / "model"
-
-    @property
-    def checkpoint_dir(self) -> Path:
-        return self.base / "checkpoints"
-
-    @property
-    def output_dir(self) -> Path:
-        return self.base / "output"
-
-
-def layout_hosts(
-    root: Path,
+def training_request(
     *,
-    hosts: list[str],
-    hyperparameters: dict,
-    channels: dict[str, dict[str, list[Path]]],
-    distribution: dict[str, str],
+    instance_count: int,
+    hyperparameters: dict[str, Any],
+    channels: dict[str, str],
     sourcedir: Path,
     processes_per_host: int = 1,
-) -> list[Host]:
-    """channels: name -> host -> files to place in that host's channel dir."""
-    out = []
-    for host in hosts:
-        base = root / host
-        config = base / "input" / "config"
-        config.mkdir(parents=True, exist_ok=True)
-        for made in ("model", "output/data", "checkpoints"):  # SageMaker creates these before the job starts
-            (base / made).mkdir(parents=True, exist_ok=True)
-        hps = {
-            "sagemaker_program": "train.py",
-            "sagemaker_submit_directory": str(sourcedir),
-            "sagemaker_container_log_level": 20,
-            "sagemaker_job_name": "hftrain-test",
-            "sagemaker_region": "us-east-1",
-            "sagemaker_torch_distributed_enabled": True,
-            "sagemaker_mpi_num_of_processes_per_host": processes_per_host,
-            **hyperparameters,
-        }
-        (config / "hyperparameters.json").write_text(json.dumps(encode_hyperparameters(hps)))
-        (config / "resourceconfig.json").write_text(json.dumps({
-            "current_host": host, "current_instance_type": "ml.m5.xlarge", "current_group_name": "homogeneousCluster",
-            "hosts": hosts, "network_interface_name": "lo",
-            "instance_groups": [{"instance_group_name": "homogeneousCluster", "instance_type": "ml.m5.xlarge",
-                                 "hosts": hosts}],
-        }))
-        (config / "inputdataconfig.json").write_text(json.dumps({
-            name: {"TrainingInputMode": "File", "S3DistributionType": distribution.get(name, "FullyReplicated"),
-                   "RecordWrapperType": "None"}
-            for name in channels
-        }))
-        for name, per_host in channels.items():
-            channel_dir = base / "input" / "data" / name
-            channel_dir.mkdir(parents=True, exist_ok=True)
-            for file in per_host.get(host, []):
-                shutil.copy(file, channel_dir / Path(file).name)
-        out.append(Host(host, base))
-    return out
-
-
-def host_env(host: Host, *, master_port: int, extra: dict | None = None) -> dict:
-    env = dict(os.environ)
-    venv_bin = str(Path(sys.executable).parent)
-    env.update({
-        "SAGEMAKER_BASE_DIR": str(host.base),
-        "SAGEMAKER_TRAINING_MODULE": "sm_framework_shim:main",
-        "SM_STUDIO_LOCAL_MODE": "true",  # the toolkit then skips waiting for algo-N to resolve
-        "HFTRAIN_TEST_MASTER_ADDR": "127.0.0.1",
-        "HFTRAIN_TEST_MASTER_PORT": str(master_port),
-        "GLOO_SOCKET_IFNAME": "lo",
-        "PYTHONPATH": os.pathsep.join([str(HERE), env.get("PYTHONPATH", "")]).rstrip(os.pathsep),
-        "PATH": os.pathsep.join([venv_bin, env.get("PATH", "")]),
-        "PIP_NO_INDEX": "1",  # requirements.txt is already satisfied here: never reach for the network
-        "PIP_DISABLE_PIP_VERSION_CHECK": "1",
-        "HF_HUB_OFFLINE": "1",
-        "HF_DATASETS_OFFLINE": "1",
-        "TRANSFORMERS_OFFLINE": "1",
-        "HF_DATASETS_CACHE": str(host.base / "hf-cache"),
-        "OMP_NUM_THREADS": "1",
-        "TOKENIZERS_PARALLELISM": "false",
-    })
-    env.update(extra or {})
-    return env
+    environment: dict[str, str] | None = None,
+    name: str = "hftrain-test",
+) -> dict[str, Any]:
+    """A CreateTrainingJob request with the reserved hyperparameters the SDK's estimator adds (values
+    JSON-encoded); channels: name -> S3DataDistributionType."""
+    hps = {
+        "sagemaker_program": "train.py",
+        "sagemaker_submit_directory": str(sourcedir),
+        "sagemaker_container_log_level": 20,
+        "sagemaker_job_name": name,
+        "sagemaker_region": REGION,
+        "sagemaker_torch_distributed_enabled": True,
+        "sagemaker_mpi_num_of_processes_per_host": processes_per_host,
+        **hyperparameters,
+    }
+    return {
+        "TrainingJobName": name,
+        "AlgorithmSpecification": {"TrainingInputMode": "File"},
+        "HyperParameters": {k: json.dumps(v, default=str) for k, v in hps.items()},
+        "ResourceConfig": {"InstanceType": INSTANCE_TYPE, "InstanceCount": instance_count},
+        "InputDataConfig": [
+            {"ChannelName": channel, "DataSource": {"S3DataSource": {
+                "S3DataType": "S3Prefix", "S3Uri": f"s3://hftrain-tests/{channel}/",
+                "S3DataDistributionType": distribution}}}
+            for channel, distribution in channels.items()
+        ],
+        "Environment": {"TOKENIZERS_PARALLELISM": "false", **(environment or {})},
+    }
 
 
 @dataclass
 class HostResult:
     host: Host
-    returncode: int
+    returncode: int | None
     log: str
 
 
-def run_hosts(hosts: list[Host], *, timeout: float = 600, extra_env: dict | None = None) -> list[HostResult]:
-    """Start `train` for every host at once and wait (killing all on timeout: no hang survives a test)."""
-    port = free_port()
-    procs = []
-    train = str(Path(sys.executable).parent / "train")
-    for host in hosts:
-        log_path = host.base / "train.log"
-        handle = open(log_path, "w")  # noqa: SIM115 - closed below
-        proc = subprocess.Popen(
-            ["nice", "-n", "5", train], env=host_env(host, master_port=port, extra=extra_env), stdout=handle,
-            stderr=subprocess.STDOUT, cwd=str(host.base), start_new_session=True,
+@dataclass
+class LocalTraining:
+    request: dict[str, Any]
+    root: Path
+    hosts: list[Host]
+    sourcedir: Path
+
+    def run(
+        self,
+        *,
+        timeout: float = 600,
+        python: Path | None = None,
+        adjust_env: Callable[[dict[str, str]], dict[str, str]] | None = None,
+    ) -> list[HostResult]:
+        """Every host at once; on `timeout` every host is ended and TimeoutError raised.
+
+        python: the hosts' interpreter (an image stand-in; its bin/ goes first on PATH); adjust_env: applied
+        to the job environment before the per-host variables."""
+        for host in self.hosts:
+            install_code(host, self.sourcedir, program="train.py", submit=str(self.sourcedir))
+        env = job_env(LocalSageMakerSettings(work_dir=self.root / "runs"), self.request, REGION)
+        if python is not None:
+            env["PATH"] = f"{python.parent}:{env['PATH']}"
+        env = adjust_env(env) if adjust_env else env
+        name = self.request["TrainingJobName"]
+        processes = training_processes(
+            self.hosts, base_env=env, job_name=name,
+            job_arn=f"arn:aws:sagemaker:{REGION}:123456789012:training-job/{name}", bin_dir=self.root / "bin",
+            log_dir=self.root / "logs", python=python, command_prefix=("nice", "-n", "5"),
+            per_host_env=lambda host: {"HF_DATASETS_CACHE": str(host.root / "hf-cache")},
         )
-        procs.append((host, proc, handle, log_path))
-    deadline = time.time() + timeout
-    results = []
-    try:
-        for _host, proc, _handle, _log in procs:
-            remaining = max(1.0, deadline - time.time())
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(timeout=remaining)
-    finally:
-        for host, proc, handle, log_path in procs:
-            if proc.poll() is None:
-                os.killpg(proc.pid, 9)
-                proc.wait()
-            handle.close()
-            results.append(HostResult(host, proc.returncode, log_path.read_text()))
-    return results
+        for process in processes:
+            process.start()
+        deadline = time.monotonic() + timeout
+        outcome, _ = wait_for_hosts(
+            processes, grace_seconds=5, poll_seconds=0.2,
+            after_poll=lambda: "timeout" if time.monotonic() > deadline else None,
+        )
+        results = [HostResult(h, p.poll(), p.log_path.read_text(errors="replace"))
+                   for h, p in zip(self.hosts, processes, strict=True)]
+        if outcome == "timeout":
+            tails = "\n".join(f"--- {r.host.name}\n{r.log[-2000:]}" for r in results)
+            raise TimeoutError(f"hosts still running after {timeout}s, ended:\n{tails}")
+        return results
+
+
+def lay_out(
+    root: Path,
+    *,
+    hosts: list[str],
+    hyperparameters: dict[str, Any],
+    channels: dict[str, dict[str, list[Path]]],
+    sourcedir: Path,
+    distribution: dict[str, str] | None = None,
+    processes_per_host: int = 1,
+    environment: dict[str, str] | None = None,
+) -> LocalTraining:
+    """channels: name -> host name -> the files that host's channel folder receives (what its share of the
+    S3 prefix would be); hosts: their names (algo-1..N in SageMaker; others to test a restart elsewhere)."""
+    request = training_request(
+        instance_count=len(hosts), hyperparameters=hyperparameters, sourcedir=sourcedir,
+        channels={name: (distribution or {}).get(name, "FullyReplicated") for name in channels},
+        processes_per_host=processes_per_host, environment=environment,
+    )
+    planned = [dataclasses.replace(h, name=name, root=root / name)
+               for h, name in zip(plan_hosts(request["ResourceConfig"], root), hosts, strict=True)]
+    for host in planned:
+        lay_out_training_host(request, planned, host)
+        host.path("/opt/ml/checkpoints").mkdir(parents=True)  # CheckpointConfig's LocalPath, made by SageMaker
+        for channel, per_host in channels.items():
+            folder = host.path(f"/opt/ml/input/data/{channel}")
+            folder.mkdir(parents=True, exist_ok=True)
+            for file in per_host.get(host.name, []):
+                shutil.copy(file, folder / Path(file).name)
+    return LocalTraining(request, root, planned, sourcedir)

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 from hftrain import checkpoints as ck
-from hftrain_smhost import free_port
 from hftrain_testkit import TRAIN_PY, layout_job, subprocess_env, to_argv
 
 from local_mode import synthetic as synth
+from local_mode.training_hosts import free_port
 
 pytestmark = pytest.mark.slow
 

@@ -123,8 +123,9 @@ def test_sigterm_through_torchrun_all_ranks_save_one_checkpoint(tiny_models, tmp
     import sys
     from pathlib import Path
 
-    from hftrain_smhost import free_port
     from hftrain_testkit import TRAIN_PY, subprocess_env, to_argv
+
+    from local_mode.training_hosts import free_port
 
     base = layout_job(tmp_path, train=synth.cls_examples(64, 4))
     torchrun = str(Path(sys.executable).parent / "torchrun")

@@ -40,14 +40,13 @@ def test_the_toolkit_keeps_the_scripts_failure_file(tiny_models, tmp_path):
         for path in tiny_models["bert"].iterdir():
             tar.add(path, arcname=path.name)
     train = synth.write_jsonl(tmp_path / "data" / "train.jsonl", synth.cls_examples(12, 1))
-    hosts = smhost.layout_hosts(
+    job = smhost.lay_out(
         tmp_path / "hosts", hosts=["algo-1"],
         hyperparameters={"task": "text-classification", "label_column": "sentiment", "max_steps": 2},
-        channels={"train": {"algo-1": [train]}, "model": {"algo-1": [archive]}}, distribution={},
-        sourcedir=sourcedir)
-    (result,) = smhost.run_hosts(hosts, timeout=300)
+        channels={"train": {"algo-1": [train]}, "model": {"algo-1": [archive]}}, sourcedir=sourcedir)
+    (result,) = job.run(timeout=300)
     assert result.returncode != 0
-    text = (result.host.output_dir / "failure").read_text()
+    text = result.host.path("/opt/ml/output/failure").read_text()
     assert text.startswith("the training data is missing column(s) ['sentiment']"), text[:500]
     assert "ExecuteUserScriptError" not in text
     assert "Failure file exists. Skipping creation" in result.log

@@ -10,12 +10,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from hftrain_smhost import free_port
 from hftrain_testkit import TRAIN_PY, layout_job, subprocess_env, to_argv
 from safetensors.torch import load_file
 from test_checkpoint_runs import _finish, _wait_for
 
 from local_mode import synthetic as synth
+from local_mode.training_hosts import free_port
 
 FSDP = {"fsdp": "full_shard auto_wrap",
         "fsdp_config": json.dumps({"version": 2, "transformer_layer_cls_to_wrap": ["BertLayer"]})}

@@ -10,7 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from hftrain_smhost import free_port
+
+from local_mode.training_hosts import free_port
 
 HERE = Path(__file__).resolve().parent
 
