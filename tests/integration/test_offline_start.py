@@ -53,9 +53,10 @@ def test_training_job_starts_with_no_package_index(tmp_path, sourcedir):
                          "per_device_train_batch_size": 2, "max_target_length": 8, "logging_steps": 1},
         channels={"train": {"algo-1": [train]}, "validation": {"algo-1": [validation]}},
     )
-    (result,) = job.run(timeout=600, python=python, adjust_env=offline_pip_env)  # the image's train, torchrun
+    (result,) = job.run(timeout=600, python=python, adjust_env=offline_pip_env)
     log = result.log
     assert result.returncode == 0, log[-5000:]
+    assert f'exec "{python}" ' in (job.root / "bin" / "torchrun").read_text()  # torchrun and workers: the image's
     installed = _installed_line(log)
     for wheel in ("accelerate-1.15.0", "nltk-3.10.4", "rouge-score-0.1.2", "tokenizers-0.22.2"):
         assert wheel in installed or wheel.replace("-score", "_score") in installed, installed
