@@ -24,22 +24,27 @@ IGNORE = ("__pycache__", "*.pyc", "*.md")  # not shipped: no bytecode (read-only
 
 @jsii.implements(cdk.ILocalBundling)
 class LambdaBundler:
-    """Copies lambda/ and, next to its modules, the training code's files named by training_contract.FILES."""
+    """Local bundling: `stage` in this process, never Docker. lambda/ and, next to its modules, the training code's
+    files named by training_contract.FILES."""
 
     def __init__(self, training_code: Path = TRAINING_CODE) -> None:
         self.training_code = training_code
-        self.files: dict[str, str] = lambda_module("training_contract").FILES
 
     def try_bundle(self, output_dir: str, *_options: object, **_named: object) -> bool:
-        out = Path(output_dir)
-        shutil.copytree(LAMBDA_DIR, out, ignore=shutil.ignore_patterns(*IGNORE), dirs_exist_ok=True)
-        for name, relative in self.files.items():
-            source = self.training_code / relative
-            if not source.is_file():
-                raise FileNotFoundError(f"the Lambda asset needs {source} (training_code's {relative}); for the "
-                                        "schema run: cd training_code && python -m hftrain.args --write")
-            shutil.copyfile(source, out / name)
+        stage(Path(output_dir), self.training_code)
         return True
+
+
+def stage(out: Path, training_code: Path = TRAINING_CODE) -> None:
+    """Writes the asset's files into `out` (the bundler's output; benchmarks/bench_lambda.py measures the same)."""
+    shutil.copytree(LAMBDA_DIR, out, ignore=shutil.ignore_patterns(*IGNORE), dirs_exist_ok=True)
+    files: dict[str, str] = lambda_module("training_contract").FILES
+    for name, relative in files.items():
+        source = training_code / relative
+        if not source.is_file():
+            raise FileNotFoundError(f"the Lambda asset needs {source} (training_code's {relative}); for the "
+                                    "schema run: cd training_code && python -m hftrain.args --write")
+        shutil.copyfile(source, out / name)
 
 
 def lambda_code(training_code: Path = TRAINING_CODE) -> lambda_.Code:
