@@ -110,3 +110,19 @@ def test_a_missing_training_code_file_stops_the_synth_naming_it(tmp_path, traini
     (training_copy / "hftrain" / "hp_rules.py").unlink()
     with pytest.raises(Exception, match=r"the Lambda asset needs .*hp_rules\.py"):
         synthesize(tmp_path, training_copy)
+
+
+@pytest.mark.slow
+def test_every_pipeline_function_of_the_app_runs_the_bundled_asset(dev_outdir):
+    """The app's functions (what `make synth` writes and local mode runs) take the asset lambda_code() stages."""
+    from local_mode.cloud_assembly import CloudAssembly
+
+    assembly = CloudAssembly(dev_outdir)
+    code_dirs = {assembly.asset_path(props["Code"]["S3Key"])
+                 for stack in assembly.stacks for res in stack.template["Resources"].values()
+                 if res["Type"] == "AWS::Lambda::Function"
+                 and (props := res["Properties"])["Handler"].startswith("handlers.")}
+    assert len(code_dirs) == 1, code_dirs
+    asset = code_dirs.pop()
+    for name, relative in training_contract.FILES.items():
+        assert (asset / name).read_bytes() == (TRAINING_CODE / relative).read_bytes(), name
