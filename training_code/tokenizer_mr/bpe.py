@@ -612,12 +612,9 @@ class _Symbols:
         """The merge step in Python; returns, per pair that gained occurrences, the words (ascending, unique: the
         words are visited in ascending order)."""
         sym, nxt, prv, ws, wcounts = self.sym, self.nxt, self.prv, self.ws, self.wcounts
-        pair_counts = self.pair_counts
-        pcget = pair_counts.get
+        pair_counts, pcget = self.pair_counts, self.pair_counts.get
         where: dict[int, list[int]] = {}
-        new_hi = new << _SHIFT
-        b_hi = b << _SHIFT
-        merged = 0
+        new_hi, b_hi, merged = new << _SHIFT, b << _SHIFT, 0
         for wi in pos:
             i, end, c = ws[wi], ws[wi + 1], wcounts[wi]
             while True:
@@ -630,8 +627,7 @@ class _Symbols:
                 if r < 0 or sym[r] != b:
                     continue
                 merged += 1
-                p = prv[s]
-                q = nxt[r]
+                p, q = prv[s], nxt[r]
                 if p >= 0:  # (L, a) loses the occurrence, (L, new) gains it
                     lhi = sym[p] << _SHIFT
                     k = lhi | a
@@ -643,9 +639,7 @@ class _Symbols:
                         where[k] = [wi]
                     elif w[-1] != wi:
                         w.append(wi)
-                sym[s] = new
-                sym[r] = -1
-                nxt[s] = q
+                sym[s], sym[r], nxt[s] = new, -1, q
                 if q >= 0:  # (b, R) loses it, (new, R) gains it
                     prv[q] = s
                     rid = sym[q]
