@@ -449,7 +449,7 @@ class _MergeQueue:
         """(count, pair, entry id) of the best entry whose count is current (an out-of-date entry is pushed back
         with the current count, as tokenizers does); None when the queue is empty."""
         heap, s_count, s_pair, n_static, pair_counts = self.heap, self.s_count, self.s_pair, self.n_static, self.pair_counts
-        sp = self.sp
+        sp, wrap = self.sp, self.wrap
         while True:
             if sp < n_static:
                 skey = -s_count[sp] * (1 << _KEY_SHIFT) + (s_pair[sp] << 32)
@@ -466,8 +466,8 @@ class _MergeQueue:
             # key = -count * 2**96 + low with 0 <= low < 2**96: the shifts recover each part exactly
             count, pair, eid = -(key >> _KEY_SHIFT), (key >> 32) & _U64, key & _LOW32
             current = pair_counts[pair]
-            if self.wrap or current >= _I32_END:
-                current = self._as_u64(current)
+            if wrap or current >= _I32_END:
+                current, wrap = self._as_u64(current), True
             if count == current:
                 self.sp = sp
                 return count, pair, eid
@@ -475,11 +475,11 @@ class _MergeQueue:
 
     def push(self, pushes: list[tuple[int, object]]) -> None:
         """A new entry for each (pair, words) whose pair count (as i32) is positive."""
-        heap, dyn_pos, pair_counts, n_static = self.heap, self.dyn_pos, self.pair_counts, self.n_static
+        heap, dyn_pos, pair_counts, n_static, wrap = self.heap, self.dyn_pos, self.pair_counts, self.n_static, self.wrap
         for k, w in pushes:
             cnt = pair_counts[k]
-            if self.wrap or cnt >= _I32_END:
-                cnt = self._as_u64(cnt)
+            if wrap or cnt >= _I32_END:
+                cnt, wrap = self._as_u64(cnt), True
             if 0 < cnt < _I32_END:  # a positive i32 (as u64, a non-positive one is 0 or >= 2**63)
                 heapq.heappush(heap, -cnt * (1 << _KEY_SHIFT) + (k << 32) + n_static + len(dyn_pos))
                 dyn_pos.append(w)
@@ -523,11 +523,12 @@ def _merge_loop(
     token is `left + right` (the right part without its continuing prefix), reusing the id of an existing equal
     string. Returns the merges (id pairs, in order) and how many reused a token."""
     prefix = cfg.continuing_subword_prefix or None
+    strings = tokens.strings
     merges: list[tuple[int, int]] = []
     n_reused = 0
-    want = max(0, cfg.vocab_size - len(tokens))
+    want = max(0, cfg.vocab_size - len(strings))
     next_report = time.monotonic() + 10.0
-    while len(tokens) < cfg.vocab_size:
+    while len(strings) < cfg.vocab_size:
         top = queue.pop()
         if top is None:
             break
@@ -536,14 +537,14 @@ def _merge_loop(
             break
         a = pair >> _SHIFT
         b = pair & _LOW32
-        part_b = tokens.strings[b]
+        part_b = strings[b]
         if prefix is not None and part_b.startswith(prefix):
             part_b = part_b[len(prefix) :]
-        n_before = len(tokens)
-        new = tokens.add(tokens.strings[a] + part_b)
-        n_reused += len(tokens) == n_before
+        n_before = len(strings)
+        new = tokens.add(strings[a] + part_b)
+        n_reused += len(strings) == n_before
         merges.append((a, b))
-        queue.push(symbols.merge(queue.words_of(eid), a, b, new, len(tokens)))
+        queue.push(symbols.merge(queue.words_of(eid), a, b, new, len(strings)))
         if progress is not None and time.monotonic() >= next_report:
             progress(len(merges), want)
             next_report = time.monotonic() + 10.0
