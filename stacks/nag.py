@@ -104,10 +104,7 @@ def _pipeline(stack: Stack, config: EnvironmentConfig) -> None:
               "Reads the checkpoint completion markers and _history.json under checkpoints/<run_id>/ (read only): "
               "the durability watchdog and the run summary's interruptions.")
 
-    machines = stack.state_machines
-    for machine, handlers in ((machines.tokenizer, ("prepare", "start_processing", "check_job", "notify_failure")),
-                              (machines.fine_tune, ("prepare", "start_processing", "start_training", "check_job",
-                                                    "plan_fallback", "finish", "notify_failure"))):
+    for machine, handlers in stack.state_machines.invocations:
         policy = _policy(machine.role)
         _iam5(policy, "*", "State machine logging to CloudWatch Logs (logs:CreateLogDelivery and related vended-"
                            "log calls) and X-Ray tracing support no resource-level permissions.")

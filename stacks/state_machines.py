@@ -39,6 +39,7 @@ class _Builder:
     def __init__(self, scope: Construct, functions: dict[str, lambda_.IFunction]) -> None:
         self.scope = scope
         self.functions = functions
+        self.handlers: list[str] = []  # the functions this machine invokes, in order (its role may invoke them)
         self.fail = sfn.Fail(scope, "RunFailed", comment="The run failed: the error and cause say why",
                              error_path="$.error.Error", cause_path="$.error.Cause")
         notify = self.invoke("NotifyFailure", "notify_failure", None,
@@ -49,6 +50,8 @@ class _Builder:
     def invoke(self, state_id: str, handler: str, payload: sfn.TaskInput | None, result_path: str,
                catch: bool = True) -> tasks.LambdaInvoke:
         """payload None: the function gets the whole state (no Parameters, which must be an object)."""
+        if handler not in self.handlers:
+            self.handlers.append(handler)
         task = tasks.LambdaInvoke(
             self.scope, state_id, lambda_function=self.functions[handler], payload=payload,
             payload_response_only=True, result_path=result_path, retry_on_service_exceptions=False,
@@ -104,9 +107,9 @@ def prepare_task(b: _Builder) -> tasks.LambdaInvoke:
         "execution": sfn.JsonPath.object_at("$$.Execution")}), "$")
 
 
-def tokenizer_definition(scope: Construct, functions: dict[str, lambda_.IFunction]) -> sfn.IChainable:
+def tokenizer_definition(b: _Builder) -> sfn.IChainable:
     """Prepare -> map processing job (N hosts) -> reduce job (1 host)."""
-    b = _Builder(scope, functions)
+    scope = b.scope
     prepare = prepare_task(b)
     map_start, map_done = b.processing_stage("TokenizerMap", "map")
     reduce_start, reduce_done = b.processing_stage("TokenizerReduce", "reduce")
@@ -116,12 +119,12 @@ def tokenizer_definition(scope: Construct, functions: dict[str, lambda_.IFunctio
     return prepare.next(map_start)
 
 
-def fine_tune_definition(scope: Construct, functions: dict[str, lambda_.IFunction]) -> sfn.IChainable:
+def fine_tune_definition(b: _Builder) -> sfn.IChainable:
     """Prepare -> [tokenizer map -> reduce] -> training job (with fallback attempts) -> Finish.
 
     The tokenizer stage is the same states as the tokenizer pipeline (built by the same code), inline, so a run
     is one execution with one history."""
-    b = _Builder(scope, functions)
+    scope = b.scope
     prepare = prepare_task(b)
     map_start, map_done = b.processing_stage("TokenizerMap", "map")
     reduce_start, reduce_done = b.processing_stage("TokenizerReduce", "reduce")
@@ -161,18 +164,22 @@ class PipelineStateMachines(Construct):
         log_options = sfn.LogOptions(destination=self.log_group, level=sfn.LogLevel.ALL, include_execution_data=True)
 
         fine_tune_name, tokenizer_name = names.state_machine_names(config)
-        tok_scope = Construct(self, "TokenizerStates")
+        tokenizer_states = _Builder(Construct(self, "TokenizerStates"), functions)
+        tokenizer_definition_body = sfn.DefinitionBody.from_chainable(tokenizer_definition(tokenizer_states))
         self.tokenizer = sfn.StateMachine(
             self, "Tokenizer", state_machine_name=tokenizer_name,
             state_machine_type=sfn.StateMachineType.STANDARD,
-            definition_body=sfn.DefinitionBody.from_chainable(tokenizer_definition(tok_scope, functions)),
+            definition_body=tokenizer_definition_body,
             timeout=TOKENIZER_TIMEOUT, tracing_enabled=True, logs=log_options,
             comment="Tokenizer training: map over N ShardedByS3Key hosts, reduce on one")
-        ft_scope = Construct(self, "FineTuneStates")
+        fine_tune_states = _Builder(Construct(self, "FineTuneStates"), functions)
+        fine_tune_definition_body = sfn.DefinitionBody.from_chainable(fine_tune_definition(fine_tune_states))
         self.fine_tune = sfn.StateMachine(
             self, "FineTune", state_machine_name=fine_tune_name,
             state_machine_type=sfn.StateMachineType.STANDARD,
-            definition_body=sfn.DefinitionBody.from_chainable(
-                fine_tune_definition(ft_scope, functions)),
+            definition_body=fine_tune_definition_body,
             timeout=FINE_TUNE_TIMEOUT, tracing_enabled=True, logs=log_options,
             comment="Fine-tuning run: prepare, optional tokenizer stage, training with fallback, finish")
+        # each machine with the functions its states invoke (what its role is granted; cdk-nag reasons name them)
+        self.invocations: tuple[tuple[sfn.StateMachine, tuple[str, ...]], ...] = (
+            (self.tokenizer, tuple(tokenizer_states.handlers)), (self.fine_tune, tuple(fine_tune_states.handlers)))

@@ -1,4 +1,6 @@
-"""Each task's trivial baseline on the validation data, so a summary can say whether the model learned anything.
+"""The tasks' trivial baselines on the validation data, so a summary can say whether the model learned anything.
+
+Each task class picks its own (`Task.baseline`, the columns it resolved) from the scorers here:
 
 - text classification: always the most frequent training label (accuracy, macro F1);
 - question answering: the first two words of the context as the answer (exact match, F1);
@@ -56,24 +58,14 @@ def summarization(documents, summaries) -> dict[str, float]:
     return rouge(leads, [str(s or "") for s in summaries])
 
 
-def compute(task, data_args, raw_train, raw_eval) -> dict[str, float]:
-    """The task's baseline on raw_eval as {eval_baseline_<name>: value}; {} when it cannot be computed."""
+def compute(task, raw_train, raw_eval) -> dict[str, float]:
+    """The task's baseline (`Task.baseline`) on raw_eval as {eval_baseline_<name>: value}; {} when it cannot be
+    computed."""
     if raw_eval is None or len(raw_eval) == 0:
         return {}
     try:
-        if data_args.task == "text-classification":
-            if raw_train is None:
-                return {}
-            scores = classification(raw_train[data_args.label_column], raw_eval[data_args.label_column])
-        elif data_args.task == "question-answering":
-            ids = raw_eval["id"] if "id" in raw_eval.column_names else list(range(len(raw_eval)))
-            scores = question_answering(ids, raw_eval[data_args.context_column],
-                                        raw_eval[data_args.answers_column])
-        elif data_args.task == "summarization":
-            scores = summarization(raw_eval[task.text_column], raw_eval[task.summary_column])
-        else:
-            return {}
+        scores = task.baseline(raw_train, raw_eval)
     except Exception as err:  # noqa: BLE001 - a baseline is a courtesy: never fail a finished training for it
-        logger.warning("no trivial baseline for %s: %s", data_args.task, err)
+        logger.warning("no trivial baseline for %s: %s", task.name, err)
         return {}
     return {f"{PREFIX}{name}": float(value) for name, value in scores.items()}

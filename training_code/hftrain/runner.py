@@ -459,7 +459,7 @@ class TrainingRun:
         scores = trainer.evaluate(**self.task.final_eval_kwargs(self.args))
         metrics.update({k: v for k, v in scores.items() if isinstance(v, int | float)})
         if self.rank == 0:
-            trivial = baselines.compute(self.task, self.data_args, self.raw_train, self.raw_eval)
+            trivial = baselines.compute(self.task, self.raw_train, self.raw_eval)
             emit_metrics(trivial)
             metrics.update(trivial)
 

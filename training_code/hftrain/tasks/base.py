@@ -14,7 +14,7 @@ class Task:
     order = 100  # position in the lists of tasks (choices, error messages)
     arguments = None  # a dataclass of the task's own hyperparameters (fields of DataArguments)
     metrics: tuple[str, ...] = ()  # what compute_metrics returns (logged as eval_<name>)
-    baseline_metrics: tuple[str, ...] = ()  # what baselines.compute returns (eval_baseline_<name>)
+    baseline_metrics: tuple[str, ...] = ()  # what baseline() returns (logged as eval_baseline_<name>)
     auto_model = None  # the transformers Auto* class
     trainer_class = Trainer
     default_max_length = 128
@@ -66,6 +66,12 @@ class Task:
         """Set task fields on the model config before loading the weights."""
 
     def model_kwargs(self) -> dict:
+        return {}
+
+    # --- metrics ---
+    def baseline(self, raw_train, raw_eval) -> dict[str, float]:
+        """The trivial baseline's scores on the raw validation data ({metric: value}, keys `baseline_metrics`);
+        {} when the task has none. Called on global rank 0 only, with raw_eval not empty."""
         return {}
 
     # --- tokenization ---

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from transformers import AutoModelForSequenceClassification
 
+from .. import baselines
 from ..data import DataError, pick_column, require_columns
 from .base import Task
 
@@ -134,6 +135,12 @@ class TextClassification(Task):
 
     def tokenize_eval(self, dataset, tokenizer, config, map_kwargs: dict):
         return self._tokenize(dataset, tokenizer, config, map_kwargs, "Tokenizing validation data")
+
+    def baseline(self, raw_train, raw_eval) -> dict[str, float]:
+        if raw_train is None:
+            return {}
+        column = self.data_args.label_column
+        return baselines.classification(raw_train[column], raw_eval[column])
 
     def compute_metrics(self, eval_examples, eval_features, tokenizer):
         num_labels = len(self.labels)

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from transformers import AutoModelForQuestionAnswering
 
-from .. import metrics_qa
+from .. import baselines, metrics_qa
 from ..data import DataError, require_columns
 from .base import Task
 
@@ -171,6 +171,11 @@ class QuestionAnswering(Task):
             if len(set(ids)) == len(ids):
                 return ids
         return [str(i) for i in range(len(dataset))]
+
+    def baseline(self, raw_train, raw_eval) -> dict[str, float]:
+        a = self.data_args
+        ids = raw_eval["id"] if "id" in raw_eval.column_names else list(range(len(raw_eval)))
+        return baselines.question_answering(ids, raw_eval[a.context_column], raw_eval[a.answers_column])
 
     def compute_metrics(self, eval_examples, eval_features, tokenizer):
         a = self.data_args

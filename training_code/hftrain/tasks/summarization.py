@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from transformers import AutoModelForSeq2SeqLM, DataCollatorForSeq2Seq, Seq2SeqTrainer
 
+from .. import baselines
 from ..data import pick_column
 from .base import ModelTaskMismatch, Task
 
@@ -135,6 +136,9 @@ class Summarization(Task):
     def collator(self, tokenizer, model, training_args):
         multiple = 8 if (training_args.fp16 or training_args.bf16) and not self.data_args.pad_to_max_length else None
         return DataCollatorForSeq2Seq(tokenizer, model=model, label_pad_token_id=-100, pad_to_multiple_of=multiple)
+
+    def baseline(self, raw_train, raw_eval) -> dict[str, float]:
+        return baselines.summarization(raw_eval[self.text_column], raw_eval[self.summary_column])
 
     def compute_metrics(self, eval_examples, eval_features, tokenizer):
         pad = tokenizer.pad_token_id
