@@ -80,6 +80,9 @@ def test_a_checkout_reads_the_training_codes_own_files_and_holds_no_copy():
     assert training_contract.SCHEMA_FILE == REPO / "training_code" / "hyperparameters.json"
     assert Path(training_contract.hp_rules.__file__) == REPO / "training_code" / "hftrain" / "hp_rules.py"
     assert sys.modules["hp_rules"] is training_contract.hp_rules
+    tokenizer_rules = REPO / "training_code" / "tokenizer_mr" / "tokenizer_rules.py"
+    assert Path(training_contract.tokenizer_rules.__file__) == tokenizer_rules
+    assert sys.modules["tokenizer_rules"] is training_contract.tokenizer_rules
     strays = [name for name in training_contract.FILES if (LAMBDA / name).exists()]
     assert not strays, f"remove {strays} from lambda/: the asset bundler copies them from training_code/ at synth"
 

@@ -1,5 +1,6 @@
 """The synthesized Lambda asset (stacks/lambda_asset.py): lambda/ plus the training code's hyperparameter schema and
-rules, copied at synth; its handlers validate a run spec from the asset alone; its hash follows the copied files."""
+rules and its tokenizer rules, copied at synth; its handlers validate a run spec from the asset alone; its hash
+follows the copied files."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from stacks.lambda_asset import TRAINING_CODE, lambda_code
 
 REPO = Path(__file__).resolve().parents[2]
 SPEC = REPO / "examples" / "text-classification.json"
+TOKENIZER_SPEC = REPO / "examples" / "tokenizer-text-classification.json"
 # Run in a fresh interpreter with only the asset on sys.path (-I: no PYTHONPATH, no current directory).
 IN_ASSET = """
 import json, sys
@@ -32,9 +34,19 @@ for hp in ({"learning_rate": -1, "no_such_name": 1}, {"fp16": True, "bf16": True
         run_spec.parse_spec({**spec, "hyperparameters": hp}, settings.load_settings())
     except errors.SpecError as exc:
         refused.append(str(exc))
+tok_spec = json.load(open(sys.argv[3]))
+tok_run = run_spec.parse_spec(tok_spec, settings.load_settings())
+tok_refused = []
+for tok in ({"type": "wordpiece", "special_tokens": ["[PAD]", "[UNK]", "[SEP]", "[MASK]"]},
+            {"type": "bpe", "vocab_size": 200}):
+    try:
+        run_spec.parse_spec({**tok_spec, "tokenizer": {**tok_spec["tokenizer"], **tok}}, settings.load_settings())
+    except errors.SpecError as exc:
+        tok_refused.append(str(exc))
 files = {name: getattr(module, "__file__", None) or "" for name, module in sys.modules.items()}
 print(json.dumps({"task": run["task"], "refused": refused, "files": files,
-                  "schema": str(training_contract.SCHEMA_FILE), "tasks": list(run_spec.TASKS)}))
+                  "schema": str(training_contract.SCHEMA_FILE), "tasks": list(run_spec.TASKS),
+                  "tokenizer": tok_run["tokenizer"], "tokenizer_refused": tok_refused}))
 """
 
 
@@ -47,6 +59,7 @@ def synthesize(tmp_path: Path, training_code: Path = TRAINING_CODE) -> Path:
 
 
 def test_the_asset_holds_the_training_codes_files_byte_for_byte(tmp_path):
+    assert {"training_hyperparameters.json", "hp_rules.py", "tokenizer_rules.py"} <= set(training_contract.FILES)
     asset = synthesize(tmp_path)
     for name, relative in training_contract.FILES.items():
         assert (asset / name).read_bytes() == (TRAINING_CODE / relative).read_bytes(), name
@@ -58,14 +71,15 @@ def test_the_asset_holds_the_training_codes_files_byte_for_byte(tmp_path):
 def test_the_handlers_validate_a_run_spec_from_the_asset_alone(tmp_path):
     asset = synthesize(tmp_path)
     env = {"PIPELINE_SETTINGS": json.dumps(settings_dict()), "AWS_DEFAULT_REGION": "us-east-1"}
-    result = subprocess.run([sys.executable, "-I", "-c", IN_ASSET, str(asset), str(SPEC)], cwd=tmp_path, env=env,
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run([sys.executable, "-I", "-c", IN_ASSET, str(asset), str(SPEC), str(TOKENIZER_SPEC)],
+                            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     out = json.loads(result.stdout)
     assert out["task"] == json.loads(SPEC.read_text())["task"]
     assert out["tasks"] == json.loads((TRAINING_CODE / "hyperparameters.json").read_text())["task"]["choices"]
     assert Path(out["schema"]) == asset / "training_hyperparameters.json"
     assert Path(out["files"]["hp_rules"]) == asset / "hp_rules.py"
+    assert Path(out["files"]["tokenizer_rules"]) == asset / "tokenizer_rules.py"
     for name in ("handlers", "hyperparameters", "run_spec", "training_contract"):
         assert Path(out["files"][name]).parent == asset, name
     from_checkout = [f for f in out["files"].values() if f.startswith((str(REPO / "lambda"), str(TRAINING_CODE)))]
@@ -75,11 +89,19 @@ def test_the_handlers_validate_a_run_spec_from_the_asset_alone(tmp_path):
     assert "hyperparameters.no_such_name: unknown hyperparameter" in names, names
     assert "hyperparameters.learning_rate: must be >= 0" in names, names
     assert "fp16" in rule and "bf16" in rule, rule
+    # the tokenizer rules: the shipped example passes as written, a wordpiece without [CLS] and a bpe vocabulary
+    # below the byte-level alphabet are refused with the tokenizer jobs' own reasons
+    as_written = json.loads(TOKENIZER_SPEC.read_text())["tokenizer"]
+    assert {key: out["tokenizer"].get(key) for key in as_written} == as_written
+    no_cls, small = out["tokenizer_refused"]
+    assert "tokenizer.special_tokens: wordpiece needs [CLS] (BERT style)" in no_cls, no_cls
+    assert ("tokenizer.vocab_size: 200 is smaller than the 256-symbol byte-level alphabet plus the special tokens "
+            "(261); use at least 261") in small, small
 
 
 @pytest.fixture
 def training_copy(tmp_path: Path) -> Path:
-    """A copy of the two training_code files the asset takes, at their training_code/ paths, to edit."""
+    """A copy of the training_code files the asset takes, at their training_code/ paths, to edit."""
     copy = tmp_path / "training_code"
     for relative in training_contract.FILES.values():
         (copy / relative).parent.mkdir(parents=True, exist_ok=True)
@@ -104,6 +126,11 @@ def test_the_asset_hash_changes_with_the_schema_and_with_the_rules(tmp_path, tra
     after_rules = synthesize(tmp_path, training_copy)
     assert after_rules.name not in (same, after_schema.name)
     assert (after_rules / "hp_rules.py").read_text().endswith("# edited\n")
+    tokenizer_rules = training_copy / "tokenizer_mr" / "tokenizer_rules.py"
+    tokenizer_rules.write_text(tokenizer_rules.read_text() + "\n# edited\n")
+    after_tokenizer = synthesize(tmp_path, training_copy)
+    assert after_tokenizer.name not in (same, after_schema.name, after_rules.name)
+    assert (after_tokenizer / "tokenizer_rules.py").read_text().endswith("# edited\n")
 
 
 def test_a_missing_training_code_file_stops_the_synth_naming_it(tmp_path, training_copy):

@@ -14,17 +14,18 @@ from typing import Any
 
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 
-TOKENIZER_TYPES = ("bpe", "wordpiece")
-STYLES = ("auto", "gpt2", "roberta", "bert")
-DEFAULT_SPECIAL_TOKENS = {
-    "bpe": ("<s>", "<pad>", "</s>", "<unk>", "<mask>"),  # RoBERTa / BART order: ids 0-4
-    "wordpiece": ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"),  # tokenizers' BertWordPieceTokenizer order
-}
-CONTINUING_SUBWORD_PREFIX = "##"
-BYTE_LEVEL_ALPHABET_SIZE = 256
-MAX_VOCAB_SIZE = 1 << 24
-STYLE_TOKENIZER_TYPE = {"bert": "wordpiece", "gpt2": "bpe", "roberta": "bpe"}  # a style works with this type only
-STYLE_SPECIAL_TOKENS = {"roberta": ("<s>", "</s>"), "bert": ("[CLS]", "[SEP]", "[UNK]"), "gpt2": ()}  # it needs these
+# The rules, declared once in a standard-library module the Lambda asset also carries (re-exported here).
+from .tokenizer_rules import (
+    BYTE_LEVEL_ALPHABET_SIZE,
+    CONTINUING_SUBWORD_PREFIX,
+    DEFAULT_SPECIAL_TOKENS,
+    MAX_VOCAB_SIZE,
+    STYLE_SPECIAL_TOKENS,
+    STYLE_TOKENIZER_TYPE,
+    STYLES,
+    TOKENIZER_TYPES,
+    min_vocab_size,
+)
 
 
 class SettingsError(ValueError):
@@ -61,9 +62,7 @@ class TokenizerSettings:
 
     def min_vocab_size(self) -> int:
         """A lower bound of the tokens present before any merge, known without the counts."""
-        if self.tokenizer_type == "bpe":
-            return len(set(pre_tokenizers.ByteLevel.alphabet()) | set(self.specials))
-        return len(self.specials) + 1
+        return min_vocab_size(self.tokenizer_type, self.specials)
 
     # ---- validation: the checks run in this order and the first problem found is the one reported -------------
     def validate(self, *, for_reduce: bool) -> TokenizerSettings:
