@@ -1,10 +1,12 @@
-"""The Lambda code asset: lambda/ plus the training code's hyperparameter schema and rules, bundled at synth.
+"""The Lambda code asset: lambda/ plus the training code's hyperparameter schema and rules and its tokenizer rules,
+bundled at synth.
 
-The Lambdas check a run spec against training_code's own `hyperparameters.json` and `hftrain/hp_rules.py`
-(lambda/training_contract.py). Neither is committed under lambda/: CDK's local bundling copies them into the asset
-at synth, in this process (no Docker: the image is never pulled because `try_bundle` always bundles). The asset
-hash is the hash of the bundle's OUTPUT, so a change to either training_code file changes it and a deploy ships
-the new copy (the default, SOURCE, would hash lambda/ alone and keep the old one).
+The Lambdas check a run spec against training_code's own `hyperparameters.json`, `hftrain/hp_rules.py` and
+`tokenizer_mr/tokenizer_rules.py` (lambda/training_contract.py, `FILES`). None is committed under lambda/: CDK's
+local bundling copies them into the asset at synth, in this process (no Docker: the image is never pulled because
+`try_bundle` always bundles). The asset hash is the hash of the bundle's OUTPUT, so a change to any of these
+training_code files changes it and a deploy ships the new copy (the default, SOURCE, would hash lambda/ alone and
+keep the old one).
 """
 
 from __future__ import annotations
