@@ -1,7 +1,7 @@
 """Lambda code asset: cold import time of the handler module and asset size, against baselines of the same run.
 
-Cold import is measured as Lambda does it: a fresh interpreter importing `handlers` from a copy of lambda/
-without __pycache__ (the asset ships no .pyc and /var/task is read-only, so our modules compile every cold
+Cold import is measured as Lambda does it: a fresh interpreter importing `handlers` from the asset as synth
+stages it (lambda/ plus training_code's schema and rules, stacks/lambda_asset.py) without __pycache__ (the asset ships no .pyc and /var/task is read-only, so our modules compile every cold
 start). Baseline: the same interpreter importing only boto3 (which every Python Lambda using AWS pays).
 Also: a cold Prepare (import + the first prepare of an example spec: schema files loaded, patterns compiled),
 and the pure planning path (parse + pre-flight + all requests) per example spec, warm. `--baseline-ref REF`
@@ -27,6 +27,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 LAMBDA = REPO / "lambda"
+sys.path.insert(0, str(REPO))
+from stacks.lambda_asset import stage  # noqa: E402  (the asset's files, as synth stages them)
+
 EXCLUDE_SUFFIXES = (".pyc", ".md")
 LAMBDA_ZIP_LIMIT = 50 * 1024 * 1024  # direct upload limit (zipped)
 LAMBDA_UNZIPPED_LIMIT = 250 * 1024 * 1024
@@ -44,18 +47,18 @@ SETTINGS = {
 }
 
 
-def asset_files() -> list[Path]:
-    return sorted(p for p in LAMBDA.rglob("*") if p.is_file() and "__pycache__" not in p.parts
+def asset_files(asset: Path) -> list[Path]:
+    return sorted(p for p in asset.rglob("*") if p.is_file() and "__pycache__" not in p.parts
                   and not p.name.endswith(EXCLUDE_SUFFIXES))
 
 
-def asset_sizes() -> tuple[int, int, int]:
-    files = asset_files()
+def asset_sizes(asset: Path) -> tuple[int, int, int]:
+    files = asset_files(asset)
     raw = sum(p.stat().st_size for p in files)
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
         for path in files:
-            archive.write(path, path.relative_to(LAMBDA).as_posix())
+            archive.write(path, path.relative_to(asset).as_posix())
     return len(files), raw, len(buffer.getvalue())
 
 
@@ -96,7 +99,9 @@ def planning_ms(repeat: int) -> float:
 
 
 def _extract(ref: str, target: Path) -> None:
-    archive = subprocess.run(["git", "archive", ref, "lambda"], cwd=REPO, capture_output=True, check=True).stdout
+    # training_code too: from a ref without the copies committed in lambda/, its lambda/ reads them from there
+    archive = subprocess.run(["git", "archive", ref, "lambda", "training_code"], cwd=REPO, capture_output=True,
+                             check=True).stdout
     with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
         tar.extractall(target, filter="data")
 
@@ -115,10 +120,10 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=9)
     parser.add_argument("--baseline-ref", help="also measure lambda/ at this git ref (interleaved)")
     args = parser.parse_args()
-    count, raw, zipped = asset_sizes()
     with tempfile.TemporaryDirectory() as tmp:
         code_dir = Path(tmp) / "task"
-        shutil.copytree(LAMBDA, code_dir, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.md"))
+        stage(code_dir)
+        count, raw, zipped = asset_sizes(code_dir)
         statements = {"bare": "pass", "boto": "import boto3, botocore.config, botocore.exceptions",
                       "handlers": "import handlers", "pure": "import run_spec, planning, job_requests",
                       "prepare": _first_prepare(Path(tmp))}

@@ -1,8 +1,9 @@
 """The training script's hyperparameters as Prepare checks them, before any job starts. Pure.
 
 Everything here comes from their owner, training_code: names, types, choices and defaults from its exported
-schema (`training_hyperparameters.json`, a copy of training_code/hyperparameters.json), bounds and the rules
-across hyperparameters from `hp_rules` (a copy of training_code/hftrain/hp_rules.py). What this module adds is
+schema (training_code/hyperparameters.json), bounds and the rules across hyperparameters from its `hp_rules`
+(training_code/hftrain/hp_rules.py); `training_contract` finds both (the asset's copies made at synth, or the
+checkout's training_code/). What this module adds is
 the pipeline's side: the names it sets from other spec fields, and how values travel through SageMaker and the
 toolkit's `--name value` arguments so that the script's argparse reads them as given, and the code-execution
 policy (`policy_problems`): what the hyperparameters may make a job import, fetch or send out in an environment.
@@ -13,16 +14,14 @@ from __future__ import annotations
 import json
 import re
 from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
-import hp_rules
 import strict_json
 from charsets import LINE_TERMINATORS
 from settings import Settings
 from spec_schema import INVALID, Context, Kind, describe
+from training_contract import SCHEMA_FILE, hp_rules
 
-SCHEMA_FILE = Path(__file__).with_name("training_hyperparameters.json")
 # Hyperparameters the pipeline sets -> the spec field they come from (the spec's `hyperparameters` may not set them).
 PIPELINE = {
     "task": "task",

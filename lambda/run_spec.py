@@ -12,7 +12,6 @@ fields); see docs/run_spec.md, "Adding a field".
 from __future__ import annotations
 
 import json
-from functools import lru_cache
 from typing import Any
 
 import hyperparameters
@@ -40,6 +39,7 @@ from spec_schema import (
     Str,
     valid,
 )
+from training_contract import tokenizer_rules
 
 SPEC_VERSION = 1
 TASKS = hyperparameters.tasks()  # the training code's task registry (training_hyperparameters.json)
@@ -47,14 +47,13 @@ CHANNELS = ("train", "validation", "test")
 DISTRIBUTION_TYPES = ("FullyReplicated", "ShardedByS3Key")
 INPUT_MODES = ("File", "FastFile")
 STRATEGIES = ("none", "ddp", "smddp", "fsdp")
-TOKENIZER_TYPES = ("bpe", "wordpiece")
+TOKENIZER_TYPES = tokenizer_rules.TOKENIZER_TYPES
 WATCHDOG_ACTIONS = ("warn", "stop", "off")
-DEFAULT_SPECIAL_TOKENS = {
-    "bpe": ["<s>", "<pad>", "</s>", "<unk>", "<mask>"],
-    "wordpiece": ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"],
-}
-# The tokenizer jobs' own rules (training_code/tokenizer_mr/settings.py), checked here before any job starts.
-WORDPIECE_REQUIRED_TOKENS = ("[CLS]", "[SEP]", "[UNK]")
+# The tokenizer jobs' own rules (training_code/tokenizer_mr/tokenizer_rules.py), checked here before any job starts.
+# The defaults as the resolved spec holds them: JSON lists.
+DEFAULT_SPECIAL_TOKENS = {kind: list(tokens) for kind, tokens in tokenizer_rules.DEFAULT_SPECIAL_TOKENS.items()}
+# wordpiece exports with the bert style (`--style auto`), which needs these
+WORDPIECE_REQUIRED_TOKENS = tokenizer_rules.STYLE_SPECIAL_TOKENS["bert"]
 MAX_CONTAINER_ARGUMENT = 256  # CreateProcessingJob ContainerArguments items
 FSDP_SHARDING_MODES = ("full_shard", "shard_grad_op", "hybrid_shard_zero2", "hybrid_shard", "no_shard")
 FSDP_EXTRAS = ("offload", "auto_wrap")
@@ -150,8 +149,8 @@ SPEC = Obj(fields={
                          "training as the `tokenizer` channel", fields={
         "type": Enum(values=TOKENIZER_TYPES, required=True, doc="byte-level BPE or WordPiece"),
         "vocab_size": Int(low=100, high=1_000_000, default=32000,
-                          doc="at least the initial symbols: bpe: the 256-symbol byte-level alphabet plus the special "
-                              "tokens; wordpiece: the special tokens plus one"),
+                          doc=f"at least the initial symbols: bpe: the {tokenizer_rules.BYTE_LEVEL_ALPHABET_SIZE}-symbol "
+                              "byte-level alphabet plus the special tokens; wordpiece: the special tokens plus one"),
         "min_frequency": Int(low=1, high=1_000_000, default=2),
         "special_tokens": List(item=Str(what=f"1-64 characters, {NO_CONTROL.doc}", min_len=1, max_len=64,
                                         charset=NO_CONTROL), min_items=1, max_items=100, unique=True,
@@ -300,17 +299,10 @@ def strategy_fits(spec: dict[str, Any], ctx: Context) -> None:
         ctx.problems.add("distribution.fsdp", f"only allowed with strategy 'fsdp' (strategy is {strategy!r})")
 
 
-@lru_cache(maxsize=1)
-def byte_level_alphabet() -> frozenset[str]:
-    """The 256 symbols of the byte-level (GPT-2) pre-tokenizer: printable bytes map to themselves."""
-    keep = [*range(ord("!"), ord("~") + 1), *range(0xA1, 0xAC + 1), *range(0xAE, 0xFF + 1)]
-    extra = iter(range(256, 512))
-    return frozenset(chr(b) if b in keep else chr(next(extra)) for b in range(256))
-
-
 def tokenizer_fits(spec: dict[str, Any], ctx: Context) -> None:
     """The tokenizer channel is an s3 channel of `data`; the special tokens fit one container argument;
-    wordpiece has its required tokens; the vocabulary holds the initial symbols."""
+    wordpiece has its required tokens; the vocabulary holds the initial symbols (the last two: the tokenizer jobs'
+    own rules, training_code/tokenizer_mr/tokenizer_rules.py)."""
     tok = spec.get("tokenizer")
     if tok is None or not valid(tok):
         return
@@ -330,10 +322,9 @@ def _tokenizer_vocabulary(tok: dict[str, Any], ctx: Context) -> None:
                                                      f"one container argument holds at most {MAX_CONTAINER_ARGUMENT}")
     if kind == "wordpiece" and (missing := [t for t in WORDPIECE_REQUIRED_TOKENS if t not in special]):
         ctx.problems.add("tokenizer.special_tokens", f"wordpiece needs {', '.join(missing)} (BERT style)")
-    if kind == "bpe":
-        floor, what = len(byte_level_alphabet() | set(special)), "the 256-symbol byte-level alphabet plus the special tokens"
-    else:
-        floor, what = len(set(special)) + 1, "the special tokens plus one character"
+    floor = tokenizer_rules.min_vocab_size(kind, special)
+    what = (f"the {tokenizer_rules.BYTE_LEVEL_ALPHABET_SIZE}-symbol byte-level alphabet plus the special tokens"
+            if kind == "bpe" else "the special tokens plus one character")
     if valid(vocab) and vocab < floor:
         ctx.problems.add("tokenizer.vocab_size", f"{vocab} is smaller than {what} ({floor}); use at least {floor}")
 

@@ -18,11 +18,11 @@ import typing
 from pathlib import Path
 from typing import Any
 
-import hp_rules
 import hyperparameters
 import run_spec
 import settings
 from spec_schema import Kind
+from training_contract import hp_rules
 
 REPO = Path(__file__).resolve().parents[1]
 DOC = REPO / "docs" / "run_spec.md"

@@ -1,8 +1,7 @@
-"""The pipeline's Lambda functions: one code asset (lambda/), one least-privilege role and log group each."""
+"""The pipeline's Lambda functions: one code asset (stacks/lambda_asset.py), one least-privilege role and log group
+each."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 from aws_cdk import Duration
 from aws_cdk import aws_iam as iam
@@ -15,8 +14,8 @@ from constructs import Construct
 from stacks import names
 from stacks.common import removal_policy, retention
 from stacks.config import EnvironmentConfig
+from stacks.lambda_asset import lambda_code
 
-LAMBDA_DIR = Path(__file__).resolve().parents[1] / "lambda"
 RUNTIME = lambda_.Runtime.PYTHON_3_14
 
 
@@ -62,6 +61,4 @@ class PipelineFunction(Construct):
             invoke_config.node.add_dependency(self.role)  # Lambda checks the role may send to the queue
 
 
-def lambda_code() -> lambda_.Code:
-    """The lambda/ folder as it is: standard library + boto3 (in the runtime), nothing to bundle."""
-    return lambda_.Code.from_asset(str(LAMBDA_DIR), exclude=["__pycache__", "*.pyc", "*.md"])
+__all__ = ["PipelineFunction", "lambda_code"]

@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import importlib.metadata
-import io
 import json
-import tarfile
 from pathlib import Path
 
 import pytest
 
 from stacks import inference_compat, job_images, job_wheels
-from stacks.code_asset import WHEELS_DIR, sourcedir_bytes
 from stacks.config import ConfigError, load_config
 
 REPO = Path(__file__).resolve().parents[2]
@@ -72,19 +69,6 @@ def test_the_processing_image_gets_what_the_tokenizer_jobs_import():
     assert third_party == {"numpy", "pyarrow", "tokenizers"}
     for module in third_party:
         assert module in shipped or module in image.packages, f"{module}: neither in the image nor shipped"
-
-
-def test_the_code_bundle_carries_the_wheels(tmp_path):
-    wheels = [tmp_path / "a-1.0-py3-none-any.whl", tmp_path / "b-2.0-py3-none-any.whl"]
-    for i, path in enumerate(wheels):
-        path.write_bytes(bytes([i]) * 10)
-    data = sourcedir_bytes(REPO / "training_code", wheels)
-    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
-        names = tar.getnames()
-    assert [n for n in names if n.startswith(f"{WHEELS_DIR}/")] == ["wheels/a-1.0-py3-none-any.whl",
-                                                                   "wheels/b-2.0-py3-none-any.whl"]
-    assert "requirements.txt" in names and "requirements-processing.txt" in names
-    assert sourcedir_bytes(REPO / "training_code", wheels) == data
 
 
 def test_a_tampered_download_is_refused(tmp_path, monkeypatch):

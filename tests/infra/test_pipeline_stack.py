@@ -1,15 +1,15 @@
-"""Pipeline stack: Lambdas, state machines, S3 trigger, topic, model registry and the training-code bundle."""
+"""Pipeline stack (whole app): its Lambdas and their settings, the state machines' roles, the S3 trigger, topic,
+model registry and the training code's deployment prefix. One Lambda alone: constructs/test_pipeline_functions.py;
+the code bundle: constructs/test_code_asset.py."""
 
 from __future__ import annotations
 
 import json
-import tarfile
-from io import BytesIO
 from pathlib import Path
 
 from synth_helpers import Synthesized, as_list, policy_statements, resources
 
-from stacks.code_asset import build_code_bundle, sourcedir_bytes
+from stacks.code_asset import build_code_bundle
 
 REPO = Path(__file__).resolve().parents[2]
 HANDLERS = {"prepare", "start_processing", "start_training", "check_job", "plan_fallback", "finish",
@@ -32,9 +32,7 @@ def test_one_function_per_handler_with_tracing_and_own_role(any_env: Synthesized
     assert {f["Properties"]["Handler"].split(".", 1)[1] for f in fns} == HANDLERS
     roles = [json.dumps(f["Properties"]["Role"]) for f in fns]
     assert len(set(roles)) == len(roles), "each Lambda has its own role"
-    for f in fns:
-        assert f["Properties"]["TracingConfig"] == {"Mode": "Active"}
-        assert f["Properties"]["Runtime"] == "python3.14"
+    for f in fns:  # tracing and runtime (every function is a PipelineFunction): constructs/test_pipeline_functions.py
         assert "PIPELINE_SETTINGS" in f["Properties"]["Environment"]["Variables"]
         # Environment variables are encrypted with the project key (imported from the storage stack).
         assert "KmsKeyArn" in f["Properties"] and "Fn::ImportValue" in json.dumps(f["Properties"]["KmsKeyArn"])
@@ -60,7 +58,7 @@ def test_settings_carry_resolved_images_and_environment_limits(any_env: Synthesi
 
 
 def test_every_pipeline_log_group_is_encrypted(any_env: Synthesized) -> None:
-    """The state machines' own settings: constructs/test_state_machines.py."""
+    """The state machines' own settings: constructs/test_state_machine_construct.py."""
     groups = [g for lid, g in resources(pipe(any_env), "AWS::Logs::LogGroup").items()]
     assert all("KmsKeyId" in g["Properties"] for g in groups)
 
@@ -95,26 +93,6 @@ def test_topic_encrypted_and_model_group(any_env: Synthesized) -> None:
     assert len(subs) == len(any_env.config.notification_emails)
     any_env.templates["pipeline"].has_resource_properties(
         "AWS::SageMaker::ModelPackageGroup", {"ModelPackageGroupName": f"{any_env.config.prefix}-models"})
-
-
-def test_code_bundle_is_deterministic_and_content_addressed(tmp_path: Path) -> None:
-    a = sourcedir_bytes(REPO / "training_code")
-    b = sourcedir_bytes(REPO / "training_code")
-    assert a == b
-    folder, sha = build_code_bundle(REPO / "training_code", tmp_path)
-    assert (folder / "sourcedir.tar.gz").read_bytes() == a
-    with tarfile.open(fileobj=BytesIO(a)) as tar:
-        names = tar.getnames()
-        assert names == sorted(names) and "requirements.txt" in names
-        assert all(m.mtime == 0 and m.uid == 0 for m in tar.getmembers())
-        assert not any("__pycache__" in n for n in names)
-    src = tmp_path / "src"
-    src.mkdir()
-    (src / "train.py").write_text("print(1)\n")
-    _, sha1 = build_code_bundle(src, tmp_path / "b1")
-    (src / "train.py").write_text("print(2)\n")
-    _, sha2 = build_code_bundle(src, tmp_path / "b2")
-    assert sha1 != sha2
 
 
 def test_code_deployed_under_content_addressed_prefix(any_env: Synthesized) -> None:

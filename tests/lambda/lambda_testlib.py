@@ -10,13 +10,13 @@ from functools import lru_cache
 from typing import Any
 
 import botocore.session
-import hp_rules
 import hyperparameters
 import job_requests
 import regex  # Java-style \p{L} classes in the service model's patterns (installed with transformers)
 import run_spec
 from botocore.validate import ParamValidator
 from hypothesis import strategies as st
+from training_contract import hp_rules
 
 ACCOUNT = "123456789012"  # moto's default account
 REGION = "us-east-1"

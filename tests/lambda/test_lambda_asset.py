@@ -1,17 +1,19 @@
-"""The Lambda code asset: standard library + boto3 only, handler signatures, the hyperparameter schema copy."""
+"""The Lambda code asset: standard library + boto3 only, handler signatures; the training code's hyperparameter
+schema and rules read from training_code/ in a checkout (tests/lambda/test_lambda_bundle.py: copied into the
+synthesized asset)."""
 
 from __future__ import annotations
 
 import ast
 import inspect
-import json
+import subprocess
 import sys
 from pathlib import Path
 
 import errors
 import handlers
 import messages
-import pytest
+import training_contract
 
 REPO = Path(__file__).resolve().parents[2]
 LAMBDA = REPO / "lambda"
@@ -55,23 +57,6 @@ def test_error_names_the_other_parts_match_on_are_raised_classes():
     assert concrete - {"JobConflictError"} <= hinted, concrete - hinted  # a conflict gets the default hint
 
 
-def test_hyperparameter_schema_is_a_copy_of_the_training_codes():
-    source = REPO / "training_code" / "hyperparameters.json"
-    if not source.exists():
-        pytest.skip("training_code/hyperparameters.json does not exist yet")
-    copy = LAMBDA / "training_hyperparameters.json"
-    assert json.loads(copy.read_text()) == json.loads(source.read_text()), (
-        "lambda/training_hyperparameters.json is stale: cp training_code/hyperparameters.json "
-        "lambda/training_hyperparameters.json")
-
-
-def test_hyperparameter_rules_are_a_copy_of_the_training_codes():
-    """One declaration of the rules: Prepare runs the very file the training code enforces."""
-    source = (REPO / "training_code" / "hftrain" / "hp_rules.py").read_bytes()
-    assert (LAMBDA / "hp_rules.py").read_bytes() == source, (
-        "lambda/hp_rules.py is stale: cp training_code/hftrain/hp_rules.py lambda/hp_rules.py")
-
-
 def test_no_pattern_accepts_a_trailing_newline():
     """Patterns are matched on the whole string (`fullmatch`): no `.match(`, no `$` anchor (it allows a final '\\n')."""
     for path in LAMBDA.glob("*.py"):
@@ -87,3 +72,29 @@ def test_no_pattern_accepts_a_trailing_newline():
 def test_asset_is_small():
     size = sum(p.stat().st_size for p in LAMBDA.iterdir() if p.is_file() and p.suffix in (".py", ".json"))
     assert size < 512 * 1024
+
+
+def test_a_checkout_reads_the_training_codes_own_files_and_holds_no_copy():
+    """lambda/ commits no copy (nothing to go stale): a checkout reads training_code/ itself. A stray copy in lambda/
+    would win over training_code's (the asset's place comes first), so there must be none."""
+    assert training_contract.SCHEMA_FILE == REPO / "training_code" / "hyperparameters.json"
+    assert Path(training_contract.hp_rules.__file__) == REPO / "training_code" / "hftrain" / "hp_rules.py"
+    assert sys.modules["hp_rules"] is training_contract.hp_rules
+    tokenizer_rules = REPO / "training_code" / "tokenizer_mr" / "tokenizer_rules.py"
+    assert Path(training_contract.tokenizer_rules.__file__) == tokenizer_rules
+    assert sys.modules["tokenizer_rules"] is training_contract.tokenizer_rules
+    strays = [name for name in training_contract.FILES if (LAMBDA / name).exists()]
+    assert not strays, f"remove {strays} from lambda/: the asset bundler copies them from training_code/ at synth"
+
+
+def test_without_the_asset_copies_or_a_checkout_the_error_says_where_it_looked(tmp_path):
+    (tmp_path / "task").mkdir()
+    (tmp_path / "task" / "training_contract.py").write_bytes((LAMBDA / "training_contract.py").read_bytes())
+    code = "import sys; sys.path.insert(0, sys.argv[1]); import training_contract"
+    result = subprocess.run([sys.executable, "-I", "-c", code, str(tmp_path / "task")], cwd=tmp_path,
+                            capture_output=True, text=True)
+    assert result.returncode == 1
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("training_contract.MissingTrainingContract: training_hyperparameters.json is neither "
+                           "in the Lambda asset"), result.stderr
+    assert "make synth" in last and str(tmp_path / "training_code" / "hyperparameters.json") in last

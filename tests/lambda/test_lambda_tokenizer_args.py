@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from lambda_testlib import SETTINGS, settings_dict
 from runs import prepare_run
 from settings import Settings
+from training_contract import tokenizer_rules
 
 tokenizer_map = pytest.importorskip("tokenizer_map")
 tokenizer_reduce = pytest.importorskip("tokenizer_reduce")
@@ -28,7 +29,7 @@ TOKENIZERS = st.fixed_dictionaries({"type": st.sampled_from(["bpe", "wordpiece"]
 
 def test_byte_level_alphabet_is_the_tokenizers_one():
     tokenizers = pytest.importorskip("tokenizers")
-    assert run_spec.byte_level_alphabet() == frozenset(tokenizers.pre_tokenizers.ByteLevel.alphabet())
+    assert tokenizer_rules.byte_level_alphabet() == frozenset(tokenizers.pre_tokenizers.ByteLevel.alphabet())
 
 
 @settings(max_examples=40, deadline=None)

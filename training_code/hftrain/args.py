@@ -458,7 +458,7 @@ def _defaults() -> dict[str, Any]:
 def hyperparameter_schema() -> dict[str, dict[str, Any]]:
     """name -> {"type", "help", "choices"?, "default"?, "keys"?} for every accepted hyperparameter, sorted by name.
 
-    Bounds, combination rules and unsettable names are in hp_rules (copied to the Lambda asset as it is).
+    Bounds, combination rules and unsettable names are in hp_rules (the Lambda asset gets a copy at synth).
     """
     parser = make_parser()
     defaults = _defaults()

@@ -14,7 +14,8 @@ literal or an operand. Operands: `{"hp": name}`, `{"first": [...]}` (first one t
 `{"first_nonzero": [...]}`. A rule applies when every `if` condition holds; then every `then` condition must
 hold (an empty `then` forbids the combination). A comparison with an unset value does not hold.
 
-Standard library only: the Lambda asset carries a byte-for-byte copy of this file (lambda/hp_rules.py).
+Standard library only: the Lambda asset carries a byte-for-byte copy of this file, made at synth
+(stacks/lambda_asset.py); Prepare imports it as the top-level module `hp_rules`.
 """
 
 from __future__ import annotations

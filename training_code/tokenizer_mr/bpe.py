@@ -40,12 +40,12 @@ equivalent implementations of a merge step: a Python loop (entries listing few w
 
 from __future__ import annotations
 
-import heapq
 import logging
 import time
 from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from heapq import heappop, heappush
 
 import numpy as np
 
@@ -197,354 +197,473 @@ def learn_bpe(
     `check_initial(n)` with the number of tokens before any merge, before the pair counting (it may raise).
     """
     t0 = time.perf_counter()
+    words, counts_arr, lengths = _checked_input(words, counts)
+    tokens = _Tokens()
+    ids, word_of_slot, slot_start, slot_len = _word_symbols(
+        words, counts_arr, lengths, cfg, tokens, prefixed_order, check_initial
+    )
+    initial_size = len(tokens)
+    pairs = _count_pairs(ids, word_of_slot, slot_start, slot_len, counts_arr)
+    del word_of_slot
+    symbols = _Symbols(ids, slot_start, slot_len, counts_arr, pairs.counts)
+    del ids  # the symbols live on in `symbols` only (memory is what bounds the reduce)
+    queue = _MergeQueue(pairs)
+    del pairs
+    t_setup = time.perf_counter() - t0
+    merges, n_reused = _merge_loop(cfg, tokens, symbols, queue, progress)
+    merge_strings = _ranked_merges(tokens.strings, merges)
+    stats = {
+        "words": len(words),
+        "characters": int(lengths.sum()),
+        "tokens": int(counts_arr.sum()) if len(words) else 0,
+        "initial_vocab": initial_size,
+        "initial_pairs": queue.n_static,
+        "merges": len(merges),
+        "word_merges": symbols.word_merges,
+        "numpy_steps": symbols.numpy_steps,
+        "merges_reusing_a_token": n_reused,
+        "repeated_merges": len(merges) - len(merge_strings),
+        "i32_wrap": queue.wrap,  # some pair count reached 2**31 (see _MergeQueue)
+        "queue_entries_pushed": len(queue.dyn_pos),
+        "setup_seconds": round(t_setup, 3),
+        "seconds": round(time.perf_counter() - t0, 3),
+    }
+    return BpeResult(vocab=tokens.strings, merges=merge_strings, initial_size=initial_size, stats=stats)
+
+
+# ---- steps 1-3: the vocabulary before any merge, the words as token ids -------------------------------------------
+class _Tokens:
+    """Token strings by id, and ids by string: adding an existing string returns its id (as tokenizers does)."""
+
+    def __init__(self) -> None:
+        self.ids: dict[str, int] = {}
+        self.strings: list[str] = []
+
+    def __len__(self) -> int:
+        return len(self.strings)
+
+    def add(self, tok: str) -> int:
+        idx = self.ids.get(tok)
+        if idx is None:
+            idx = len(self.strings)
+            self.ids[tok] = idx
+            self.strings.append(tok)
+        return idx
+
+
+def _checked_input(words: Sequence[str], counts: Sequence[int] | np.ndarray) -> tuple[Sequence[str], np.ndarray, np.ndarray]:
+    """The words without empty ones (they hold no character and no pair), their counts and lengths."""
     counts_arr = np.asarray(counts, dtype=np.int64).reshape(-1)
     if counts_arr.shape[0] != len(words):
         raise ValueError("words and counts differ in length")
     lengths = np.fromiter(map(len, words), dtype=np.int64, count=len(words))
-    if lengths.size and not lengths.all():  # an empty word holds no character and no pair
+    if lengths.size and not lengths.all():
         nonempty = np.flatnonzero(lengths)
         words = [words[i] for i in nonempty.tolist()]
         counts_arr = counts_arr[nonempty]
         lengths = lengths[nonempty]
-    n_words = len(words)
-    if n_words and int(counts_arr.min()) < 1:
+    if len(words) and int(counts_arr.min()) < 1:
         raise ValueError("word counts must be >= 1")
-    prefix = cfg.continuing_subword_prefix or None
-    suffix = cfg.end_of_word_suffix or None
+    return words, counts_arr, lengths
 
-    w2id: dict[str, int] = {}
-    id2w: list[str] = []
 
-    def add(tok: str) -> int:
-        idx = w2id.get(tok)
-        if idx is None:
-            idx = len(id2w)
-            w2id[tok] = idx
-            id2w.append(tok)
-        return idx
-
-    # 1. special tokens
-    for tok in cfg.special_tokens:
-        add(tok)
-
-    # All characters as code points; the distinct ones with their counts (weighted by the word counts).
-    joined = "".join(words)
-    cps = np.frombuffer(joined.encode("utf-32-le"), dtype=np.uint32).astype(np.int64) if joined else np.zeros(0, np.int64)
-    del joined
-    uniq_cps, inverse, char_weights = _char_table(cps, np.repeat(counts_arr, lengths))
-
-    # 2. alphabet
-    for ch in _initial_alphabet(cfg, uniq_cps, char_weights):
-        add(ch)
-
-    # 3. words as token ids. A character belongs to the alphabet when its one-char string is a token (a
-    #    one-char special token counts too, as in tokenizers).
-    n_chars = int(cps.size)
-    word_start = np.zeros(n_words + 1, dtype=np.int64)
-    np.cumsum(lengths, out=word_start[1:])
-    del cps, char_weights
-    base_ids = np.array([w2id.get(chr(cp), -1) for cp in uniq_cps.tolist()], dtype=np.int64)
-    ids = base_ids[inverse]
-    variant = None  # 1: prefixed (not first), 2: suffixed (last), 3: both
-    if prefix is not None or suffix is not None:
-        variant = np.zeros(n_chars, dtype=np.int8)
-        if prefix is not None:
-            variant[:] = 1
-            variant[word_start[:-1][lengths > 0]] = 0
-        if suffix is not None:
-            variant[word_start[1:][lengths > 0] - 1] += 2
-        decorated = (ids >= 0) & (variant != 0)
-        if decorated.any():
-            combo = inverse[decorated].astype(np.int64) * 4 + variant[decorated]
-            uniq_combo, combo_idx = np.unique(combo, return_inverse=True)
-            strings = []
-            for code in uniq_combo.tolist():
-                s = chr(int(uniq_cps[code // 4]))
-                if code & 1:
-                    s = prefix + s
-                if code & 2:
-                    s = s + suffix
-                strings.append(s)
-            if prefixed_order is not None:  # replay a given order (e.g. the one a tokenizers run used)
-                rank = {s: i for i, s in enumerate(prefixed_order)}
-                first_seen = [rank.get(s, len(rank) + i) for i, s in enumerate(strings)]
-            else:  # first appearance, visiting the words in sorted order and each word left to right
-                first_seen = _first_appearance(words, lengths, word_start, decorated, combo_idx, len(strings))
-            new_ids = np.empty(len(strings), dtype=np.int64)
-            for i in sorted(range(len(strings)), key=first_seen.__getitem__):
-                new_ids[i] = add(strings[i])
-            ids[decorated] = new_ids[combo_idx]
-        del variant, decorated
-    del inverse, base_ids
-    initial_size = len(id2w)
+def _word_symbols(
+    words: Sequence[str],
+    counts_arr: np.ndarray,
+    lengths: np.ndarray,
+    cfg: BpeConfig,
+    tokens: _Tokens,
+    prefixed_order: Sequence[str] | None,
+    check_initial: Callable[[int], None] | None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Steps 1-3, then the symbols the merges work on: the ids of all symbols of the words that have >= 2 of
+    them, word after word (int32), the word of each symbol, and each word's first slot and symbol count (0: the
+    word holds no pair). Characters outside the alphabet are dropped."""
+    ids, word_start = _char_ids(words, counts_arr, lengths, cfg, tokens, prefixed_order)
     if check_initial is not None:
-        check_initial(initial_size)
-
-    # Drop characters outside the alphabet; keep words that still have >= 2 symbols (the others hold no pair).
+        check_initial(len(tokens))
+    n_words = len(words)
     known = ids >= 0
-    kept_len = np.add.reduceat(known.astype(np.int64), word_start[:-1]) if n_chars else np.zeros(n_words, np.int64)
+    kept_len = np.add.reduceat(known.astype(np.int64), word_start[:-1]) if ids.size else np.zeros(n_words, np.int64)
     kept_len[lengths == 0] = 0
     word_of_char = np.repeat(np.arange(n_words, dtype=np.int64), lengths)
     live = known & (kept_len[word_of_char] >= 2)
     ids = ids[live].astype(np.int32)
     word_of_slot = word_of_char[live]
     del known, word_of_char, live
-    n_slots = int(ids.size)
     slot_len = np.where(kept_len >= 2, kept_len, 0)
-    ws_np = np.zeros(n_words + 1, dtype=np.int64)
-    np.cumsum(slot_len, out=ws_np[1:])
+    slot_start = np.zeros(n_words + 1, dtype=np.int64)
+    np.cumsum(slot_len, out=slot_start[1:])
+    return ids, word_of_slot, slot_start, slot_len
 
-    # Linked lists: next and previous slot within the word, -1 at the ends.
-    nxt_np = np.arange(1, n_slots + 1, dtype=np.int32)
-    prv_np = np.arange(-1, n_slots - 1, dtype=np.int32)
-    if n_slots:
-        nxt_np[ws_np[1:][slot_len > 0] - 1] = -1
-        prv_np[ws_np[:-1][slot_len > 0]] = -1
 
-    # 4. pair counts and, per pair, the words holding it (CSR: pair index -> word ids, ascending, unique)
-    if n_slots:
-        link = nxt_np >= 0
-        left = ids[link].astype(np.int64)
-        right = ids[np.flatnonzero(link) + 1].astype(np.int64)
-        pair_word = word_of_slot[link]
-        pair_keys = (left << _SHIFT) | right
-        del left, right, link
-        order = np.lexsort((pair_word, pair_keys))
-        pair_keys = pair_keys[order]
-        pair_word = pair_word[order]
-        weights = counts_arr[pair_word]
-        del order
-        new_pair = np.r_[True, pair_keys[1:] != pair_keys[:-1]]
-        first = np.flatnonzero(new_pair)
-        uniq_pairs = pair_keys[first]
-        pair_totals = np.add.reduceat(weights, first)
-        new_incidence = new_pair | np.r_[True, pair_word[1:] != pair_word[:-1]]
-        csr_words = pair_word[new_incidence].astype(np.int32)
-        csr_pair = np.cumsum(new_pair)[new_incidence] - 1
-        csr_start = np.searchsorted(csr_pair, np.arange(uniq_pairs.size + 1))
-        del pair_keys, pair_word, weights, new_pair, first, new_incidence, csr_pair
-    else:
-        uniq_pairs = np.zeros(0, np.int64)
-        pair_totals = np.zeros(0, np.int64)
-        csr_words = np.zeros(0, np.int32)
-        csr_start = np.zeros(1, np.int64)
-    del word_of_slot
+def _char_ids(
+    words: Sequence[str],
+    counts_arr: np.ndarray,
+    lengths: np.ndarray,
+    cfg: BpeConfig,
+    tokens: _Tokens,
+    prefixed_order: Sequence[str] | None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Steps 1-3: the special tokens, the alphabet and the decorated characters get their ids; returns the id of
+    every character of every word (-1: outside the alphabet) and the words' offsets. A character belongs to the
+    alphabet when its one-char string is a token (a one-char special token counts too, as in tokenizers)."""
+    for tok in cfg.special_tokens:
+        tokens.add(tok)
+    # All characters as code points; the distinct ones with their counts (weighted by the word counts).
+    joined = "".join(words)
+    cps = np.frombuffer(joined.encode("utf-32-le"), dtype=np.uint32).astype(np.int64) if joined else np.zeros(0, np.int64)
+    del joined
+    uniq_cps, inverse, char_weights = _char_table(cps, np.repeat(counts_arr, lengths))
+    del cps
+    for ch in _initial_alphabet(cfg, uniq_cps, char_weights):
+        tokens.add(ch)
+    del char_weights
+    word_start = np.zeros(len(words) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=word_start[1:])
+    base_ids = np.array([tokens.ids.get(chr(cp), -1) for cp in uniq_cps.tolist()], dtype=np.int64)
+    ids = base_ids[inverse]
+    prefix = cfg.continuing_subword_prefix or None
+    suffix = cfg.end_of_word_suffix or None
+    if prefix is not None or suffix is not None:
+        _decorate(ids, inverse, uniq_cps, words, lengths, word_start, prefix, suffix, tokens, prefixed_order)
+    return ids, word_start
 
-    total_tokens = int(counts_arr.sum()) if n_words else 0
-    # tokenizers keeps pair counts in i32 (`counts[i] as i32` added per occurrence, wrapping) and compares them
-    # `as u64`: a count wraps once one pair occurs 2**31 times, however few words the corpus has (a long word
-    # repeated). Below that the exact counts kept here are the i32 ones; the (slower) wrap-around arithmetic
-    # starts when a count first reaches 2**31. Every occurrence of a later pair sits on the boundary of one
-    # initial pair occurrence, so that is normally at the start; counts read later are checked too, so the
-    # result does not rely on it. Starting late gives the same result as wrapping every update (wrapping is
-    # arithmetic modulo 2**32, and every count used below 2**31 is the same either way).
-    wrap = bool(pair_totals.size) and int(pair_totals.max()) >= _I32_END
-    if wrap:
-        _warn_wrap(int(pair_totals.max()))
 
-    # Shared storage for both merge implementations: array.array (fast from Python) viewed by NumPy.
-    sym = array("i")
-    sym.frombytes(ids.tobytes())
-    nxt = array("i")
-    nxt.frombytes(nxt_np.tobytes())
-    prv = array("i")
-    prv.frombytes(prv_np.tobytes())
-    del ids, nxt_np, prv_np
-    sym_v = np.frombuffer(sym, dtype=np.int32)
-    nxt_v = np.frombuffer(nxt, dtype=np.int32)
-    prv_v = np.frombuffer(prv, dtype=np.int32)
-    mark = np.zeros(n_slots, dtype=bool)  # scratch: slots merged away in the current step
-    ws = ws_np.tolist()
-    ws_start = ws_np[:-1]
-    ws_len = slot_len
-    wcounts = counts_arr.tolist()
+def _decorate(
+    ids: np.ndarray,
+    inverse: np.ndarray,
+    uniq_cps: np.ndarray,
+    words: Sequence[str],
+    lengths: np.ndarray,
+    word_start: np.ndarray,
+    prefix: str | None,
+    suffix: str | None,
+    tokens: _Tokens,
+    prefixed_order: Sequence[str] | None,
+) -> None:
+    """Step 3's `prefix + char` (every non-first character) and `char + suffix` (the last one): new tokens, in
+    the order of first appearance (or `prefixed_order`), written into `ids` in place."""
+    variant = np.zeros(ids.size, dtype=np.int8)  # 1: prefixed (not first), 2: suffixed (last), 3: both
+    if prefix is not None:
+        variant[:] = 1
+        variant[word_start[:-1][lengths > 0]] = 0
+    if suffix is not None:
+        variant[word_start[1:][lengths > 0] - 1] += 2
+    decorated = (ids >= 0) & (variant != 0)
+    if not decorated.any():
+        return
+    combo = inverse[decorated].astype(np.int64) * 4 + variant[decorated]
+    del variant
+    uniq_combo, combo_idx = np.unique(combo, return_inverse=True)
+    strings = [_decorated(chr(int(uniq_cps[code // 4])), code, prefix, suffix) for code in uniq_combo.tolist()]
+    if prefixed_order is not None:  # replay a given order (e.g. the one a tokenizers run used)
+        rank = {s: i for i, s in enumerate(prefixed_order)}
+        first_seen = [rank.get(s, len(rank) + i) for i, s in enumerate(strings)]
+    else:  # first appearance, visiting the words in sorted order and each word left to right
+        first_seen = _first_appearance(words, lengths, word_start, decorated, combo_idx, len(strings))
+    new_ids = np.empty(len(strings), dtype=np.int64)
+    for i in sorted(range(len(strings)), key=first_seen.__getitem__):
+        new_ids[i] = tokens.add(strings[i])
+    ids[decorated] = new_ids[combo_idx]
 
-    pair_counts: dict[int, int] = dict(zip(uniq_pairs.tolist(), pair_totals.tolist(), strict=True))
 
-    # Initial entries, one per pair, in pop order. They never change, so they stay in a sorted list; entries
-    # pushed later (re-pushed or new) go to a heap; a pop takes the better of the two heads.
-    totals = pair_totals.tolist()
-    if wrap:
-        pairs_l = uniq_pairs.tolist()
-        init = [(_rust_u64(c), pairs_l[j], j) for j, c in enumerate(totals) if _wrap_i32(c) > 0]
-        init.sort(key=lambda e: (-e[0], e[1]))
-        s_count = [e[0] for e in init]
-        s_pair = [e[1] for e in init]
-        s_csr = [e[2] for e in init]
-    else:
-        order = np.lexsort((uniq_pairs, -pair_totals))
-        s_count = pair_totals[order].tolist()
-        s_pair = uniq_pairs[order].tolist()
-        s_csr = order.tolist()
-    n_static = len(s_pair)
-    csr_start_l = csr_start.tolist()
-    del uniq_pairs, pair_totals, totals
+def _decorated(ch: str, code: int, prefix: str | None, suffix: str | None) -> str:
+    if code & 1:
+        ch = prefix + ch
+    if code & 2:
+        ch = ch + suffix
+    return ch
 
-    heap: list[int] = []
-    dyn_pos: list = []  # entry id - n_static -> its words: an int, a tuple, or a NumPy int32 array
-    merges: list[tuple[int, int]] = []
-    t_setup = time.perf_counter() - t0
-    want = max(0, cfg.vocab_size - len(id2w))
-    sp = 0
-    next_report = time.monotonic() + 10.0
-    n_word_merges = 0
-    n_reused = 0
-    n_vector_steps = 0
-    min_freq = cfg.min_frequency
-    heappush = heapq.heappush
-    heappop = heapq.heappop
-    pcget = pair_counts.get
 
-    # 5. merges
-    while len(id2w) < cfg.vocab_size:
-        if sp < n_static:
-            skey = -s_count[sp] * (1 << _KEY_SHIFT) + (s_pair[sp] << 32)
-            if heap and heap[0] < skey:
+# ---- step 4: pair counts ------------------------------------------------------------------------------------------
+@dataclass
+class _Pairs:
+    keys: np.ndarray  # distinct pairs, (left id << 32) | right id, ascending
+    totals: np.ndarray  # each pair's count (exact; see _MergeQueue for the i32 view of it)
+    csr_words: np.ndarray  # per pair, the words that hold it (ascending, unique): csr_words[csr_start[j]:csr_start[j + 1]]
+    csr_start: np.ndarray
+    counts: dict[int, int]  # pair -> count, updated by the merges
+
+
+def _count_pairs(
+    ids: np.ndarray, word_of_slot: np.ndarray, slot_start: np.ndarray, slot_len: np.ndarray, counts_arr: np.ndarray
+) -> _Pairs:
+    """Step 4: every pair of adjacent symbols, weighted by its word's count, and the words holding each pair."""
+    if not ids.size:
+        return _Pairs(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(1, np.int64), {})
+    link = np.ones(ids.size, dtype=bool)  # the symbol has a right neighbour in its word
+    link[slot_start[1:][slot_len > 0] - 1] = False
+    left = ids[link].astype(np.int64)
+    right = ids[np.flatnonzero(link) + 1].astype(np.int64)
+    pair_word = word_of_slot[link]
+    pair_keys = (left << _SHIFT) | right
+    del left, right, link
+    order = np.lexsort((pair_word, pair_keys))
+    pair_keys = pair_keys[order]
+    pair_word = pair_word[order]
+    weights = counts_arr[pair_word]
+    del order
+    new_pair = np.r_[True, pair_keys[1:] != pair_keys[:-1]]
+    first = np.flatnonzero(new_pair)
+    uniq_pairs = pair_keys[first]
+    pair_totals = np.add.reduceat(weights, first)
+    new_incidence = new_pair | np.r_[True, pair_word[1:] != pair_word[:-1]]
+    csr_words = pair_word[new_incidence].astype(np.int32)
+    csr_pair = np.cumsum(new_pair)[new_incidence] - 1
+    csr_start = np.searchsorted(csr_pair, np.arange(uniq_pairs.size + 1))
+    del pair_keys, pair_word, weights, new_pair, first, new_incidence, csr_pair
+    counts = dict(zip(uniq_pairs.tolist(), pair_totals.tolist(), strict=True))
+    return _Pairs(uniq_pairs, pair_totals, csr_words, csr_start, counts)
+
+
+# ---- step 5: the queue: the best pair, its tie-break, counts as tokenizers' i32 --------------------------------
+class _MergeQueue:
+    """The pairs to merge, best first: highest count, ties broken by the smaller `(left id, right id)`, then the
+    older entry. Initial entries, one per pair, never change, so they stay in a sorted list; entries pushed later
+    (re-pushed or new) go to a heap; a pop takes the better of the two heads.
+
+    Counts as tokenizers reads them: it keeps pair counts in i32 (`counts[i] as i32` added per occurrence,
+    wrapping) and compares them `as u64`, so a count wraps once one pair occurs 2**31 times, however few words the
+    corpus has (a long word repeated). Below that the exact counts kept here are the i32 ones; the (slower)
+    wrap-around arithmetic starts when a count first reaches 2**31. Every occurrence of a later pair sits on the
+    boundary of one initial pair occurrence, so that is normally at the start; counts read later are checked too,
+    so the result does not rely on it. Starting late gives the same result as wrapping every update (wrapping is
+    arithmetic modulo 2**32, and every count used below 2**31 is the same either way).
+    """
+
+    def __init__(self, pairs: _Pairs) -> None:
+        self.pair_counts = pairs.counts
+        self.wrap = bool(pairs.totals.size) and int(pairs.totals.max()) >= _I32_END
+        if self.wrap:
+            _warn_wrap(int(pairs.totals.max()))
+        self.s_count, self.s_pair, self.s_csr = _initial_entries(pairs.keys, pairs.totals, self.wrap)
+        self.n_static = len(self.s_pair)
+        self.sp = 0  # the next initial entry
+        self.csr_words = pairs.csr_words
+        self.csr_start = pairs.csr_start.tolist()
+        self.heap: list[int] = []  # keys: -count * 2**96 + (pair << 32) + entry id (a min-heap pops the best)
+        self.dyn_pos: list = []  # entry id - n_static -> its words: an int, a tuple, or a NumPy int32 array
+        # what pop and push read on every call, in one attribute (one load instead of five per merge)
+        self._hot = (self.heap, self.dyn_pos, self.s_count, self.s_pair, self.n_static, self.pair_counts)
+
+    def pop(self) -> tuple[int, int, object] | None:
+        """(count, pair, its entry's words) of the best entry whose count is current (an out-of-date entry is
+        pushed back with the current count, as tokenizers does); None when the queue is empty."""
+        heap, _, s_count, s_pair, n_static, pair_counts = self._hot
+        sp, wrap = self.sp, self.wrap
+        while True:
+            if sp < n_static:
+                skey = -s_count[sp] * (1 << _KEY_SHIFT) + (s_pair[sp] << 32)
+                if heap and heap[0] < skey:
+                    key = heappop(heap)
+                else:
+                    key = skey + sp
+                    sp += 1
+            elif heap:
                 key = heappop(heap)
             else:
-                key = skey + sp
-                sp += 1
-        elif heap:
-            key = heappop(heap)
-        else:
-            break
-        # key = -count * 2**96 + low with 0 <= low < 2**96: the shifts recover each part exactly
-        count = -(key >> _KEY_SHIFT)
-        pair = (key >> 32) & _U64
-        eid = key & _LOW32
-        current = pair_counts[pair]
-        if not wrap and current >= _I32_END:
-            wrap = True
-            _warn_wrap(current)
-        if wrap:
-            current = _rust_u64(current)
-        if count != current:
+                self.sp = sp
+                return None
+            # key = -count * 2**96 + low with 0 <= low < 2**96: the shifts recover each part exactly
+            count, pair, eid = -(key >> _KEY_SHIFT), (key >> 32) & _U64, key & _LOW32
+            current = pair_counts[pair]
+            if wrap or current >= _I32_END:
+                current, wrap = self._as_u64(current), True
+            if count == current:
+                self.sp = sp
+                return count, pair, self._words_of(eid)
             heappush(heap, -current * (1 << _KEY_SHIFT) + (pair << 32) + eid)
-            continue
-        if count < 1 or min_freq > count:
-            break
 
-        a = pair >> _SHIFT
-        b = pair & _LOW32
-        part_b = id2w[b]
-        if prefix is not None and part_b.startswith(prefix):
-            part_b = part_b[len(prefix) :]
-        n_before = len(id2w)
-        new = add(id2w[a] + part_b)
-        n_reused += len(id2w) == n_before
-        merges.append((a, b))
-
-        if eid < n_static:
-            j = s_csr[eid]
-            pos = csr_words[csr_start_l[j] : csr_start_l[j + 1]]
-        else:
-            pos = dyn_pos[eid - n_static]
-            if type(pos) is int:
-                pos = (pos,)
-
-        pushes: list[tuple[int, object]] = []
-        if len(pos) >= _VECTOR_MIN_WORDS:
-            n_vector_steps += 1
-            n_word_merges += _merge_numpy(
-                np.asarray(pos, dtype=np.int64), a, b, new, len(id2w), sym_v, nxt_v, prv_v, mark, ws_start,
-                ws_len, counts_arr, pair_counts, pushes,
-            )
-        else:
-            if type(pos) is not tuple:
-                pos = pos.tolist()
-            where: dict[int, object] = {}
-            new_hi = new << _SHIFT
-            b_hi = b << _SHIFT
-            for wi in pos:
-                i = ws[wi]
-                end = ws[wi + 1]
-                c = wcounts[wi]
-                while True:
-                    try:
-                        s = sym.index(a, i, end)
-                    except ValueError:
-                        break
-                    r = nxt[s]
-                    if r < 0 or sym[r] != b:
-                        i = s + 1
-                        continue
-                    n_word_merges += 1
-                    p = prv[s]
-                    q = nxt[r]
-                    if p >= 0:
-                        lhi = sym[p] << _SHIFT
-                        k = lhi | a
-                        pair_counts[k] = pcget(k, 0) - c
-                        k = lhi | new
-                        pair_counts[k] = pcget(k, 0) + c
-                        w = where.get(k)
-                        if w is None:
-                            where[k] = wi
-                        elif type(w) is int:
-                            if w != wi:
-                                where[k] = {w, wi}
-                        else:
-                            w.add(wi)
-                    sym[s] = new
-                    sym[r] = -1
-                    nxt[s] = q
-                    if q >= 0:
-                        prv[q] = s
-                        rid = sym[q]
-                        k = b_hi | rid
-                        pair_counts[k] = pcget(k, 0) - c
-                        k = new_hi | rid
-                        pair_counts[k] = pcget(k, 0) + c
-                        w = where.get(k)
-                        if w is None:
-                            where[k] = wi
-                        elif type(w) is int:
-                            if w != wi:
-                                where[k] = {w, wi}
-                        else:
-                            w.add(wi)
-                    i = s + 1
-            for k, w in where.items():
-                pushes.append((k, w if type(w) is int else tuple(sorted(w))))
-
+    def push(self, pushes: list[tuple[int, object]]) -> None:
+        """A new entry for each (pair, words) whose pair count (as i32) is positive."""
+        heap, dyn_pos, _, _, n_static, pair_counts = self._hot
+        wrap = self.wrap
         for k, w in pushes:
             cnt = pair_counts[k]
-            if not wrap and cnt >= _I32_END:
-                wrap = True
-                _warn_wrap(cnt)
-            if wrap:
-                if _wrap_i32(cnt) <= 0:
-                    continue
-                cnt = _rust_u64(cnt)
-            elif cnt <= 0:
-                continue
-            heappush(heap, -cnt * (1 << _KEY_SHIFT) + (k << 32) + n_static + len(dyn_pos))
-            dyn_pos.append(w)
+            if wrap or cnt >= _I32_END:
+                cnt, wrap = self._as_u64(cnt), True
+            if 0 < cnt < _I32_END:  # a positive i32 (as u64, a non-positive one is 0 or >= 2**63)
+                heappush(heap, -cnt * (1 << _KEY_SHIFT) + (k << 32) + n_static + len(dyn_pos))
+                dyn_pos.append(w)
 
+    def _words_of(self, eid: int):
+        """The words an entry lists (ascending): a NumPy slice or a tuple."""
+        if eid < self.n_static:
+            j = self.s_csr[eid]
+            return self.csr_words[self.csr_start[j] : self.csr_start[j + 1]]
+        pos = self.dyn_pos[eid - self.n_static]
+        return (pos,) if type(pos) is int else pos
+
+    def _as_u64(self, count: int) -> int:
+        """`count as u64` for the i32 tokenizers holds; turns the wrap-around on at the first count >= 2**31."""
+        if not self.wrap:
+            self.wrap = True
+            _warn_wrap(count)
+        return _rust_u64(count)
+
+
+def _initial_entries(keys: np.ndarray, totals: np.ndarray, wrap: bool) -> tuple[list[int], list[int], list[int]]:
+    """The initial entries in pop order: counts, pairs, and each one's pair index (for its words)."""
+    if wrap:
+        pairs_l = keys.tolist()
+        init = [(_rust_u64(c), pairs_l[j], j) for j, c in enumerate(totals.tolist()) if _wrap_i32(c) > 0]
+        init.sort(key=lambda e: (-e[0], e[1]))
+        return [e[0] for e in init], [e[1] for e in init], [e[2] for e in init]
+    order = np.lexsort((keys, -totals))
+    return totals[order].tolist(), keys[order].tolist(), order.tolist()
+
+
+# ---- step 5: the merge loop -------------------------------------------------------------------------------------
+def _merge_loop(
+    cfg: BpeConfig,
+    tokens: _Tokens,
+    symbols: _Symbols,
+    queue: _MergeQueue,
+    progress: Callable[[int, int], None] | None,
+) -> tuple[list[tuple[int, int]], int]:
+    """Merge the best pair until `vocab_size` tokens, an empty queue, or a count under `min_frequency`; the new
+    token is `left + right` (the right part without its continuing prefix), reusing the id of an existing equal
+    string. Returns the merges (id pairs, in order) and how many reused a token."""
+    prefix = cfg.continuing_subword_prefix or None
+    strings, add, pop, push, merge = tokens.strings, tokens.add, queue.pop, queue.push, symbols.merge
+    merges: list[tuple[int, int]] = []
+    n_reused = 0
+    want = max(0, cfg.vocab_size - len(strings))
+    next_report = time.monotonic() + 10.0
+    while len(strings) < cfg.vocab_size:
+        top = pop()
+        if top is None:
+            break
+        count, pair, pos = top
+        if count < 1 or cfg.min_frequency > count:
+            break
+        a = pair >> _SHIFT
+        b = pair & _LOW32
+        part_b = strings[b]
+        if prefix is not None and part_b.startswith(prefix):
+            part_b = part_b[len(prefix) :]
+        n_before = len(strings)
+        new = add(strings[a] + part_b)
+        n_reused += len(strings) == n_before
+        merges.append((a, b))
+        push(merge(pos, a, b, new, len(strings)))
         if progress is not None and time.monotonic() >= next_report:
             progress(len(merges), want)
             next_report = time.monotonic() + 10.0
+    return merges, n_reused
 
-    # A repeated pair keeps its last rank (tokenizers keeps merges in a map pair -> (rank, new id)).
+
+def _ranked_merges(strings: list[str], merges: list[tuple[int, int]]) -> list[tuple[str, str]]:
+    """The merges as strings; a repeated pair keeps its last rank (tokenizers keeps merges in a map pair ->
+    (rank, new id))."""
     last_rank = {p: r for r, p in enumerate(merges)}
-    merge_strings = [(id2w[a], id2w[b]) for r, (a, b) in enumerate(merges) if last_rank[(a, b)] == r]
-    stats = {
-        "words": n_words,
-        "characters": n_chars,
-        "tokens": total_tokens,
-        "initial_vocab": initial_size,
-        "initial_pairs": n_static,
-        "merges": len(merges),
-        "word_merges": n_word_merges,
-        "numpy_steps": n_vector_steps,
-        "merges_reusing_a_token": n_reused,
-        "repeated_merges": len(merges) - len(merge_strings),
-        "i32_wrap": wrap,  # some pair count reached 2**31 (see the wrap-around above)
-        "queue_entries_pushed": len(dyn_pos),
-        "setup_seconds": round(t_setup, 3),
-        "seconds": round(time.perf_counter() - t0, 3),
-    }
-    return BpeResult(vocab=id2w, merges=merge_strings, initial_size=initial_size, stats=stats)
+    return [(strings[a], strings[b]) for r, (a, b) in enumerate(merges) if last_rank[(a, b)] == r]
+
+
+# ---- step 5: applying a merge to the words and updating the pair counts -----------------------------------------
+class _Symbols:
+    """The words' symbols as int32 linked lists (`sym`, `nxt`, `prv`; -1 at the ends, a merged-away slot holds
+    -1) in array.array (fast from Python) viewed by NumPy, shared by the two merge implementations."""
+
+    def __init__(
+        self, ids: np.ndarray, slot_start: np.ndarray, slot_len: np.ndarray, counts_arr: np.ndarray, pair_counts: dict
+    ) -> None:
+        n_slots = int(ids.size)
+        nxt_np = np.arange(1, n_slots + 1, dtype=np.int32)
+        prv_np = np.arange(-1, n_slots - 1, dtype=np.int32)
+        if n_slots:
+            nxt_np[slot_start[1:][slot_len > 0] - 1] = -1
+            prv_np[slot_start[:-1][slot_len > 0]] = -1
+        self.sym, self.nxt, self.prv = array("i"), array("i"), array("i")
+        self.sym.frombytes(ids.tobytes())
+        self.nxt.frombytes(nxt_np.tobytes())
+        self.prv.frombytes(prv_np.tobytes())
+        del nxt_np, prv_np
+        self.sym_v = np.frombuffer(self.sym, dtype=np.int32)
+        self.nxt_v = np.frombuffer(self.nxt, dtype=np.int32)
+        self.prv_v = np.frombuffer(self.prv, dtype=np.int32)
+        self.mark = np.zeros(n_slots, dtype=bool)  # scratch: slots merged away in the current step
+        self.ws = slot_start.tolist()
+        self.ws_start = slot_start[:-1]
+        self.ws_len = slot_len
+        self.counts = counts_arr
+        self.wcounts = counts_arr.tolist()
+        self.pair_counts = pair_counts
+        self.word_merges = 0
+        self.numpy_steps = 0
+        self._hot = (self.sym, self.nxt, self.prv, self.ws, self.wcounts, pair_counts, pair_counts.get)
+
+    def merge(self, pos, a: int, b: int, new: int, n_ids: int) -> list[tuple[int, object]]:
+        """Merge (a, b) into `new` in the words `pos` (ascending), left to right and without overlaps; update the
+        pair counts; return (pair, words) for every pair that gained occurrences. Entries listing many words are
+        merged with NumPy, the others in a Python loop (the same effects)."""
+        pushes: list[tuple[int, object]] = []
+        if len(pos) >= _VECTOR_MIN_WORDS:
+            self.numpy_steps += 1
+            self.word_merges += _merge_numpy(
+                np.asarray(pos, dtype=np.int64), a, b, new, n_ids, self.sym_v, self.nxt_v, self.prv_v, self.mark,
+                self.ws_start, self.ws_len, self.counts, self.pair_counts, pushes,
+            )
+            return pushes
+        if type(pos) is not tuple:
+            pos = pos.tolist()
+        where = self._merge_python(pos, a, b, new)
+        for k, w in where.items():
+            pushes.append((k, w if type(w) is int else tuple(sorted(w))))
+        return pushes
+
+    def _merge_python(self, pos, a: int, b: int, new: int) -> dict[int, list[int]]:
+        """The merge step in Python; returns, per pair that gained occurrences, the words (ascending, unique: the
+        words are visited in ascending order)."""
+        sym, nxt, prv, ws, wcounts, pair_counts, pcget = self._hot
+        where: dict[int, list[int]] = {}
+        new_hi, b_hi, merged = new << _SHIFT, b << _SHIFT, 0
+        for wi in pos:
+            i, end, c = ws[wi], ws[wi + 1], wcounts[wi]
+            while True:
+                try:
+                    s = sym.index(a, i, end)
+                except ValueError:
+                    break
+                i = s + 1
+                r = nxt[s]
+                if r < 0 or sym[r] != b:
+                    continue
+                merged += 1
+                p, q = prv[s], nxt[r]
+                if p >= 0:  # (L, a) loses the occurrence, (L, new) gains it
+                    lhi = sym[p] << _SHIFT
+                    k = lhi | a
+                    pair_counts[k] = pcget(k, 0) - c
+                    k = lhi | new
+                    pair_counts[k] = pcget(k, 0) + c
+                    w = where.get(k)
+                    if w is None:
+                        where[k] = wi
+                    elif type(w) is int:
+                        if w != wi:
+                            where[k] = {w, wi}
+                    else:
+                        w.add(wi)
+                sym[s], sym[r], nxt[s] = new, -1, q
+                if q >= 0:  # (b, R) loses it, (new, R) gains it
+                    prv[q] = s
+                    rid = sym[q]
+                    k = b_hi | rid
+                    pair_counts[k] = pcget(k, 0) - c
+                    k = new_hi | rid
+                    pair_counts[k] = pcget(k, 0) + c
+                    w = where.get(k)
+                    if w is None:
+                        where[k] = wi
+                    elif type(w) is int:
+                        if w != wi:
+                            where[k] = {w, wi}
+                    else:
+                        w.add(wi)
+        self.word_merges += merged
+        return where
 
 
 def _merge_numpy(
@@ -563,28 +682,12 @@ def _merge_numpy(
     pair_counts: dict[int, int],
     pushes: list,
 ) -> int:
-    """One merge step over the words `pos` (ascending, unique), vectorized; the same effects as the Python loop
-    in `learn_bpe`. Returns the number of merged occurrences; appends (pair, words) for every pair that gained
-    occurrences."""
-    lens = ws_len[pos]
-    slot = _ranges(ws_start[pos], lens)
-    hit = sym[slot] == a
-    s = slot[hit]
-    s_word = np.repeat(pos, lens)[hit]
-    r = nxt[s]
-    ok = r >= 0
-    s, r, s_word = s[ok], r[ok], s_word[ok]
-    ok = sym[r] == b
-    s, r, s_word = s[ok], r[ok], s_word[ok]
+    """One merge step over the words `pos` (ascending, unique), vectorized; the same effects as
+    `_Symbols._merge_python`. Returns the number of merged occurrences; appends (pair, words) for every pair that
+    gained occurrences."""
+    s, r, s_word = _occurrences(pos, a, b, sym, nxt, prv, ws_start, ws_len)
     if s.size == 0:
         return 0
-    if a == b and s.size > 1:
-        # In a run of equal symbols, left-to-right merging takes every other occurrence.
-        chained = np.r_[False, prv[s[1:]] == s[:-1]]
-        start_idx = np.flatnonzero(~chained)
-        run_id = np.cumsum(~chained) - 1
-        keep = ((np.arange(s.size) - start_idx[run_id]) % 2) == 0
-        s, r, s_word = s[keep], r[keep], s_word[keep]
     p = prv[s]
     q = nxt[r]
     c = counts[s_word]
@@ -604,36 +707,70 @@ def _merge_numpy(
     sym[r] = -1
     nxt[s] = q
     prv[qq] = s[has_q]
-    # Pair count changes: (L, a) -c and (L, new) +c for each left neighbour L; (b, R) -c and (new, R) +c for
-    # each right neighbour R. Sum them per neighbour id (no sorting), then touch each pair once.
-    get = pair_counts.get
-    for ids_, w, lo_hi in ((left, c[has_p], True), (right, c[has_q], False)):
-        if ids_.size == 0:
-            continue
-        if n_ids <= 4 * ids_.size + 4096:
-            sums = np.bincount(ids_, weights=w.astype(np.float64), minlength=n_ids)  # exact below 2**53
-            nz = np.flatnonzero(sums)
-            vals = np.rint(sums[nz]).astype(np.int64).tolist()
-            nz = nz.tolist()
-        else:
-            uniq, inv = np.unique(ids_, return_inverse=True)
-            vals = np.rint(np.bincount(inv, weights=w.astype(np.float64))).astype(np.int64).tolist()
-            nz = uniq.tolist()
-        if lo_hi:  # left neighbours
-            lost = [(x << _SHIFT) | a for x in nz]
-            gained = [(x << _SHIFT) | new for x in nz]
-        else:
-            lost = [(b << _SHIFT) | x for x in nz]
-            gained = [(new << _SHIFT) | x for x in nz]
-        for k, d in zip(lost, vals, strict=True):
-            pair_counts[k] = get(k, 0) - d
-        for k, d in zip(gained, vals, strict=True):
-            pair_counts[k] = get(k, 0) + d
-    # words where each pair gained occurrences (ascending, unique per pair)
+    # (L, a) -c and (L, new) +c for each left neighbour L; (b, R) -c and (new, R) +c for each right neighbour R.
+    _add_counts(pair_counts, left, c[has_p], n_ids, _SHIFT, a, new)
+    _add_counts(pair_counts, right, c[has_q], n_ids, 0, b << _SHIFT, new << _SHIFT)
     gained_keys = np.concatenate(((left << _SHIFT) | new, (np.int64(new) << _SHIFT) | right))
-    if gained_keys.size == 0:
-        return int(s.size)
-    gained_words = np.concatenate((s_word[has_p], s_word[has_q]))
+    if gained_keys.size:
+        pushes.extend(_gained_words(gained_keys, np.concatenate((s_word[has_p], s_word[has_q]))))
+    return int(s.size)
+
+
+def _occurrences(pos, a, b, sym, nxt, prv, ws_start, ws_len) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The occurrences of (a, b) in the words `pos` that a left-to-right merge takes: left slots, right slots,
+    and their words."""
+    lens = ws_len[pos]
+    slot = _ranges(ws_start[pos], lens)
+    hit = sym[slot] == a
+    s = slot[hit]
+    s_word = np.repeat(pos, lens)[hit]
+    r = nxt[s]
+    ok = r >= 0
+    s, r, s_word = s[ok], r[ok], s_word[ok]
+    ok = sym[r] == b
+    s, r, s_word = s[ok], r[ok], s_word[ok]
+    if a == b and s.size > 1:
+        # In a run of equal symbols, left-to-right merging takes every other occurrence.
+        chained = np.r_[False, prv[s[1:]] == s[:-1]]
+        start_idx = np.flatnonzero(~chained)
+        run_id = np.cumsum(~chained) - 1
+        keep = ((np.arange(s.size) - start_idx[run_id]) % 2) == 0
+        s, r, s_word = s[keep], r[keep], s_word[keep]
+    return s, r, s_word
+
+
+def _add_counts(
+    pair_counts: dict[int, int],
+    ids_: np.ndarray,
+    w: np.ndarray,
+    n_ids: int,
+    shift: int,
+    lost: int,
+    gained: int,
+) -> None:
+    """For the neighbours `ids_` with weights `w`: sum the weights per neighbour id x (no sorting), then subtract
+    each sum from the pair `(x << shift) | lost` and add it to `(x << shift) | gained`, touching each pair once."""
+    if ids_.size == 0:
+        return
+    if n_ids <= 4 * ids_.size + 4096:
+        sums = np.bincount(ids_, weights=w.astype(np.float64), minlength=n_ids)  # exact below 2**53
+        nz = np.flatnonzero(sums)
+        vals = np.rint(sums[nz]).astype(np.int64).tolist()
+        nz = nz.tolist()
+    else:
+        uniq, inv = np.unique(ids_, return_inverse=True)
+        vals = np.rint(np.bincount(inv, weights=w.astype(np.float64))).astype(np.int64).tolist()
+        nz = uniq.tolist()
+    get = pair_counts.get
+    for k, d in zip([(x << shift) | lost for x in nz], vals, strict=True):
+        pair_counts[k] = get(k, 0) - d
+    for k, d in zip([(x << shift) | gained for x in nz], vals, strict=True):
+        pair_counts[k] = get(k, 0) + d
+
+
+def _gained_words(gained_keys: np.ndarray, gained_words: np.ndarray) -> list[tuple[int, object]]:
+    """(pair, words) per distinct pair, words ascending and unique: one word as an int, a few as a tuple, many
+    as an int32 array."""
     order = np.argsort(gained_keys, kind="stable")  # stable: words stay ascending within a pair
     gk = gained_keys[order]
     gw = gained_words[order]
@@ -643,13 +780,14 @@ def _merge_numpy(
     bounds = np.flatnonzero(np.r_[True, gk[1:] != gk[:-1], True]).tolist()
     gw_list = gw.tolist()
     small = _VECTOR_MIN_WORDS
+    out: list[tuple[int, object]] = []
     for j, k in enumerate(gk[bounds[:-1]].tolist()):
         lo = bounds[j]
         hi = bounds[j + 1]
         if hi - lo == 1:
-            pushes.append((k, gw_list[lo]))
+            out.append((k, gw_list[lo]))
         elif hi - lo < small:
-            pushes.append((k, tuple(gw_list[lo:hi])))
+            out.append((k, tuple(gw_list[lo:hi])))
         else:
-            pushes.append((k, gw[lo:hi].copy()))
-    return int(s.size)
+            out.append((k, gw[lo:hi].copy()))
+    return out

@@ -14,15 +14,18 @@ from typing import Any
 
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 
-TOKENIZER_TYPES = ("bpe", "wordpiece")
-STYLES = ("auto", "gpt2", "roberta", "bert")
-DEFAULT_SPECIAL_TOKENS = {
-    "bpe": ("<s>", "<pad>", "</s>", "<unk>", "<mask>"),  # RoBERTa / BART order: ids 0-4
-    "wordpiece": ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"),  # tokenizers' BertWordPieceTokenizer order
-}
-CONTINUING_SUBWORD_PREFIX = "##"
-BYTE_LEVEL_ALPHABET_SIZE = 256
-MAX_VOCAB_SIZE = 1 << 24
+# The rules, declared once in a standard-library module the Lambda asset also carries (re-exported here).
+from .tokenizer_rules import (
+    BYTE_LEVEL_ALPHABET_SIZE,
+    CONTINUING_SUBWORD_PREFIX,
+    DEFAULT_SPECIAL_TOKENS,
+    MAX_VOCAB_SIZE,
+    STYLE_SPECIAL_TOKENS,
+    STYLE_TOKENIZER_TYPE,
+    STYLES,
+    TOKENIZER_TYPES,
+    min_vocab_size,
+)
 
 
 class SettingsError(ValueError):
@@ -59,62 +62,70 @@ class TokenizerSettings:
 
     def min_vocab_size(self) -> int:
         """A lower bound of the tokens present before any merge, known without the counts."""
-        if self.tokenizer_type == "bpe":
-            return len(set(pre_tokenizers.ByteLevel.alphabet()) | set(self.specials))
-        return len(self.specials) + 1
+        return min_vocab_size(self.tokenizer_type, self.specials)
 
-    # ---- validation -----------------------------------------------------------------------------------------
+    # ---- validation: the checks run in this order and the first problem found is the one reported -------------
     def validate(self, *, for_reduce: bool) -> TokenizerSettings:
+        self._check_type_and_style()
+        self._check_special_tokens()
+        self._check_limits()
+        self._check_vocab_size(for_reduce)
+        return self
+
+    def _check_type_and_style(self) -> None:
         if self.tokenizer_type not in TOKENIZER_TYPES:
             raise SettingsError(f"--tokenizer-type must be one of {', '.join(TOKENIZER_TYPES)}, got {self.tokenizer_type!r}")
         if not self.text_field:
             raise SettingsError("--text-field must not be empty")
         if self.style not in STYLES:
             raise SettingsError(f"--style must be one of {', '.join(STYLES)}, got {self.style!r}")
-        if self.style == "bert" and self.tokenizer_type != "wordpiece":
-            raise SettingsError("--style bert needs --tokenizer-type wordpiece")
-        if self.style in ("gpt2", "roberta") and self.tokenizer_type != "bpe":
-            raise SettingsError(f"--style {self.style} needs --tokenizer-type bpe")
+        needs = STYLE_TOKENIZER_TYPE.get(self.style)
+        if needs is not None and self.tokenizer_type != needs:
+            raise SettingsError(f"--style {self.style} needs --tokenizer-type {needs}")
+
+    def _check_special_tokens(self) -> None:
         specials = self.specials
         if any(not isinstance(t, str) or not t for t in specials):
             raise SettingsError("--special-tokens must be a JSON list of non-empty strings")
         style = self.resolved_style
-        needed = {"roberta": ("<s>", "</s>"), "bert": ("[CLS]", "[SEP]", "[UNK]"), "gpt2": ()}[style]
-        missing = [t for t in needed if t not in specials]
+        missing = [t for t in STYLE_SPECIAL_TOKENS[style] if t not in specials]
         if missing:
             raise SettingsError(
                 f"--special-tokens lacks {', '.join(missing)}, which the {style} style needs "
                 f"(got {json.dumps(list(specials))})"
             )
+
+    def _check_limits(self) -> None:
         if self.min_frequency < 0:
             raise SettingsError(f"--min-frequency must be >= 0, got {self.min_frequency}")
         if self.model_max_length < 1:
             raise SettingsError(f"--model-max-length must be >= 1, got {self.model_max_length}")
-        if self.limit_alphabet is not None:
-            if self.limit_alphabet < 1:
-                raise SettingsError(f"--limit-alphabet must be >= 1, got {self.limit_alphabet}")
-            if self.tokenizer_type == "bpe" and self.limit_alphabet < BYTE_LEVEL_ALPHABET_SIZE:
-                raise SettingsError(
-                    f"--limit-alphabet {self.limit_alphabet} would drop bytes from the byte-level alphabet "
-                    f"({BYTE_LEVEL_ALPHABET_SIZE} symbols, all of equal rank, so which ones is arbitrary); "
-                    "leave it unset for bpe"
-                )
-        if for_reduce and self.vocab_size is None:
-            raise SettingsError("--vocab-size is required")
-        if self.vocab_size is not None:
-            if not 1 <= self.vocab_size <= MAX_VOCAB_SIZE:
-                raise SettingsError(f"--vocab-size must be between 1 and {MAX_VOCAB_SIZE}, got {self.vocab_size}")
-            floor = self.min_vocab_size()
-            if self.vocab_size < floor:
-                what = (
-                    f"the {BYTE_LEVEL_ALPHABET_SIZE}-symbol byte-level alphabet plus {len(specials)} special tokens"
-                    if self.tokenizer_type == "bpe"
-                    else f"{len(specials)} special tokens plus at least one character"
-                )
-                raise SettingsError(
-                    f"--vocab-size {self.vocab_size} is smaller than {what} ({floor}); use at least {floor}"
-                )
-        return self
+        if self.limit_alphabet is None:
+            return
+        if self.limit_alphabet < 1:
+            raise SettingsError(f"--limit-alphabet must be >= 1, got {self.limit_alphabet}")
+        if self.tokenizer_type == "bpe" and self.limit_alphabet < BYTE_LEVEL_ALPHABET_SIZE:
+            raise SettingsError(
+                f"--limit-alphabet {self.limit_alphabet} would drop bytes from the byte-level alphabet "
+                f"({BYTE_LEVEL_ALPHABET_SIZE} symbols, all of equal rank, so which ones is arbitrary); "
+                "leave it unset for bpe"
+            )
+
+    def _check_vocab_size(self, for_reduce: bool) -> None:
+        if self.vocab_size is None:
+            if for_reduce:
+                raise SettingsError("--vocab-size is required")
+            return
+        if not 1 <= self.vocab_size <= MAX_VOCAB_SIZE:
+            raise SettingsError(f"--vocab-size must be between 1 and {MAX_VOCAB_SIZE}, got {self.vocab_size}")
+        floor = self.min_vocab_size()
+        if self.vocab_size < floor:
+            what = (
+                f"the {BYTE_LEVEL_ALPHABET_SIZE}-symbol byte-level alphabet plus {len(self.specials)} special tokens"
+                if self.tokenizer_type == "bpe"
+                else f"{len(self.specials)} special tokens plus at least one character"
+            )
+            raise SettingsError(f"--vocab-size {self.vocab_size} is smaller than {what} ({floor}); use at least {floor}")
 
     # ---- tokenizers objects ---------------------------------------------------------------------------------
     def normalizer(self):

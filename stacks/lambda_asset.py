@@ -1,0 +1,57 @@
+"""The Lambda code asset: lambda/ plus the training code's hyperparameter schema and rules and its tokenizer rules,
+bundled at synth.
+
+The Lambdas check a run spec against training_code's own `hyperparameters.json`, `hftrain/hp_rules.py` and
+`tokenizer_mr/tokenizer_rules.py` (lambda/training_contract.py, `FILES`). None is committed under lambda/: CDK's
+local bundling copies them into the asset at synth, in this process (no Docker: the image is never pulled because
+`try_bundle` always bundles). The asset hash is the hash of the bundle's OUTPUT, so a change to any of these
+training_code files changes it and a deploy ships the new copy (the default, SOURCE, would hash lambda/ alone and
+keep the old one).
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import aws_cdk as cdk
+import jsii
+from aws_cdk import aws_lambda as lambda_
+
+from stacks.lambda_modules import LAMBDA_DIR, lambda_module
+
+TRAINING_CODE = LAMBDA_DIR.parent / "training_code"
+IGNORE = ("__pycache__", "*.pyc", "*.md")  # not shipped: no bytecode (read-only /var/task), no notes
+
+
+@jsii.implements(cdk.ILocalBundling)
+class LambdaBundler:
+    """Local bundling: `stage` in this process, never Docker. lambda/ and, next to its modules, the training code's
+    files named by training_contract.FILES."""
+
+    def __init__(self, training_code: Path = TRAINING_CODE) -> None:
+        self.training_code = training_code
+
+    def try_bundle(self, output_dir: str, *_options: object, **_named: object) -> bool:
+        stage(Path(output_dir), self.training_code)
+        return True
+
+
+def stage(out: Path, training_code: Path = TRAINING_CODE) -> None:
+    """Writes the asset's files into `out` (the bundler's output; benchmarks/bench_lambda.py measures the same)."""
+    shutil.copytree(LAMBDA_DIR, out, ignore=shutil.ignore_patterns(*IGNORE), dirs_exist_ok=True)
+    files: dict[str, str] = lambda_module("training_contract").FILES
+    for name, relative in files.items():
+        source = training_code / relative
+        if not source.is_file():
+            raise FileNotFoundError(f"the Lambda asset needs {source} (training_code's {relative}); for the "
+                                    "schema run: cd training_code && python -m hftrain.args --write")
+        shutil.copyfile(source, out / name)
+
+
+def lambda_code(training_code: Path = TRAINING_CODE) -> lambda_.Code:
+    """The asset every pipeline Lambda runs: standard library + boto3 (in the runtime), nothing to install."""
+    return lambda_.Code.from_asset(
+        str(LAMBDA_DIR), asset_hash_type=cdk.AssetHashType.OUTPUT,
+        bundling=cdk.BundlingOptions(image=cdk.DockerImage.from_registry("unused-local-bundling"),
+                                     local=LambdaBundler(training_code)))

@@ -1,0 +1,155 @@
+"""The synthesized Lambda asset (stacks/lambda_asset.py): lambda/ plus the training code's hyperparameter schema and
+rules and its tokenizer rules, copied at synth; its handlers validate a run spec from the asset alone; its hash
+follows the copied files."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import aws_cdk as cdk
+import pytest
+import training_contract
+from lambda_testlib import settings_dict
+
+from stacks.lambda_asset import TRAINING_CODE, lambda_code
+
+REPO = Path(__file__).resolve().parents[2]
+SPEC = REPO / "examples" / "text-classification.json"
+TOKENIZER_SPEC = REPO / "examples" / "tokenizer-text-classification.json"
+# Run in a fresh interpreter with only the asset on sys.path (-I: no PYTHONPATH, no current directory).
+IN_ASSET = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import errors, handlers, run_spec, settings, training_contract
+spec = json.load(open(sys.argv[2]))
+run = run_spec.parse_spec(spec, settings.load_settings())
+refused = []
+for hp in ({"learning_rate": -1, "no_such_name": 1}, {"fp16": True, "bf16": True}):
+    try:
+        run_spec.parse_spec({**spec, "hyperparameters": hp}, settings.load_settings())
+    except errors.SpecError as exc:
+        refused.append(str(exc))
+tok_spec = json.load(open(sys.argv[3]))
+tok_run = run_spec.parse_spec(tok_spec, settings.load_settings())
+tok_refused = []
+for tok in ({"type": "wordpiece", "special_tokens": ["[PAD]", "[UNK]", "[SEP]", "[MASK]"]},
+            {"type": "bpe", "vocab_size": 200}):
+    try:
+        run_spec.parse_spec({**tok_spec, "tokenizer": {**tok_spec["tokenizer"], **tok}}, settings.load_settings())
+    except errors.SpecError as exc:
+        tok_refused.append(str(exc))
+files = {name: getattr(module, "__file__", None) or "" for name, module in sys.modules.items()}
+print(json.dumps({"task": run["task"], "refused": refused, "files": files,
+                  "schema": str(training_contract.SCHEMA_FILE), "tasks": list(run_spec.TASKS),
+                  "tokenizer": tok_run["tokenizer"], "tokenizer_refused": tok_refused}))
+"""
+
+
+def synthesize(tmp_path: Path, training_code: Path = TRAINING_CODE) -> Path:
+    """The asset directory lambda_code() stages in a bare stack of a fresh app (its own cdk.out)."""
+    outdir = Path(tempfile.mkdtemp(dir=tmp_path))
+    stack = cdk.Stack(cdk.App(outdir=str(outdir)), "Asset")
+    key = lambda_code(training_code).bind(stack).s3_location.object_key
+    return outdir / f"asset.{key.removesuffix('.zip')}"
+
+
+def test_the_asset_holds_the_training_codes_files_byte_for_byte(tmp_path):
+    assert {"training_hyperparameters.json", "hp_rules.py", "tokenizer_rules.py"} <= set(training_contract.FILES)
+    asset = synthesize(tmp_path)
+    for name, relative in training_contract.FILES.items():
+        assert (asset / name).read_bytes() == (TRAINING_CODE / relative).read_bytes(), name
+    shipped = {p.name for p in asset.iterdir()}
+    assert {p.name for p in (REPO / "lambda").glob("*.py")} <= shipped
+    assert not any(n.endswith((".pyc", ".md")) or n == "__pycache__" for n in shipped)
+
+
+def test_the_handlers_validate_a_run_spec_from_the_asset_alone(tmp_path):
+    asset = synthesize(tmp_path)
+    env = {"PIPELINE_SETTINGS": json.dumps(settings_dict()), "AWS_DEFAULT_REGION": "us-east-1"}
+    result = subprocess.run([sys.executable, "-I", "-c", IN_ASSET, str(asset), str(SPEC), str(TOKENIZER_SPEC)],
+                            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    out = json.loads(result.stdout)
+    assert out["task"] == json.loads(SPEC.read_text())["task"]
+    assert out["tasks"] == json.loads((TRAINING_CODE / "hyperparameters.json").read_text())["task"]["choices"]
+    assert Path(out["schema"]) == asset / "training_hyperparameters.json"
+    assert Path(out["files"]["hp_rules"]) == asset / "hp_rules.py"
+    assert Path(out["files"]["tokenizer_rules"]) == asset / "tokenizer_rules.py"
+    for name in ("handlers", "hyperparameters", "run_spec", "training_contract"):
+        assert Path(out["files"][name]).parent == asset, name
+    from_checkout = [f for f in out["files"].values() if f.startswith((str(REPO / "lambda"), str(TRAINING_CODE)))]
+    assert not from_checkout
+    # the schema (unknown name), hp_rules' bounds (learning_rate) and rules (fp16 with bf16) all answered
+    names, rule = out["refused"]
+    assert "hyperparameters.no_such_name: unknown hyperparameter" in names, names
+    assert "hyperparameters.learning_rate: must be >= 0" in names, names
+    assert "fp16" in rule and "bf16" in rule, rule
+    # the tokenizer rules: the shipped example passes as written, a wordpiece without [CLS] and a bpe vocabulary
+    # below the byte-level alphabet are refused with the tokenizer jobs' own reasons
+    as_written = json.loads(TOKENIZER_SPEC.read_text())["tokenizer"]
+    assert {key: out["tokenizer"].get(key) for key in as_written} == as_written
+    no_cls, small = out["tokenizer_refused"]
+    assert "tokenizer.special_tokens: wordpiece needs [CLS] (BERT style)" in no_cls, no_cls
+    assert ("tokenizer.vocab_size: 200 is smaller than the 256-symbol byte-level alphabet plus the special tokens "
+            "(261); use at least 261") in small, small
+
+
+@pytest.fixture
+def training_copy(tmp_path: Path) -> Path:
+    """A copy of the training_code files the asset takes, at their training_code/ paths, to edit."""
+    copy = tmp_path / "training_code"
+    for relative in training_contract.FILES.values():
+        (copy / relative).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(TRAINING_CODE / relative, copy / relative)
+    return copy
+
+
+def test_the_asset_hash_changes_with_the_schema_and_with_the_rules(tmp_path, training_copy):
+    """A deploy ships a new asset only when its hash changes: the hash must cover the copied files, not only
+    lambda/ (CDK's default for a bundled asset hashes the source directory alone)."""
+    same = synthesize(tmp_path, training_copy).name
+    assert synthesize(tmp_path, training_copy).name == same == synthesize(tmp_path).name  # deterministic
+    schema = training_copy / "hyperparameters.json"
+    edited = json.loads(schema.read_text())
+    edited["learning_rate"]["help"] += " (edited)"
+    schema.write_text(json.dumps(edited, indent=2))
+    after_schema = synthesize(tmp_path, training_copy)
+    assert after_schema.name != same
+    assert "(edited)" in (after_schema / "training_hyperparameters.json").read_text()
+    rules = training_copy / "hftrain" / "hp_rules.py"
+    rules.write_text(rules.read_text() + "\n# edited\n")
+    after_rules = synthesize(tmp_path, training_copy)
+    assert after_rules.name not in (same, after_schema.name)
+    assert (after_rules / "hp_rules.py").read_text().endswith("# edited\n")
+    tokenizer_rules = training_copy / "tokenizer_mr" / "tokenizer_rules.py"
+    tokenizer_rules.write_text(tokenizer_rules.read_text() + "\n# edited\n")
+    after_tokenizer = synthesize(tmp_path, training_copy)
+    assert after_tokenizer.name not in (same, after_schema.name, after_rules.name)
+    assert (after_tokenizer / "tokenizer_rules.py").read_text().endswith("# edited\n")
+
+
+def test_a_missing_training_code_file_stops_the_synth_naming_it(tmp_path, training_copy):
+    (training_copy / "hftrain" / "hp_rules.py").unlink()
+    with pytest.raises(Exception, match=r"the Lambda asset needs .*hp_rules\.py"):
+        synthesize(tmp_path, training_copy)
+
+
+@pytest.mark.slow
+def test_every_pipeline_function_of_the_app_runs_the_bundled_asset(dev_outdir):
+    """The app's functions (what `make synth` writes and local mode runs) take the asset lambda_code() stages."""
+    from local_mode.cloud_assembly import CloudAssembly
+
+    assembly = CloudAssembly(dev_outdir)
+    code_dirs = {assembly.asset_path(props["Code"]["S3Key"])
+                 for stack in assembly.stacks for res in stack.template["Resources"].values()
+                 if res["Type"] == "AWS::Lambda::Function"
+                 and (props := res["Properties"])["Handler"].startswith("handlers.")}
+    assert len(code_dirs) == 1, code_dirs
+    asset = code_dirs.pop()
+    for name, relative in training_contract.FILES.items():
+        assert (asset / name).read_bytes() == (TRAINING_CODE / relative).read_bytes(), name
