@@ -164,22 +164,19 @@ class PipelineStateMachines(Construct):
         log_options = sfn.LogOptions(destination=self.log_group, level=sfn.LogLevel.ALL, include_execution_data=True)
 
         fine_tune_name, tokenizer_name = names.state_machine_names(config)
-        tokenizer_states = _Builder(Construct(self, "TokenizerStates"), functions)
-        tokenizer_definition_body = sfn.DefinitionBody.from_chainable(tokenizer_definition(tokenizer_states))
-        self.tokenizer = sfn.StateMachine(
-            self, "Tokenizer", state_machine_name=tokenizer_name,
-            state_machine_type=sfn.StateMachineType.STANDARD,
-            definition_body=tokenizer_definition_body,
-            timeout=TOKENIZER_TIMEOUT, tracing_enabled=True, logs=log_options,
-            comment="Tokenizer training: map over N ShardedByS3Key hosts, reduce on one")
-        fine_tune_states = _Builder(Construct(self, "FineTuneStates"), functions)
-        fine_tune_definition_body = sfn.DefinitionBody.from_chainable(fine_tune_definition(fine_tune_states))
-        self.fine_tune = sfn.StateMachine(
-            self, "FineTune", state_machine_name=fine_tune_name,
-            state_machine_type=sfn.StateMachineType.STANDARD,
-            definition_body=fine_tune_definition_body,
-            timeout=FINE_TUNE_TIMEOUT, tracing_enabled=True, logs=log_options,
-            comment="Fine-tuning run: prepare, optional tokenizer stage, training with fallback, finish")
         # each machine with the functions its states invoke (what its role is granted; cdk-nag reasons name them)
-        self.invocations: tuple[tuple[sfn.StateMachine, tuple[str, ...]], ...] = (
-            (self.tokenizer, tuple(tokenizer_states.handlers)), (self.fine_tune, tuple(fine_tune_states.handlers)))
+        self.invocations: list[tuple[sfn.StateMachine, tuple[str, ...]]] = []
+
+        def machine(machine_id: str, name: str, definition, timeout: Duration, comment: str) -> sfn.StateMachine:
+            states = _Builder(Construct(self, f"{machine_id}States"), functions)
+            body = sfn.DefinitionBody.from_chainable(definition(states))
+            built = sfn.StateMachine(
+                self, machine_id, state_machine_name=name, state_machine_type=sfn.StateMachineType.STANDARD,
+                definition_body=body, timeout=timeout, tracing_enabled=True, logs=log_options, comment=comment)
+            self.invocations.append((built, tuple(states.handlers)))
+            return built
+
+        self.tokenizer = machine("Tokenizer", tokenizer_name, tokenizer_definition, TOKENIZER_TIMEOUT,
+                                 "Tokenizer training: map over N ShardedByS3Key hosts, reduce on one")
+        self.fine_tune = machine("FineTune", fine_tune_name, fine_tune_definition, FINE_TUNE_TIMEOUT,
+                                 "Fine-tuning run: prepare, optional tokenizer stage, training with fallback, finish")
