@@ -262,3 +262,15 @@ def valid_specs(draw: Any, with_fsx: bool = False) -> dict[str, Any]:
 def all_requests(run: dict[str, Any], settings: Any) -> list[tuple[str, dict[str, Any]]]:
     """Every request a run can send: each attempt's CreateTrainingJob and the tokenizer jobs."""
     return job_requests.build_requests(run, settings)
+
+
+def stand_in_state_machine(monkeypatch: Any) -> str:
+    """A one-Pass-state fine-tune machine on moto, named as the stack names it; STATE_MACHINE_ARN points at it."""
+    import aws
+
+    definition = {"StartAt": "P", "States": {"P": {"Type": "Pass", "End": True}}}
+    arn = aws.client("stepfunctions").create_state_machine(
+        name="hfsm-dev-fine-tune", roleArn=f"arn:aws:iam::{ACCOUNT}:role/sfn", definition=json.dumps(definition))[
+        "stateMachineArn"]
+    monkeypatch.setenv("STATE_MACHINE_ARN", arn)
+    return arn

@@ -20,7 +20,7 @@ from errors import (
     SpecError,
 )
 from errors import ThrottlingException as ThrottlingError
-from lambda_testlib import ACCOUNT, REGION, SETTINGS, sagemaker_request_errors
+from lambda_testlib import ACCOUNT, REGION, SETTINGS, sagemaker_request_errors, stand_in_state_machine
 from moto.sagemaker.models import sagemaker_backends
 from moto.sns.models import sns_backends
 from runs import prepare_run
@@ -76,13 +76,7 @@ def s3_event(key: str, version: str | None = "v1", sequencer: str = "0064D3901D0
 
 @pytest.fixture
 def state_machine(aws_account, monkeypatch):
-    sfn = aws.client("stepfunctions")
-    arn = sfn.create_state_machine(name="hfsm-dev-fine-tune", roleArn=f"arn:aws:iam::{ACCOUNT}:role/sfn",
-                                   definition=json.dumps({"StartAt": "P", "States": {"P": {"Type": "Pass",
-                                                                                           "End": True}}}))[
-        "stateMachineArn"]
-    monkeypatch.setenv("STATE_MACHINE_ARN", arn)
-    return arn
+    return stand_in_state_machine(monkeypatch)
 
 
 def test_trigger_starts_one_run_per_spec_content(state_machine, context):

@@ -16,7 +16,7 @@ import handlers
 import job_requests
 import pytest
 from errors import SpecError
-from lambda_testlib import ACCOUNT, REGION, SETTINGS
+from lambda_testlib import ACCOUNT, REGION, SETTINGS, stand_in_state_machine
 
 BASE = {"version": 1, "name": "hostile", "task": "question-answering", "model": "bert-base-uncased",
         "data": {"train": {"s3": "datasets/h/train/"}, "validation": {"s3": "datasets/h/val/"}},
@@ -104,13 +104,8 @@ def unknown_keys(count: int) -> str:
 @pytest.fixture
 def started_uploads(aws_account, monkeypatch):
     """trigger -> StartExecution on a stand-in state machine; returns a function: spec bytes -> prepare's input."""
-    sfn = aws.client("stepfunctions")
-    arn = sfn.create_state_machine(name="hfsm-dev-fine-tune", roleArn=f"arn:aws:iam::{ACCOUNT}:role/sfn",
-                                   definition=json.dumps({"StartAt": "P", "States": {"P": {"Type": "Pass",
-                                                                                           "End": True}}}))[
-        "stateMachineArn"]
-    monkeypatch.setenv("STATE_MACHINE_ARN", arn)
-    s3 = aws.client("s3")
+    stand_in_state_machine(monkeypatch)
+    s3, sfn = aws.client("s3"), aws.client("stepfunctions")
 
     def upload(body: bytes, key: str = "runs/hostile.json") -> dict[str, Any]:
         put = s3.put_object(Bucket=SETTINGS["data_bucket"], Key=key, Body=body)

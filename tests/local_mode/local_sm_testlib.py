@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import tarfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import boto3
 import botocore.session
 from botocore.validate import ParamValidator
+from moto import mock_aws
 
 from local_mode.job_settings import JobEvent
 from local_mode.sagemaker_backend import LocalSageMaker
@@ -22,6 +26,15 @@ BUCKET = "local-sm-tests"
 ROLE = "arn:aws:iam::123456789012:role/sagemaker-execution"
 METRIC_REGEX = "METRIC {}=([-+0-9.eE]+|nan|inf)"
 SAGEMAKER = botocore.session.get_session().get_service_model("sagemaker")
+
+
+@contextlib.contextmanager
+def mocked_bucket(name: str, region: str = "us-east-1") -> Iterator[Any]:
+    """An S3 client on moto with one empty bucket (the mock ends with the block)."""
+    with mock_aws():
+        client = boto3.client("s3", region_name=region)
+        client.create_bucket(Bucket=name)
+        yield client
 
 
 def tarball(folder: Path) -> bytes:
@@ -102,6 +115,13 @@ def training_request(name: str, code_uri: str, program: str, **overrides: Any) -
     }
     request.update(overrides)
     return request
+
+
+def fsx_channel(directory: str, name: str = "train") -> dict[str, Any]:
+    """An FSx for Lustre channel of a CreateTrainingJob request (read only) on the test file system."""
+    return {"ChannelName": name, "DataSource": {"FileSystemDataSource": {
+        "FileSystemId": "fs-0123456789abcdef0", "FileSystemType": "FSxLustre", "FileSystemAccessMode": "ro",
+        "DirectoryPath": directory}}}
 
 
 def assert_valid_output(operation: str, response: dict[str, Any]) -> None:

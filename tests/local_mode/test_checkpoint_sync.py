@@ -5,9 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import boto3
 import pytest
-from moto import mock_aws
+from local_sm_testlib import mocked_bucket
 
 from local_mode.checkpoint_sync import CheckpointSync
 
@@ -17,9 +16,7 @@ URI = f"s3://{BUCKET}/checkpoints/run-1"
 
 @pytest.fixture
 def s3():
-    with mock_aws():
-        client = boto3.client("s3", region_name="us-east-1")
-        client.create_bucket(Bucket=BUCKET)
+    with mocked_bucket(BUCKET) as client:
         yield client
 
 

@@ -12,7 +12,7 @@ from typing import Any
 import boto3
 import pytest
 from botocore.exceptions import ClientError
-from local_sm_testlib import BUCKET, REGION, Harness, assert_valid_output, training_request
+from local_sm_testlib import BUCKET, REGION, Harness, assert_valid_output, fsx_channel, training_request
 
 
 def statuses(response: dict[str, Any]) -> list[str]:
@@ -218,19 +218,7 @@ def test_fsx_channel_is_a_local_folder(harness: Harness, code_uri: str):
         "plain-fsx",
         code_uri,
         "plain.py",
-        InputDataConfig=[
-            {
-                "ChannelName": "train",
-                "DataSource": {
-                    "FileSystemDataSource": {
-                        "FileSystemId": "fs-0123456789abcdef0",
-                        "FileSystemType": "FSxLustre",
-                        "FileSystemAccessMode": "ro",
-                        "DirectoryPath": "/fsxmount/datasets/train",
-                    }
-                },
-            }
-        ],
+        InputDataConfig=[fsx_channel("/fsxmount/datasets/train")],
     )
     harness.sagemaker.create_training_job(**request)
     done = harness.wait_training("plain-fsx")
@@ -284,19 +272,7 @@ def test_unknown_fsx_folder_and_missing_program_are_client_errors(harness: Harne
         "bad-fsx",
         code_uri,
         "plain.py",
-        InputDataConfig=[
-            {
-                "ChannelName": "train",
-                "DataSource": {
-                    "FileSystemDataSource": {
-                        "FileSystemId": "fs-0123456789abcdef0",
-                        "FileSystemType": "FSxLustre",
-                        "FileSystemAccessMode": "ro",
-                        "DirectoryPath": "/fsxmount/none",
-                    }
-                },
-            }
-        ],
+        InputDataConfig=[fsx_channel("/fsxmount/none")],
     )
     harness.sagemaker.create_training_job(**fsx)
     harness.sagemaker.create_training_job(**training_request("bad-program", code_uri, "missing.py"))

@@ -5,9 +5,8 @@ from __future__ import annotations
 import tarfile
 from pathlib import Path
 
-import boto3
 import pytest
-from moto import mock_aws
+from local_sm_testlib import mocked_bucket
 
 from local_mode.s3_channels import (
     ChannelError,
@@ -25,9 +24,7 @@ BUCKET = "channel-tests"
 
 @pytest.fixture
 def s3():
-    with mock_aws():
-        client = boto3.client("s3", region_name="us-east-1")
-        client.create_bucket(Bucket=BUCKET)
+    with mocked_bucket(BUCKET) as client:
         yield client
 
 
