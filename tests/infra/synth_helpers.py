@@ -65,6 +65,15 @@ def policy_statements(template: dict[str, Any]) -> list[tuple[str, dict[str, Any
     return out
 
 
+def sagemaker_role(template: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
+    """(logical id, identity-policy statements) of the one role SageMaker assumes in a template."""
+    (lid,) = [k for k, r in resources(template, "AWS::IAM::Role").items()
+              if r["Properties"]["AssumeRolePolicyDocument"]["Statement"][0]["Principal"].get("Service")
+              == "sagemaker.amazonaws.com"]
+    return lid, [st for plid, st in policy_statements(template) if lid in json.dumps(
+        template["Resources"][plid]["Properties"].get("Roles", [])) or plid == lid]
+
+
 def as_list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else [value]
 

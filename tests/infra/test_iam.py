@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from synth_helpers import Synthesized, as_list, policy_statements, resources
+from synth_helpers import Synthesized, as_list, policy_statements, resources, sagemaker_role
 
 STACKS = ("storage", "network", "pipeline")
 
@@ -28,12 +28,7 @@ def test_no_aws_managed_full_access_policies(any_env: Synthesized) -> None:
 
 
 def _sagemaker_role(s: Synthesized) -> tuple[str, list[dict]]:
-    t = s.template_json("pipeline")
-    (lid,) = [k for k, r in resources(t, "AWS::IAM::Role").items()
-              if r["Properties"]["AssumeRolePolicyDocument"]["Statement"][0]["Principal"].get("Service")
-              == "sagemaker.amazonaws.com"]
-    return lid, [st for plid, st in policy_statements(t) if lid in json.dumps(
-        t["Resources"][plid]["Properties"].get("Roles", [])) or plid == lid]
+    return sagemaker_role(s.template_json("pipeline"))
 
 
 def test_pass_role_only_to_sagemaker(any_env: Synthesized) -> None:

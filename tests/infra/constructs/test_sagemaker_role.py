@@ -11,7 +11,7 @@ import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk.assertions import Template
 from construct_helpers import Built, bare_app, bare_key, env_config, env_fixtures
-from synth_helpers import as_list, policy_statements, resources
+from synth_helpers import as_list, sagemaker_role
 
 from stacks import names
 from stacks.image_uris import ImageUris, resolve_images
@@ -48,12 +48,7 @@ dev, prod, any_env = env_fixtures(_build)
 
 
 def _sagemaker_role(s: Built) -> tuple[str, list[dict]]:
-    t = s.json
-    (lid,) = [k for k, r in resources(t, "AWS::IAM::Role").items()
-              if r["Properties"]["AssumeRolePolicyDocument"]["Statement"][0]["Principal"].get("Service")
-              == "sagemaker.amazonaws.com"]
-    return lid, [st for plid, st in policy_statements(t) if lid in json.dumps(
-        t["Resources"][plid]["Properties"].get("Roles", [])) or plid == lid]
+    return sagemaker_role(s.json)
 
 
 def test_sagemaker_role_trusts_only_sagemaker_and_has_no_managed_policies(any_env: Built) -> None:
