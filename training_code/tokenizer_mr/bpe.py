@@ -59,10 +59,6 @@ _KEY_SHIFT = 96  # queue key = -count * 2**96 + (pair << 32) + entry id: a min-h
 _VECTOR_MIN_WORDS = 48  # entries listing at least this many words are merged with NumPy
 
 
-class BpeSettingsError(ValueError):
-    """Settings that cannot produce the requested vocabulary."""
-
-
 @dataclass(frozen=True)
 class BpeConfig:
     vocab_size: int
