@@ -34,6 +34,7 @@ import model_package
 import naming
 import orphans
 import outcomes
+import planning
 import registry
 import request_guard
 from aws import aws_errors, client, error_code, is_already_exists, is_not_found
@@ -441,27 +442,35 @@ def _publish(settings: Settings, subject: str, message: str, status: str, run_id
 def notify_failure(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
     """Input: the whole state, with error = the Catch output {Error, Cause}; publishes the failure to SNS.
 
-    Uses run, job, status and (when Prepare failed) the original input's spec/source; writes summary.json
-    when the run is known (best effort).
+    After Prepare the state is what the project's functions wrote (run, job, status); when Prepare failed it is only
+    {error, execution: {Id, Name, StartTime}} (the `PrepareFailed` state drops the caller's input). The one S3 key
+    it writes, summary.json, is derived from a validated run id (planning.run_uris), never taken from the state.
     """
     settings = load_settings()
     name, reason = messages.parse_error(event.get("error"))
     run = event.get("run") if isinstance(event.get("run"), dict) else None
+    if run is not None and not (isinstance(run.get("run_id"), str) and naming.RUN_ID_RE.fullmatch(run["run_id"])):
+        logger.warning("notify_failure: run.run_id %.80r is not a run id; reporting without it", run.get("run_id"))
+        run = None
     job = event.get("job") if isinstance(event.get("job"), dict) else {}
     status = event.get("status") if isinstance(event.get("status"), dict) else {}
-    source = event.get("source") or (run or {}).get("source")
-    spec = event.get("spec") if isinstance(event.get("spec"), dict) else (run or {}).get("spec") or {}
+    execution = event.get("execution") if isinstance(event.get("execution"), dict) else {}
+    spec = (run or {}).get("spec") if isinstance((run or {}).get("spec"), dict) else {}
     job_name = job.get("job_name") or status.get("job_name")
+    summary_uri = planning.run_uris(settings, run["run_id"])["summary"] if run else None
+    links = messages.run_links(settings, run, job_name, job.get("job_type", "training"))
+    if not run and isinstance(execution.get("Id"), str):
+        links["execution"] = naming.execution_url(settings.region, execution["Id"])
     summary = {
         "run_id": (run or {}).get("run_id"), "name": spec.get("name"), "status": "Failed", "error": name,
-        "reason": reason, "source": source, "job_name": job_name, "job_status": status or None,
-        "attempt": event.get("attempt"), "summary_uri": (run or {}).get("uris", {}).get("summary"),
-        "links": messages.run_links(settings, run, job_name, job.get("job_type", "training")),
+        "reason": reason, "source": (run or {}).get("source"), "execution": execution.get("Name"),
+        "job_name": job_name, "job_status": status or None,
+        "attempt": event.get("attempt"), "summary_uri": summary_uri, "links": links,
         "finished_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
-    if run and "uris" in run:
+    if summary_uri:
         try:
-            _put_json(settings, run["uris"]["summary"], summary)
+            _put_json(settings, summary_uri, summary)
         except Exception as err:  # the notification matters more than the summary file
             logger.warning("could not write summary.json: %s", err)
     subject, message = messages.failure_notification(settings, summary)

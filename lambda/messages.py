@@ -96,7 +96,8 @@ def success_notification(settings: Settings, summary: dict[str, Any]) -> tuple[s
 
 
 def failure_notification(settings: Settings, summary: dict[str, Any]) -> tuple[str, str]:
-    who = summary.get("run_id") or summary.get("name") or (summary.get("source") or {}).get("key") or "(unnamed)"
+    who = (summary.get("run_id") or summary.get("name") or (summary.get("source") or {}).get("key")
+           or summary.get("execution") or "(unnamed)")
     lines = [
         f"Run {who} FAILED: {summary['error']}",
         "",
