@@ -37,6 +37,7 @@ import outcomes
 import planning
 import registry
 import request_guard
+import run_claims
 from aws import aws_errors, client, error_code, is_already_exists, is_not_found
 from botocore.exceptions import ClientError
 from errors import JobConflictError, JobFailedError, PreflightError, SpecError
@@ -141,6 +142,7 @@ def prepare(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
     exec_small = {k: v for k, v in (execution or {}).items() if k.lower() in ("id", "name", "starttime", "start_time")}
     run = prepare_run(raw, settings, run_id=payload.get("run_id"), execution=exec_small, source=source, s3=s3,
                       sagemaker=client("sagemaker"), ec2=client("ec2"), stepfunctions=client("stepfunctions"))
+    run_claims.claim(s3, settings, run["run_id"], run.get("execution_arn"))  # one execution per run id
     _log("prepared", run_id=run["run_id"], tokenizer_stage=run["tokenizer_stage"], max_attempts=run["max_attempts"])
     return {"run": run, "poll_seconds": settings.poll_seconds, "tokenizer_enabled": run["tokenizer_stage"],
             "attempt": 0}

@@ -82,6 +82,9 @@ def _pipeline(stack: Stack, config: EnvironmentConfig) -> None:
         _iam5(_policy(fn.role), "*", XRAY + extra)
     fns = stack.lambda_constructs
     _iam5(_policy(fns["prepare"].role), f"{data}/runs/*", "Prepare reads the uploaded run specs under runs/.")
+    _iam5(_policy(fns["prepare"].role), f"{artifacts}/claims/*",
+          "Prepare claims each run id once: claims/<run_id>.json created with If-None-Match, read back only to "
+          "recognise its own execution's claim (put and get; the bucket policy lets no one else write or delete).")
     for name in ("prepare", "start_training", "check_job", "finish", "stop_run_jobs"):
         _iam5(_policy(fns[name].role), training_jobs, JOB_NAMES)
     for name in ("start_processing", "check_job", "finish", "stop_run_jobs"):
@@ -98,7 +101,8 @@ def _pipeline(stack: Stack, config: EnvironmentConfig) -> None:
                                              "registry/<run_id>/ (put only; the bucket policy lets no one else).")
     _iam5(finish, f"{artifacts}/outputs/*", "Finish writes the run summary and metrics under outputs/<run_id>/.")
     _iam5(_policy(fns["notify_failure"].role), f"{artifacts}/outputs/*",
-          "A failed run's summary.json is written under outputs/<run_id>/.")
+          "A failed run's summary.json is written under outputs/<run_id>/, the key derived from the run id Prepare "
+          "planned and notify_failure validates (the failure branch never receives the caller's input).")
     for name in ("check_job", "finish"):
         _iam5(_policy(fns[name].role), f"{artifacts}/checkpoints/*",
               "Reads the checkpoint completion markers and _history.json under checkpoints/<run_id>/ (read only): "
@@ -116,9 +120,8 @@ def _pipeline(stack: Stack, config: EnvironmentConfig) -> None:
     submitter = _policy(stack.run_submitter)
     _iam5(submitter, f"{data}/runs/*", "Run submitters upload and read run specs under runs/ only; the data "
                                        "bucket's policy denies runs/ writes to everyone else.")
-    _iam5(submitter, "*", "sagemaker:ListTrainingJobs and ListProcessingJobs (runctl stop finds a run's jobs by "
-                          "name) support no resource-level permissions.")
-    _iam5(submitter, training_jobs, "runctl status/stop describe and stop this environment's training jobs. "
+    _iam5(submitter, training_jobs, "runctl status/stop describe and stop this environment's training jobs (stop: "
+          "the ones Prepare planned for the run). "
           + JOB_NAMES)
     _iam5(submitter, processing_jobs, "runctl status/stop describe and stop this environment's processing jobs. "
           + JOB_NAMES)

@@ -34,6 +34,7 @@ from stacks.sagemaker_role import SageMakerExecutionRole
 from stacks.state_machines import PipelineStateMachines
 from stacks.storage_stack import (
     CHECKPOINTS_PREFIX,
+    CLAIMS_PREFIX,
     CODE_PREFIX,
     MODELS_PREFIX,
     OUTPUTS_PREFIX,
@@ -191,6 +192,11 @@ class PipelineStack(Stack):
                                     resources=[f"{self.data_arn}/{RUNS_PREFIX}*"]),
                 list_buckets,
                 iam.PolicyStatement(sid="ReadEncryptedSpecs", resources=[key.key_arn], actions=["kms:Decrypt"]),
+                # one execution per run id: claims/<run_id>.json, created with If-None-Match (lambda/run_claims.py)
+                iam.PolicyStatement(sid="ClaimRunIds", actions=["s3:PutObject", "s3:GetObject"],
+                                    resources=[f"{self.artifacts_arn}/{CLAIMS_PREFIX}*"]),
+                iam.PolicyStatement(sid="EncryptRunIdClaims", resources=[key.key_arn],
+                                    actions=["kms:GenerateDataKey"]),
                 iam.PolicyStatement(sid="CheckJobNamesAreNew", actions=["sagemaker:DescribeTrainingJob"],
                                     resources=[training_jobs]),
                 iam.PolicyStatement(sid="CountRunningRuns", actions=["states:ListExecutions"],
@@ -379,9 +385,6 @@ class PipelineStack(Stack):
                 "states:DescribeExecution", "states:GetExecutionHistory", "states:StopExecution"]),
             *job_statements("WatchAndStopJobs", ["Describe", "Stop"], f"{sm}:training-job/{config.prefix}-*",
                             f"{sm}:processing-job/{config.prefix}-*"),
-            # List* take no resource ARN (runctl stop finds a run's jobs by name).
-            iam.PolicyStatement(sid="FindRunJobs", actions=["sagemaker:ListTrainingJobs",
-                                                            "sagemaker:ListProcessingJobs"], resources=["*"]),
             # The stack id ends in a UUID CloudFormation picks: its ARN is known up to that part only.
             iam.PolicyStatement(sid="FindStateMachines", actions=["cloudformation:DescribeStacks"],
                                 resources=[self.stack_arn_pattern]),

@@ -97,6 +97,10 @@ def test_uploads_must_use_the_project_key(any_env: Synthesized) -> None:
         assert denied(statements, "s3:PutObject", obj, ours) == []
         # No header at all: the bucket's default encryption (the project key) applies.
         assert denied(statements, "s3:PutObject", obj, who) == []
+        # SSE-C (issue 23): a key the uploader keeps, with or without an SSE header next to it
+        sse_c = {**who, "s3:x-amz-server-side-encryption-customer-algorithm": "AES256"}
+        assert denied(statements, "s3:PutObject", obj, sse_c) == ["DenyCustomerProvidedKeys"]
+        assert "DenyCustomerProvidedKeys" in denied(statements, "s3:PutObject", obj, {**ours, **sse_c})
         assert denied(statements, "s3:PutObject", obj, {**who, "aws:SecureTransport": "false"})
 
 
@@ -111,6 +115,13 @@ def test_registered_models_and_code_have_one_writer_each(any_env: Synthesized) -
     finish = ctx(any_env, names.function_role_name(c, "finish"))
     assert denied(arts, "s3:PutObject", registered, finish) == []
     assert denied(arts, "s3:DeleteObjectVersion", registered, finish), "no one deletes a registered version"
+    claim = f"{bucket_ref('artifacts')}/claims/run-20250101000000-0123456789abcdef.json"  # issue 23
+    for role in (names.sagemaker_role_name(c), names.run_submitter_role_name(c),
+                 names.function_role_name(c, "finish")):
+        assert denied(arts, "s3:PutObject", claim, ctx(any_env, role)), role
+    prepare = ctx(any_env, names.function_role_name(c, "prepare"))
+    assert denied(arts, "s3:PutObject", claim, prepare) == []
+    assert denied(arts, "s3:DeleteObject", claim, prepare) and denied(arts, "s3:DeleteObjectVersion", claim, prepare)
     code = f"{bucket_ref('artifacts')}/code/0123/sourcedir.tar.gz"
     assert denied(arts, "s3:PutObject", code, ctx(any_env, names.sagemaker_role_name(c)))
     assert denied(arts, "s3:PutObject", code, ctx(any_env, names.code_deployment_role_name(c))) == []

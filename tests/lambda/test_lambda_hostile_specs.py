@@ -236,7 +236,7 @@ def test_shell_metacharacters_in_values_reach_the_script_as_one_argument(aws_acc
     """Values are data: Prepare keeps them, and the real toolkit passes each as one argv element of an exec'd
     process (sagemaker_training.process: no shell for Python entry points), so nothing in them runs."""
     import sagemaker_training.environment as sm_environment
-    from sagemaker_training import mapping, process
+    from sagemaker_training import logging_config, mapping, process
 
     put_data(f"s3://{SETTINGS['data_bucket']}/datasets/h/train/", 1)
     put_data(f"s3://{SETTINGS['data_bucket']}/datasets/h/val/", 1)
@@ -249,7 +249,9 @@ def test_shell_metacharacters_in_values_reach_the_script_as_one_argument(aws_acc
     code.mkdir()
     (code / "argv.py").write_text("import json, sys\nopen('argv.json', 'w').write(json.dumps(sys.argv[1:]))\n")
     monkeypatch.setattr(sm_environment, "code_dir", str(code))
+    invoked = []  # its log line reads the container's config files, which this test has none of
+    monkeypatch.setattr(logging_config, "log_script_invocation", lambda cmd, env, logger=None: invoked.append(cmd))
     process.ProcessRunner("argv.py", mapping.to_cmd_args(decoded), {}, 1).run(wait=True)
     argv = json.loads((code / "argv.json").read_text())
     assert argv[argv.index("--text_column") + 1] == value and argv[argv.index("--run_name") + 1] == value
-    assert not touched.exists()
+    assert not touched.exists() and value in invoked[0]  # one argv element, as exec'd
