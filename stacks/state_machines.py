@@ -184,6 +184,10 @@ class PipelineStateMachines(Construct):
                 self, machine_id, state_machine_name=name, state_machine_type=sfn.StateMachineType.STANDARD,
                 definition_body=body, timeout=timeout, tracing_enabled=True, logs=log_options, comment=comment)
             self.invocations.append((built, tuple(states.handlers)))
+            # CDK's role trusts any state machine of the account (`stateMachine:*`): this one only.
+            built.role.node.default_child.add_property_override(
+                "AssumeRolePolicyDocument.Statement.0.Condition.ArnLike.aws:SourceArn",
+                f"arn:aws:states:{config.region}:{config.account}:stateMachine:{name}")
             return built
 
         self.tokenizer = machine("Tokenizer", tokenizer_name, tokenizer_definition, TOKENIZER_TIMEOUT,
