@@ -225,7 +225,10 @@ def processing_request_problems(request: dict[str, Any], run: Any, settings: Set
     runtime = (request.get("StoppingCondition") or {}).get("MaxRuntimeInSeconds")
     if not isinstance(runtime, int) or not 1 <= runtime <= MAX_PROCESSING_RUNTIME:
         problems.append(f"StoppingCondition.MaxRuntimeInSeconds: {runtime} is not 1 - {MAX_PROCESSING_RUNTIME}")
-    _vpc(problems, (request.get("NetworkConfig") or {}).get("VpcConfig"), settings)
+    network = request.get("NetworkConfig") or {}
+    if network.get("EnableNetworkIsolation") is not True:
+        problems.append("NetworkConfig.EnableNetworkIsolation: the tokenizer jobs need no network and run isolated")
+    _vpc(problems, network.get("VpcConfig"), settings)
     if not problems:
         _cost(problems, "CreateProcessingJob", request, settings)
     return problems

@@ -62,6 +62,16 @@ def test_the_forged_tokenizer_run_of_the_finding_is_rejected(settings: settings_
         assert fragment in text, (fragment, problems)
 
 
+def test_processing_jobs_run_network_isolated(settings: settings_module.Settings, run: dict[str, Any]) -> None:
+    """Issue 23: the tokenizer jobs need no network (runproc.sh installs from the shipped wheels only)."""
+    for stage in ("tokenizer_map", "tokenizer_reduce"):
+        request = job_requests.processing_request(run, settings, stage)
+        assert request["NetworkConfig"]["EnableNetworkIsolation"] is True
+        request["NetworkConfig"]["EnableNetworkIsolation"] = False
+        problems = request_guard.processing_request_problems(request, run, settings, stage)
+        assert any(p.startswith("NetworkConfig.EnableNetworkIsolation") for p in problems), problems
+
+
 @pytest.mark.parametrize(("mutate", "fragment"), [
     (lambda r: r["ResourceConfig"].update(InstanceType="ml.p4de.24xlarge"), "ResourceConfig.InstanceType"),
     (lambda r: r["ResourceConfig"].update(InstanceCount=64), "ResourceConfig.InstanceCount"),
