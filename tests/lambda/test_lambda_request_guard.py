@@ -108,8 +108,9 @@ def test_a_single_job_over_the_cost_limit_is_rejected(run: dict[str, Any]) -> No
                                                                 instance_prices={"ml.g5.2xlarge": 1.515}))
     request = job_requests.training_request(run, settings)
     (problem,) = request_guard.training_request_problems(request, run, settings, 0)
-    # 2 x ml.g5.2xlarge x 1 h: the same figure as cost.worst_case_cost (SageMaker's retries inside the hour)
-    assert problem.startswith("cost:") and "= $3.03" in problem and "$3.00" in problem
+    # 2 x ml.g5.2xlarge x 1 h + 2 x 100 GB for 1 h: the same figure as cost.worst_case_cost (SageMaker's retries
+    # inside the hour)
+    assert problem.startswith("cost:") and "= $3.07" in problem and "$3.00" in problem
 
 
 def test_start_handlers_refuse_before_calling_sagemaker(aws_account: dict[str, Any], context: Any) -> None:
