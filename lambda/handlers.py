@@ -368,7 +368,7 @@ def finish(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
     attempts.append({"attempt": attempt, "job_name": job["job_name"], **_job_config(desc), "outcome": "completed",
                      "reason": "Completed", "interruptions": outcomes.interruptions(desc)})
     model_uri = desc["ModelArtifacts"]["S3ModelArtifacts"]
-    frozen = registry.freeze_model_artifact(client("s3"), settings, run["run_id"], job["job_name"], model_uri)
+    frozen = registry.freeze_model_artifact(client("s3"), settings, run["run_id"], job["job_name"], model_uri, desc)
     _put_json(settings, run["uris"]["metrics"], metrics)
     metadata = {"run_id": run["run_id"], "training_job": job["job_name"], "task": spec["task"],
                 "base_model": spec["model"], "attempts": str(attempt + 1),

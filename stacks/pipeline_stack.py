@@ -229,6 +229,10 @@ class PipelineStack(Stack):
                 iam.PolicyStatement(sid="WriteRunSummary", actions=["s3:PutObject"],
                                     resources=[f"{self.artifacts_arn}/{OUTPUTS_PREFIX}*"]),
                 # The model artifact is copied (pinned to its version) under registry/ before registration.
+                # ...the version the job wrote, found among the key's versions by the job's upload window
+                iam.PolicyStatement(sid="ListModelVersions", actions=["s3:ListBucketVersions"],
+                                    resources=[self.artifacts_arn],
+                                    conditions={"StringLike": {"s3:prefix": [f"{MODELS_PREFIX}*"]}}),
                 iam.PolicyStatement(sid="ReadModelArtifacts", actions=["s3:GetObject", "s3:GetObjectVersion"],
                                     resources=[f"{self.artifacts_arn}/{MODELS_PREFIX}*"]),
                 iam.PolicyStatement(sid="FreezeRegisteredModels", actions=["s3:PutObject"],

@@ -149,6 +149,7 @@ def principal_calls(fsx: bool, create_sagemaker_log_groups: bool) -> dict[str, l
              "code:handlers.create_model_package"),
             ("sagemaker:AddTags", "{sm}:model-package/{prefix}-models/*", "sdk:CreateModelPackage with Tags"),
             ("s3:PutObject", "{arts}/outputs/*", "code:handlers.put_object"),
+            ("s3:ListBucketVersions", "{arts}", "code:registry.get_paginator"),
             ("s3:GetObject", "{arts}/models/*", "code:registry.head_object"),
             ("s3:GetObjectVersion", "{arts}/models/*", "code:registry.copy"),
             ("s3:PutObject", "{arts}/registry/*", "code:registry.copy"),

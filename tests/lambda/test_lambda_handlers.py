@@ -306,6 +306,7 @@ def test_finish_registers_the_model_and_notifies(state, context, set_settings):
     model_uri = sm_backend().describe_training_job(job["job_name"])["ModelArtifacts"]["S3ModelArtifacts"]
     model_bucket, model_key = model_uri.removeprefix("s3://").split("/", 1)
     aws.client("s3").put_object(Bucket=model_bucket, Key=model_key, Body=b"the trained weights")
+    fake.training_end_time = datetime.now(UTC)  # the upload ends the job: the version it wrote is in the window
     moment = datetime(2025, 1, 1, tzinfo=UTC)
     fake.secondary_status_transitions = [{"Status": s, "StartTime": moment, "StatusMessage": s} for s in
                                          ("Starting", "Training", "Interrupted", "Starting", "Training", "Completed")]
