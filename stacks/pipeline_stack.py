@@ -98,12 +98,14 @@ class PipelineStack(Stack):
             enforce_ssl=True, retention_period=Duration.days(14))
         alarm = cloudwatch.Alarm(
             self, "FailedEventsAlarm", alarm_name=f"{prefix}-failed-events",
-            alarm_description="A run-spec upload or a failed run's job stop could not be handled: see the queue",
+            alarm_description="A run-spec upload, a failed run's job stop or a training-code deployment could not be "
+                              "handled: see the queue",
             metric=self.failed_events.metric_approximate_number_of_messages_visible(period=Duration.minutes(5)),
             threshold=1, evaluation_periods=1,
             comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
             treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING)
         alarm.add_alarm_action(cw_actions.SnsAction(self.topic))
+        self._code_deployment_dead_letters()
 
         group_name = f"{prefix}-models"
         model_group = sagemaker.CfnModelPackageGroup(
@@ -308,7 +310,8 @@ class PipelineStack(Stack):
         log_group = logs.LogGroup(self, "CodeDeploymentLogs", log_group_name=names.code_deployment_log_group(config),
                                   encryption_key=key, retention=retention(config.log_retention_days),
                                   removal_policy=removal_policy(config))
-        role = iam.Role(self, "CodeDeploymentRole", role_name=names.code_deployment_role_name(config),
+        role = self.code_deployment_role = iam.Role(
+            self, "CodeDeploymentRole", role_name=names.code_deployment_role_name(config),
                         assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
                         description="CDK BucketDeployment of the training code: reads its asset, writes code/ only")
         for statement in (
@@ -336,6 +339,17 @@ class PipelineStack(Stack):
         provider = next(c for c in self.node.children if c.node.id.startswith("Custom::CDKBucketDeployment"))
         provider.node.default_child.add_property_override("KmsKeyArn", key.key_arn)
         return code_prefix
+
+    def _code_deployment_dead_letters(self) -> None:
+        """CloudFormation invokes a custom resource's function asynchronously (Lambda developer guide, "Using Lambda
+        with CloudFormation"): an event it cannot process goes to the failed-events queue (and its alarm), like the
+        trigger's and the job stopper's. Lambda checks the role may send there when the function is created."""
+        role = self.code_deployment_role
+        role.add_to_policy(iam.PolicyStatement(sid="DeadLetters", actions=["sqs:SendMessage"],
+                                               resources=[self.failed_events.queue_arn]))
+        provider = next(c for c in self.node.children if c.node.id.startswith("Custom::CDKBucketDeployment"))
+        provider.node.default_child.add_property_override("DeadLetterConfig.TargetArn", self.failed_events.queue_arn)
+        provider.node.add_dependency(role)
 
     def _alarm_publishers(self, config: EnvironmentConfig) -> None:
         """The topic takes alarms from this account's CloudWatch alarms and budgets."""

@@ -205,6 +205,8 @@ def principal_calls(fsx: bool, create_sagemaker_log_groups: bool) -> dict[str, l
             ("s3:PutObject", "{arts}/code/*", "sdk:the provider's `aws s3 sync` uploads"),
             ("kms:GenerateDataKey", KEY, S3_KMS.format("GenerateDataKey") + ": SSE-KMS uploads"),
             ("kms:Decrypt", KEY, S3_KMS.format("Decrypt") + ": multipart uploads"),
+            ("sqs:SendMessage", "ref:FailedEvents", "sdk:Lambda dead-letter queue of the asynchronously invoked "
+             "custom-resource function (Lambda developer guide, asynchronous invocation)"),
             *own_logs("CodeDeploymentLogs")],
         "StateMachinesFineTuneRole": state_machine_role(
             ["Prepare", "StartProcessing", "StartTraining", "CheckJob", "PlanFallback", "Finish", "NotifyFailure"]),

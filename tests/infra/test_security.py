@@ -187,6 +187,10 @@ def test_failed_events_go_to_a_queue_with_an_alarm(any_env: Synthesized) -> None
     assert len(configs) == 2, "trigger and stop_run_jobs: Lambda's own retries end in the queue"
     for cfg in configs.values():
         assert cfg["Properties"]["DestinationConfig"]["OnFailure"]["Destination"] == {"Fn::GetAtt": [queue_lid, "Arn"]}
+    # CDK's code-deployment function: CloudFormation invokes it asynchronously (issue 23: CKV_AWS_116's reason)
+    (provider,) = [r for lid, r in resources(t, "AWS::Lambda::Function").items()
+                   if lid.startswith("CustomCDKBucketDeployment")]
+    assert provider["Properties"]["DeadLetterConfig"]["TargetArn"] == {"Fn::GetAtt": [queue_lid, "Arn"]}
     (alarm,) = resources(t, "AWS::CloudWatch::Alarm").values()
     assert alarm["Properties"]["Threshold"] == 1 and alarm["Properties"]["AlarmActions"]
 
