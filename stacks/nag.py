@@ -56,15 +56,16 @@ def _pipeline(stack: Stack, config: EnvironmentConfig) -> None:
     executions = [f"arn:aws:states:{region}:{account}:execution:{prefix}-{m}:*" for m in ("fine-tune", "tokenizer")]
 
     role = _policy(stack.sagemaker_role)
-    _iam5(role, f"{data}/*", "Jobs read (s3:GetObject/GetObjectVersion only) any dataset or base model the user "
-                             "stages in the project's data bucket; no other bucket is readable and jobs write "
-                             "nothing there.")
+    _iam5(role, f"{data}/*", "Jobs read (s3:GetObject/GetObjectVersion only) any object of the project's data "
+                             "bucket: the datasets and base models users stage, and the run specs under runs/ (no "
+                             "secrets: Prepare refuses tokens as hyperparameters); no other bucket is readable and "
+                             "jobs write nothing there.")
     for p, what in (("code", "read the content-addressed training code (read only)"),
                     ("checkpoints", "read and write spot checkpoints (every run's: one shared role; see README "
                                     "Security, residual risks)"),
                     ("models", "read base models and upload model artifacts (get and put, no delete)"),
-                    ("outputs", "read tokenizer outputs and upload processing outputs and metrics (get and put, "
-                                "no delete)")):
+                    ("outputs", "read the tokenizer stage's outputs and upload them from the processing jobs "
+                                "(get and put, no delete)")):
         _iam5(role, f"{artifacts}/{p}/*", f"Jobs {what} under the artifacts bucket's {p}/ prefix only.")
     _iam5(role, "*", "ecr:GetAuthorizationToken, cloudwatch:PutMetricData (pinned to the /aws/sagemaker/* "
                      "namespace by condition) and the ec2:Describe* calls SageMaker makes for VPC jobs support no "
@@ -143,4 +144,5 @@ def _pipeline(stack: Stack, config: EnvironmentConfig) -> None:
          "CDK's BucketDeployment provider function: its Lambda runtime is pinned by aws-cdk-lib and updated with it.")
     _ack(stack.failed_events.node.default_child, "AwsSolutions-SQS3",
          "This queue is itself the dead-letter queue (trigger and stop_run_jobs on-failure destination, their "
-         "EventBridge targets' DLQ); an alarm publishes to the topic on its first message.")
+         "EventBridge targets' DLQ, CDK's code-deployment function's DLQ); an alarm publishes to the topic on its "
+         "first message.")
