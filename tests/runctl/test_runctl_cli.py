@@ -104,7 +104,26 @@ def test_status_by_run_id_and_by_arn(aws, spec_file, capsys):
     assert code == 2 and "no execution" in err
 
 
-class _PlannedSfn:
+class _History:
+    """An execution history from `_events()`, served as GetExecutionHistory and its paginator do."""
+
+    def _events(self) -> list[dict]:
+        raise NotImplementedError
+
+    def get_execution_history(self, **kwargs):
+        events = self._events()
+        return {"events": events[::-1] if kwargs.get("reverseOrder") else events}
+
+    def get_paginator(self, name):
+        history = self.get_execution_history
+
+        class _Pages:
+            def paginate(self, **kwargs):
+                return [history(**kwargs)]
+        return _Pages()
+
+
+class _PlannedSfn(_History):
     """moto's Step Functions with the execution history a real run has: its input, then Prepare's output."""
 
     def __init__(self, client, run: dict | None, execution_input: dict | None = None) -> None:
@@ -119,18 +138,6 @@ class _PlannedSfn:
             events.append({"id": 3, "type": "TaskStateExited", "stateExitedEventDetails": {
                 "name": "Prepare", "output": json.dumps({"run": self.run, "attempt": 0})}})
         return events
-
-    def get_execution_history(self, **kwargs):
-        events = self._events()
-        return {"events": events[::-1] if kwargs.get("reverseOrder") else events}
-
-    def get_paginator(self, name):
-        history = self.get_execution_history
-
-        class _Pages:
-            def paginate(self, **kwargs):
-                return [history(**kwargs)]
-        return _Pages()
 
     def __getattr__(self, name):
         return getattr(self._client, name)
@@ -224,7 +231,7 @@ def test_module_entry_point():
     assert result.returncode == 0 and "submit" in result.stdout and "status" in result.stdout
 
 
-class _HistorySfn:
+class _HistorySfn(_History):
     """A Step Functions client whose execution history ends with a check_job status (durability included)."""
 
     def __init__(self, state: dict, status: str = "RUNNING", output: dict | None = None) -> None:
@@ -237,19 +244,10 @@ class _HistorySfn:
             out["output"] = json.dumps(self.output)
         return out
 
-    def get_execution_history(self, **kwargs):
-        events = [{"id": 3, "stateExitedEventDetails": {"name": "Prepare", "output": json.dumps(
-                      {"run": self.state["run"], "attempt": 0})}},
-                  {"id": 9, "stateExitedEventDetails": {"name": "CheckTraining", "output": json.dumps(self.state)}}]
-        return {"events": events[::-1] if kwargs.get("reverseOrder") else events}
-
-    def get_paginator(self, name):
-        history = self.get_execution_history
-
-        class _Pages:
-            def paginate(self, **kwargs):
-                return [history(**kwargs)]
-        return _Pages()
+    def _events(self) -> list[dict]:
+        return [{"id": 3, "stateExitedEventDetails": {"name": "Prepare", "output": json.dumps(
+                    {"run": self.state["run"], "attempt": 0})}},
+                {"id": 9, "stateExitedEventDetails": {"name": "CheckTraining", "output": json.dumps(self.state)}}]
 
 
 def test_status_shows_the_last_durable_checkpoint_and_interruptions(capsys):
