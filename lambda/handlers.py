@@ -454,12 +454,14 @@ def notify_failure(event: dict[str, Any], context: Any = None) -> dict[str, Any]
     if run is not None and not (isinstance(run.get("run_id"), str) and naming.RUN_ID_RE.fullmatch(run["run_id"])):
         logger.warning("notify_failure: run.run_id %.80r is not a run id; reporting without it", run.get("run_id"))
         run = None
+    if run is not None:  # every address from the validated run id, none from the state
+        run = {**run, "uris": planning.run_uris(settings, run["run_id"])}
     job = event.get("job") if isinstance(event.get("job"), dict) else {}
     status = event.get("status") if isinstance(event.get("status"), dict) else {}
     execution = event.get("execution") if isinstance(event.get("execution"), dict) else {}
     spec = (run or {}).get("spec") if isinstance((run or {}).get("spec"), dict) else {}
     job_name = job.get("job_name") or status.get("job_name")
-    summary_uri = planning.run_uris(settings, run["run_id"])["summary"] if run else None
+    summary_uri = run["uris"]["summary"] if run else None
     links = messages.run_links(settings, run, job_name, job.get("job_type", "training"))
     if not run and isinstance(execution.get("Id"), str):
         links["execution"] = naming.execution_url(settings.region, execution["Id"])
