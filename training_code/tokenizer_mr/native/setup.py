@@ -7,6 +7,7 @@ stale installation can be told from a current one.
 """
 
 import hashlib
+import tempfile
 from pathlib import Path
 
 from setuptools import Extension, setup
@@ -14,6 +15,8 @@ from setuptools.command.bdist_wheel import bdist_wheel
 from setuptools.command.build_ext import build_ext
 
 HERE = Path(__file__).resolve().parent
+# Build files go to a temporary folder, never beside the source: this folder ships in the code bundle as it is.
+SCRATCH = tempfile.mkdtemp(prefix="tokenizer-mr-native-")
 SOURCE_SHA256 = hashlib.sha256((HERE / "bpe_merge.c").read_bytes()).hexdigest()
 
 
@@ -34,4 +37,5 @@ setup(
         extra_compile_args=["-std=c99", "-O2", "-g0", "-Wall", "-Wextra", f"-ffile-prefix-map={HERE}=."],
     )],
     cmdclass={"build_ext": PlainLibrary, "bdist_wheel": AnyPython3},
+    options={"build": {"build_base": f"{SCRATCH}/build"}, "egg_info": {"egg_base": SCRATCH}},
 )
