@@ -86,7 +86,7 @@ def _lexicon(n_types: int, rng: np.random.Generator) -> list[bytes]:
                 if len(out) >= n_types:
                     break
         batch += 1
-    return [w.encode("utf-8") for w in out]
+    return [w.encode("utf-8") for w in out[:n_types]]
 
 
 class _Lexicon:

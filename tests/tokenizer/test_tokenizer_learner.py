@@ -169,3 +169,55 @@ def test_empty_input_learns_nothing(merge_impl):
 
 def test_memory_estimate_grows_with_the_table():
     assert bpe.memory_estimate(2_000_000, 16_000_000) > bpe.memory_estimate(1_000_000, 8_000_000) > 0
+
+
+# ---- the compiled merge loop (tokenizer_mr/native) -----------------------------------------------------------------
+@pytest.fixture
+def fresh_native(monkeypatch):
+    from tokenizer_mr import native_merge
+
+    native_merge._library.cache_clear()
+    yield native_merge
+    native_merge._library.cache_clear()
+
+
+def test_the_venv_runs_the_compiled_loop_built_from_this_source(fresh_native):
+    """`make setup` installs tokenizer-mr-native from training_code/tokenizer_mr/native: present and current."""
+    assert fresh_native.available(), "pip install training_code/tokenizer_mr/native (make setup) to build it"
+    result = learn_bpe(["hello", "help"], [3, 2], BpeConfig(vocab_size=12))
+    assert result.stats["implementation"] == "native"
+
+
+def test_a_stale_or_missing_build_falls_back_to_python(fresh_native, monkeypatch, tmp_path, caplog):
+    other = tmp_path / "bpe_merge.c"
+    other.write_text("/* another source */\n")
+    monkeypatch.setattr(fresh_native, "SOURCE", other)
+    with caplog.at_level("WARNING"):
+        assert not fresh_native.available()
+        result = learn_bpe(["hello", "help", "yellow"], [3, 2, 4], BpeConfig(vocab_size=14))
+    assert "built from another bpe_merge.c" in caplog.text and "not installed: learning in Python" in caplog.text
+    assert result.stats["implementation"] == "python"
+    fresh_native._library.cache_clear()
+    monkeypatch.setenv("TOKENIZER_MR_NATIVE", "0")
+    assert not fresh_native.available()
+    monkeypatch.delenv("TOKENIZER_MR_NATIVE")
+    monkeypatch.setattr(fresh_native, "SOURCE", fresh_native.Path(__file__).with_name("nothing.c"))
+    fresh_native._library.cache_clear()
+    native = learn_bpe(["hello", "help", "yellow"], [3, 2, 4], BpeConfig(vocab_size=14))
+    assert native.stats["implementation"] == "native"
+    assert (native.vocab, native.merges) == (result.vocab, result.merges)
+
+
+def test_an_error_in_the_new_token_callback_stops_the_loop_and_is_raised(fresh_native):
+    ids = np.array([0, 1, 0, 1, 2], dtype=np.int32)
+    calls = []
+
+    def new_token(a, b):
+        calls.append((a, b))
+        raise KeyError("boom")
+
+    with pytest.raises(KeyError, match="boom"):
+        fresh_native.merge(ids, np.array([0, 2, 5]), np.array([4, 1]), 3, 10, 0, new_token)
+    assert calls == [(0, 1)]  # the first merge, then nothing more
+    with pytest.raises(ValueError, match="one offset per word"):
+        fresh_native.merge(ids, np.array([0, 2]), np.array([4, 1]), 3, 10, 0, lambda a, b: 3)
