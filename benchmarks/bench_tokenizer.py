@@ -1,7 +1,7 @@
 """Benchmark: distributed tokenizer training (map/reduce) against `tokenizers`' single-node trainer.
 
     nice python benchmarks/bench_tokenizer.py [--size-gb 1.0] [--hosts 16] [--vocab-size 32000] [--workdir DIR]
-        [--distinct-words 2] [--curve 1,2,4,8] [--curve-baseline-max 2] [--curve-body-mb 64]
+        [--distinct-words 2] [--curve 1,2,4,8] [--curve-baseline-max 2] [--curve-body-mb 8] [--curve-only]
 
 1. generates a corpus of `--size-gb` GB (Zipf word distribution over `--distinct-words` million pseudo-words, 32
    files, valid UTF-8 at any size) in the work dir (default /tmp/bench_tokenizer; reused on later runs, never
@@ -89,6 +89,39 @@ def _lexicon(n_types: int, rng: np.random.Generator) -> list[bytes]:
     return [w.encode("utf-8") for w in out[:n_types]]
 
 
+def _lexicon_vectorized(n_types: int, rng: np.random.Generator) -> list[bytes]:
+    """`n_types` distinct pseudo-words of the same kinds as `_lexicon` (2-5 syllables; capitalized, upper-case,
+    numeric, non-Latin or punctuated variants), drawn with NumPy: millions in seconds (the cost curve's corpora)."""
+    sylls = [c + v for c in _CONS for v in _VOWELS] + [c + v + d for c in _CONS[:8] for v in _VOWELS[:5] for d in "nrst"]
+    syl = np.array([x.encode() for x in sylls])
+    sp = np.arange(1, len(sylls) + 1, dtype=np.float64) ** -0.8
+    exotic = np.array([x.encode() for x in _EXOTIC])
+    punct = np.array([x.encode() for x in _PUNCT])
+    words = np.array([x.encode() for x in _HEAD], dtype="S64")
+    while words.size < n_types:
+        n = max(10_000, (n_types - words.size) * 3 // 2)
+        k = rng.choice([2, 3, 4, 5], size=n, p=[0.3, 0.35, 0.25, 0.1])
+        idx = rng.choice(len(sylls), size=(n, 5), p=sp / sp.sum())
+        w = syl[idx[:, 0]]
+        for j in range(1, 5):
+            w = np.where(k > j, np.char.add(w, syl[idx[:, j]]), w)
+        w = w.astype("S64")  # room for what is appended below (assignments keep the array's width)
+        r = rng.random(n)
+        for lo, hi, change in ((0.0, 0.08, np.char.capitalize), (0.08, 0.10, np.char.upper)):
+            sel = (r >= lo) & (r < hi)
+            w[sel] = change(w[sel])
+        sel = (r >= 0.10) & (r < 0.13)
+        w[sel] = rng.integers(0, 10_000_000, size=int(sel.sum())).astype("S8")
+        sel = (r >= 0.13) & (r < 0.17)
+        w[sel] = np.char.add(w[sel], exotic[rng.integers(len(exotic), size=int(sel.sum()))])
+        sel = (r * 97) % 1 < 0.12
+        w[sel] = np.char.add(w[sel], punct[rng.integers(len(punct), size=int(sel.sum()))])
+        words = np.concatenate([words, w])
+        _, first = np.unique(words, return_index=True)
+        words = words[np.sort(first)]  # distinct, in the order drawn
+    return words[:n_types].tolist()
+
+
 class _Lexicon:
     """The lexicon's words in one buffer, to write any sequence of them as text with NumPy."""
 
@@ -127,7 +160,7 @@ def generate_corpus(out_dir: Path, total_bytes: int, *, n_files: int = 32, n_typ
     marker.unlink(missing_ok=True)
     t0 = time.perf_counter()
     rng = np.random.default_rng(seed)
-    lex = _Lexicon(_lexicon(n_types, rng))
+    lex = _Lexicon((_lexicon_vectorized if every_type else _lexicon)(n_types, rng))
     one_s = 1.0 - zipf_s
     span = (lex.size + 1) ** one_s - 1.0  # inverse of the continuous Zipf CDF over ranks 1..N
     per_file = total_bytes // n_files
@@ -284,7 +317,7 @@ def modeled_wall(maps: list[dict], startup: float, reduce: dict, n: int, cores: 
 
 
 # ---- the cost curve: the reduce as the distinct words grow ------------------------------------------------------------
-CURVE_BODY_BYTES = 64_000_000  # Zipf-sampled text per point; every lexicon word is added once on top (every_type)
+CURVE_BODY_BYTES = 8_000_000  # Zipf-sampled text per point; every lexicon word is added once on top (every_type)
 
 
 def run_curve(points: list[float], work: Path, vocab: int, env: dict, logs: Path, *, baseline_max: float,
@@ -353,6 +386,33 @@ def _print_table(rows: list[tuple[str, str]]) -> None:
         print(f"| {k.ljust(width)} | {v} |")
 
 
+def _run_env() -> dict:
+    env = {**os.environ, "TOKENIZERS_PARALLELISM": "true", "RUNPROC_SKIP_PIP": "1"}
+    env.pop("SAGEMAKER_BASE_DIR", None)
+    return env
+
+
+def _print_curve(curve: list[dict], args: argparse.Namespace, cores: int) -> list[str]:
+    lines = curve_table(curve, cores) if curve else []
+    if lines:
+        print(f"\ncost curve: the reduce ({min(4, args.hosts)} map hosts, vocabulary {args.vocab_size}) as the distinct "
+              f"words grow; each corpus: {args.curve_body_mb:g} MB of Zipf-sampled text plus every lexicon word once\n")
+        print("\n".join(lines))
+    return lines
+
+
+def _curve_only(args: argparse.Namespace, work: Path, cores: int, t_start: float) -> int:
+    logs = work / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    points = [float(x) for x in args.curve.split(",") if x.strip()]
+    curve = run_curve(points, work, args.vocab_size, _run_env(), logs, baseline_max=args.curve_baseline_max,
+                      hosts=min(4, args.hosts), body_bytes=int(args.curve_body_mb * 1e6))
+    lines = _print_curve(curve, args, cores)
+    print(f"\nbenchmark wall time: {time.perf_counter() - t_start:.0f} s")
+    (work / "curve.json").write_text(json.dumps({"curve": lines, "raw": curve}, indent=2, default=str))
+    return 0 if all(r.get("exact", True) for r in curve) else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--size-gb", type=float, default=1.0)
@@ -367,6 +427,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="run the single-node trainer at curve points up to this many millions of distinct words")
     ap.add_argument("--curve-body-mb", type=float, default=CURVE_BODY_BYTES / 1e6,
                     help="Zipf-sampled text per curve point (MB), on top of every lexicon word once")
+    ap.add_argument("--curve-only", action="store_true", help="measure the cost curve only (no 1 GB run)")
     ap.add_argument("--workdir", default=str(Path(tempfile.gettempdir()) / "bench_tokenizer"))
     args = ap.parse_args(argv)
     if args.hosts < 1 or args.files < 1 or args.size_gb <= 0:
@@ -374,11 +435,12 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(args.workdir)
     cores = os.cpu_count() or 1
     t_start = time.perf_counter()
+    if args.curve_only:
+        return _curve_only(args, work, cores, t_start)
     files = generate_corpus(work / "corpus", int(args.size_gb * 1e9), n_files=args.files,
                             n_types=int(args.distinct_words * 1e6))
     corpus_bytes = sum(f.stat().st_size for f in files)
-    env = {**os.environ, "TOKENIZERS_PARALLELISM": "true", "RUNPROC_SKIP_PIP": "1"}
-    env.pop("SAGEMAKER_BASE_DIR", None)
+    env = _run_env()
     logs = work / "logs"
     logs.mkdir(parents=True, exist_ok=True)
 
@@ -470,12 +532,7 @@ def main(argv: list[str] | None = None) -> int:
     print("\nmodel: instances of this machine's size; map wall = the busiest instance's share of the measured map "
           "times (plus one fixed cost), then the reduce as measured with all hosts' counts; container start-up "
           "and S3 transfers are not included; never more instances than map processes measured.")
-    curve_lines = curve_table(curve, cores) if curve else []
-    if curve_lines:
-        print(f"\ncost curve: the reduce ({min(4, args.hosts)} map hosts, vocabulary {args.vocab_size}) as the distinct "
-              "words grow; "
-              f"each corpus: {args.curve_body_mb:g} MB of Zipf-sampled text plus every lexicon word once\n")
-        print("\n".join(curve_lines))
+    curve_lines = _print_curve(curve, args, cores)
     curve_exact = all(r.get("exact", True) for r in curve)
     print(f"\nbenchmark wall time: {time.perf_counter() - t_start:.0f} s")
     raw = {"baseline": {k: v for k, v in base.items() if k != "model"}, "maps": maps, "map_startup": startup,
