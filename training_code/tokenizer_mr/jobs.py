@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import native_merge
 from .bpe import BpeConfig, learn_bpe, memory_estimate
 from .container import (
     HostInfo,
@@ -160,7 +161,7 @@ class ReduceSummary:
 def check_memory(n_words: int, n_chars: int, *, skip: bool, what: str = "") -> None:
     """Refuse (JobError) when learning from `n_words` unique words of `n_chars` characters cannot fit in the memory
     available. `what`: where a lower bound came from, when the numbers are one (the final table is larger)."""
-    need = memory_estimate(n_words, n_chars)
+    need = memory_estimate(n_words, n_chars, native=native_merge.available())
     avail = available_memory_bytes()
     if not what:
         log.info("memory: the vocabulary learning needs about %s, %s available", human_bytes(need),
