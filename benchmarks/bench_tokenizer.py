@@ -97,7 +97,7 @@ def _lexicon_vectorized(n_types: int, rng: np.random.Generator) -> list[bytes]:
     sp = np.arange(1, len(sylls) + 1, dtype=np.float64) ** -0.8
     exotic = np.array([x.encode() for x in _EXOTIC])
     punct = np.array([x.encode() for x in _PUNCT])
-    words = np.array([x.encode() for x in _HEAD], dtype="S64")
+    words = np.array([x.encode() for x in _HEAD], dtype="S32")
     while words.size < n_types:
         n = max(10_000, (n_types - words.size) * 3 // 2)
         k = rng.choice([2, 3, 4, 5], size=n, p=[0.3, 0.35, 0.25, 0.1])
@@ -105,7 +105,7 @@ def _lexicon_vectorized(n_types: int, rng: np.random.Generator) -> list[bytes]:
         w = syl[idx[:, 0]]
         for j in range(1, 5):
             w = np.where(k > j, np.char.add(w, syl[idx[:, j]]), w)
-        w = w.astype("S64")  # room for what is appended below (assignments keep the array's width)
+        w = w.astype("S32")  # room for what is appended below (at most 23 bytes; assignments keep the width)
         r = rng.random(n)
         for lo, hi, change in ((0.0, 0.08, np.char.capitalize), (0.08, 0.10, np.char.upper)):
             sel = (r >= lo) & (r < hi)
