@@ -405,7 +405,6 @@ def test_a_full_volume_at_save_names_the_volume_and_the_setting(saved_run, tmp_p
     """ENOSPC inside torch's writer (its message: `unexpected pos ...`, no errno), the volume nearly full: the
     failure reason says the volume is full, how much the save needed and which spec field sizes the volume."""
     import torch
-    from hftrain import volume
 
     base = interrupted_copy(saved_run, tmp_path)
     real_save = torch.save
@@ -416,7 +415,8 @@ def test_a_full_volume_at_save_names_the_volume_and_the_setting(saved_run, tmp_p
         return real_save(obj, f, *args, **kwargs)
 
     monkeypatch.setattr(torch, "save", full_disk_save)
-    monkeypatch.setattr(volume, "disk_usage", lambda path: (8 * volume.GB, 4096))
+    gib = 1024**3
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: shutil._ntuple_diskusage(8 * gib, 8 * gib - 4096, 4096))
     code, log = train(base, saved_run[1])
     assert code == 2, log[-3000:]
     failure = (base / "output" / "failure").read_text()
