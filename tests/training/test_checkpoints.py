@@ -483,3 +483,25 @@ def test_dcp_metadata_swapped_after_the_decision_is_not_what_gets_unpickled(tmp_
         failure = err
     assert not (tmp_path / "payload-ran").exists(), "the swapped .metadata was unpickled: its payload ran"
     assert failure is None and loaded["w"].tolist() == [0.0, 1.0, 2.0, 3.0], failure
+
+
+def test_without_hard_links_the_view_still_holds_only_the_listed_files(tmp_path, monkeypatch, caplog):
+    """Another file system (no hard links): links by name to the listed files, the unlisted still left out."""
+    import errno
+
+    monkeypatch.setattr(distributed, "local_rank", lambda: 0)
+
+    def no_hard_links(*args, **kwargs):
+        raise OSError(errno.EXDEV, "Invalid cross-device link")
+
+    monkeypatch.setattr(os, "link", no_hard_links)
+    root = tmp_path / "ckpt"
+    d = _real_checkpoint(root, 10)
+    (d / "rng_state_7.pth").write_text("planted")
+    with caplog.at_level("INFO"):
+        decision = resume.ResumePlanner(str(root), IDENTITY).plan(resume=True)
+    view = decision.load_path
+    assert decision.step == 10 and view is not None and view != decision.path
+    assert sorted(os.listdir(view)) == sorted(set(RESUMABLE) | {"rng_state.pth"})
+    assert all(os.path.islink(os.path.join(view, n)) for n in os.listdir(view))
+    assert "no hard links possible" in caplog.text and "rng_state_7.pth" in caplog.text

@@ -24,8 +24,8 @@ verification is moved out of the way (`quarantine_name`) only when the run is ab
 Symbolic links are never followed: the training code writes none, so a link inside a checkpoint (which could point
 anywhere) makes it corrupt, and a `checkpoint-<step>` that is itself a link is not a checkpoint (never resumed,
 never rotated). A resume loads only what the markers list and verify: `stage` gives the Trainer a directory of
-its own (`view_dir`, outside the synced checkpoint dir) holding hard links to (or, across file systems, copies of)
-exactly the listed files, and the content hashes are checked on those, so a file added later (an `rng_state.pth`
+its own (`view_dir`, outside the synced checkpoint dir) holding hard links to (or, across file systems, links by
+name to) exactly the listed files, and the content hashes are checked on those, so a file added later (an `rng_state.pth`
 nobody saved) is never opened and a file swapped after verification is not the one loaded.
 
 The storage is abstracted (`LocalStorage`) so the logic is tested with a fake.
@@ -236,19 +236,23 @@ class LocalStorage:
         return not os.path.lexists(directory)
 
     def stage_files(self, source: str, names: Iterable[str], target: str) -> str:
-        """A fresh `target` holding these files of `source`: hard links (the same inodes: what is verified there is
-        what is loaded, and no space is used), copies where linking is impossible. Returns how: linked/copied."""
+        """A fresh `target` holding these files of `source` and nothing else. Hard links (the same inodes: what is
+        verified there is what is loaded, and no space is used): returns "linked". Where hard links are
+        impossible (another file system), symbolic links to the files by name: returns "symlinked" (a copy could
+        need as much space as the checkpoint, on a volume that may not have it)."""
         shutil.rmtree(target, ignore_errors=True)
         os.makedirs(target)
         how = "linked"
         for name in names:
             src, dst = os.path.join(source, name), os.path.join(target, name)
             os.makedirs(os.path.dirname(dst), exist_ok=True)
-            try:
-                os.link(src, dst, follow_symlinks=False)
-            except OSError:  # another file system, or links not supported
-                shutil.copyfile(src, dst, follow_symlinks=False)
-                how = "copied"
+            if how == "linked":
+                try:
+                    os.link(src, dst, follow_symlinks=False)
+                    continue
+                except OSError:  # another file system, or hard links not supported
+                    how = "symlinked"
+            os.symlink(os.path.abspath(src), dst)
         return how
 
     def rename(self, source: str, target: str) -> None:
@@ -537,12 +541,17 @@ def stage(checkpoint_path: str, verdict: Verdict, target: str, storage: LocalSto
     except OSError as err:
         return Verdict(verdict.name, verdict.step, "unusable", f"cannot stage its verified files in {target}: {err}",
                        verdict.markers)
-    if storage.list_links(target):  # a listed file was swapped for a link after the structure check
+    if how == "linked" and storage.list_links(target):  # a listed file was swapped for a link meanwhile
         return Verdict(verdict.name, verdict.step, "corrupt", "a listed file became a symbolic link while it was "
                                                               "being staged", verdict.markers)
-    if how == "copied":
-        logger.info("staged %s as a copy in %s (no hard links there): it takes its size in disk space until "
-                    "training starts", checkpoint_path, target)
+    if how == "symlinked":
+        links = storage.list_links(checkpoint_path)
+        if any(_linked_part(name, links) for name in listed_files(verdict.markers)):
+            return Verdict(verdict.name, verdict.step, "corrupt", "a listed file became a symbolic link while it "
+                                                                  "was being staged", verdict.markers)
+        logger.warning("%s: no hard links possible in %s (another file system): the Trainer reads the listed files "
+                       "through links by name, verified now; a file replaced before it is loaded would not be "
+                       "noticed", checkpoint_path, target)
     return verify_hashes(target, verdict, storage)
 
 
