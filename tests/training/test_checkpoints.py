@@ -448,6 +448,7 @@ def test_a_save_total_limit_below_one_deletes_nothing(keep, monkeypatch):
     assert cb.deleted == [] and sorted(e.step for e in ck.discover(root, s)) == [10, 20, 30]
 
 
+@pytest.mark.filterwarnings("ignore:torch.distributed is disabled:UserWarning")
 def test_dcp_metadata_swapped_after_the_decision_is_not_what_gets_unpickled(tmp_path, monkeypatch):
     """Issue 23: torch's distributed checkpoint reads `.metadata` with pickle.load (any code). A harmless payload
     swapped in after the resume decision never runs: what the Trainer is given to load (`load_path`; main's runner
