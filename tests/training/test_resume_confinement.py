@@ -138,3 +138,28 @@ def test_checkpoints_and_caches_are_never_read_from_input_channels(name, where, 
 
     with pytest.raises(ArgumentError, match=message):
         _parse(tmp_path, monkeypatch, **{name: str(tmp_path / where)})
+
+
+# --- the base model: weights in pickle form from a channel anyone with base-models/ fills -------------------------
+
+
+@pytest.mark.slow
+def test_a_pickled_base_model_s_code_never_runs(tiny_models, tmp_path, monkeypatch):
+    """A model channel may hold `pytorch_model.bin` (a pickle) instead of safetensors. transformers reads it with
+    torch's weights_only unpickler (tensors and allow-listed types only), so a payload in it is refused, not run:
+    the one pickle from outside the run that a job opens, and it cannot execute code (README, residual risks)."""
+    import shutil
+
+    import torch
+
+    model = tmp_path / "model"
+    shutil.copytree(tiny_models["bert"], model)
+    for weights in model.glob("*.safetensors*"):
+        weights.unlink()
+    ran = tmp_path / "payload-ran"
+    torch.save({"bert.embeddings.word_embeddings.weight": _Payload(f"open({str(ran)!r}, 'w').write('ran')")},
+               model / "pytorch_model.bin")  # torch's own format: only the unpickler stands in the way
+    base = layout_job(tmp_path / "job", train=synth.cls_examples(8, 3))
+    with pytest.raises(pickle.UnpicklingError, match="Weights only load failed"):
+        _identity(base, {"task": "text-classification", "model_name_or_path": str(model)}, monkeypatch)
+    assert not ran.exists(), "the base model's pickle ran code in the job"
