@@ -67,6 +67,10 @@ class JobFailedError(PipelineError):
     """A SageMaker job failed for a reason that a fallback attempt would not fix."""
 
 
+class ModelArtifactError(PipelineError):
+    """The job's model artifact cannot be told apart from another writer's version: nothing is registered."""
+
+
 class ThrottlingException(PipelineError):
     """An AWS API throttled the call (retry with backoff)."""
 

@@ -34,8 +34,10 @@ import model_package
 import naming
 import orphans
 import outcomes
+import planning
 import registry
 import request_guard
+import run_claims
 from aws import aws_errors, client, error_code, is_already_exists, is_not_found
 from botocore.exceptions import ClientError
 from errors import JobConflictError, JobFailedError, PreflightError, SpecError
@@ -140,6 +142,7 @@ def prepare(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
     exec_small = {k: v for k, v in (execution or {}).items() if k.lower() in ("id", "name", "starttime", "start_time")}
     run = prepare_run(raw, settings, run_id=payload.get("run_id"), execution=exec_small, source=source, s3=s3,
                       sagemaker=client("sagemaker"), ec2=client("ec2"), stepfunctions=client("stepfunctions"))
+    run_claims.claim(s3, settings, run["run_id"], run.get("execution_arn"))  # one execution per run id
     _log("prepared", run_id=run["run_id"], tokenizer_stage=run["tokenizer_stage"], max_attempts=run["max_attempts"])
     return {"run": run, "poll_seconds": settings.poll_seconds, "tokenizer_enabled": run["tokenizer_stage"],
             "attempt": 0}
@@ -365,7 +368,7 @@ def finish(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
     attempts.append({"attempt": attempt, "job_name": job["job_name"], **_job_config(desc), "outcome": "completed",
                      "reason": "Completed", "interruptions": outcomes.interruptions(desc)})
     model_uri = desc["ModelArtifacts"]["S3ModelArtifacts"]
-    frozen = registry.freeze_model_artifact(client("s3"), settings, run["run_id"], job["job_name"], model_uri)
+    frozen = registry.freeze_model_artifact(client("s3"), settings, run["run_id"], job["job_name"], model_uri, desc)
     _put_json(settings, run["uris"]["metrics"], metrics)
     metadata = {"run_id": run["run_id"], "training_job": job["job_name"], "task": spec["task"],
                 "base_model": spec["model"], "attempts": str(attempt + 1),
@@ -441,27 +444,37 @@ def _publish(settings: Settings, subject: str, message: str, status: str, run_id
 def notify_failure(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
     """Input: the whole state, with error = the Catch output {Error, Cause}; publishes the failure to SNS.
 
-    Uses run, job, status and (when Prepare failed) the original input's spec/source; writes summary.json
-    when the run is known (best effort).
+    After Prepare the state is what the project's functions wrote (run, job, status); when Prepare failed it is only
+    {error, execution: {Id, Name, StartTime}} (the `PrepareFailed` state drops the caller's input). The one S3 key
+    it writes, summary.json, is derived from a validated run id (planning.run_uris), never taken from the state.
     """
     settings = load_settings()
     name, reason = messages.parse_error(event.get("error"))
     run = event.get("run") if isinstance(event.get("run"), dict) else None
+    if run is not None and not (isinstance(run.get("run_id"), str) and naming.RUN_ID_RE.fullmatch(run["run_id"])):
+        logger.warning("notify_failure: run.run_id %.80r is not a run id; reporting without it", run.get("run_id"))
+        run = None
+    if run is not None:  # every address from the validated run id, none from the state
+        run = {**run, "uris": planning.run_uris(settings, run["run_id"])}
     job = event.get("job") if isinstance(event.get("job"), dict) else {}
     status = event.get("status") if isinstance(event.get("status"), dict) else {}
-    source = event.get("source") or (run or {}).get("source")
-    spec = event.get("spec") if isinstance(event.get("spec"), dict) else (run or {}).get("spec") or {}
+    execution = event.get("execution") if isinstance(event.get("execution"), dict) else {}
+    spec = (run or {}).get("spec") if isinstance((run or {}).get("spec"), dict) else {}
     job_name = job.get("job_name") or status.get("job_name")
+    summary_uri = run["uris"]["summary"] if run else None
+    links = messages.run_links(settings, run, job_name, job.get("job_type", "training"))
+    if not run and isinstance(execution.get("Id"), str):
+        links["execution"] = naming.execution_url(settings.region, execution["Id"])
     summary = {
         "run_id": (run or {}).get("run_id"), "name": spec.get("name"), "status": "Failed", "error": name,
-        "reason": reason, "source": source, "job_name": job_name, "job_status": status or None,
-        "attempt": event.get("attempt"), "summary_uri": (run or {}).get("uris", {}).get("summary"),
-        "links": messages.run_links(settings, run, job_name, job.get("job_type", "training")),
+        "reason": reason, "source": (run or {}).get("source"), "execution": execution.get("Name"),
+        "job_name": job_name, "job_status": status or None,
+        "attempt": event.get("attempt"), "summary_uri": summary_uri, "links": links,
         "finished_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
-    if run and "uris" in run:
+    if summary_uri:
         try:
-            _put_json(settings, run["uris"]["summary"], summary)
+            _put_json(settings, summary_uri, summary)
         except Exception as err:  # the notification matters more than the summary file
             logger.warning("could not write summary.json: %s", err)
     subject, message = messages.failure_notification(settings, summary)

@@ -16,6 +16,7 @@ import re
 from functools import lru_cache
 from typing import Any
 
+import hp_paths
 import instance_types
 import strict_json
 from charsets import LINE_TERMINATORS
@@ -160,7 +161,7 @@ def value_problem(name: str, value: Any, path: str) -> str | None:
     choices = meta.get("choices")
     if choices and str(value) not in choices:
         return f"{describe(value)} is not allowed; allowed: {', '.join(choices)}"
-    return hp_rules.bound_problem(name, value)
+    return hp_rules.bound_problem(name, value) or hp_paths.problem(name, value)
 
 
 def _name_problem(name: str) -> str | None:

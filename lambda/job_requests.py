@@ -224,9 +224,11 @@ def processing_request(run: dict[str, Any], settings: Settings, stage: str) -> d
         output = {"OutputName": "tokenizer", "S3Output": {"S3Uri": uris["tokenizer"], "LocalPath": REDUCE_OUTPUT_DIR,
                                                           "S3UploadMode": "EndOfJob"}}
         instance_count = 1
+    # The tokenizer jobs reach nothing: SageMaker moves their inputs and outputs, runproc.sh installs from the
+    # wheels shipped in the code (--no-index), and the map hosts never talk to each other.
     network: dict[str, Any] = {
         "EnableInterContainerTrafficEncryption": settings.inter_container_encryption,
-        "EnableNetworkIsolation": False,
+        "EnableNetworkIsolation": True,
     }
     vpc = vpc_config(settings, fsx=False)
     if vpc:

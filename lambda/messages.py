@@ -18,6 +18,8 @@ HINTS = {
     "FallbackExhaustedError": "Add fallback.options (other instance types, or spot: false for on-demand) or raise "
                               "fallback.max_attempts, then submit again.",
     "JobFailedError": "Read the job's CloudWatch logs (link below), fix the settings or the data, submit again.",
+    "ModelArtifactError": "Something other than the job wrote its model artifact while it uploaded; check the "
+                          "object's versions before registering a model by hand.",
     "ThrottlingException": "AWS API limits were hit even after retries; submit again later.",
     "ResourceLimitExceeded": "A SageMaker quota (e.g. concurrent jobs or instances of this type) is used up; wait for "
                              "other jobs or request a quota increase in Service Quotas.",
@@ -96,7 +98,8 @@ def success_notification(settings: Settings, summary: dict[str, Any]) -> tuple[s
 
 
 def failure_notification(settings: Settings, summary: dict[str, Any]) -> tuple[str, str]:
-    who = summary.get("run_id") or summary.get("name") or (summary.get("source") or {}).get("key") or "(unnamed)"
+    who = (summary.get("run_id") or summary.get("name") or (summary.get("source") or {}).get("key")
+           or summary.get("execution") or "(unnamed)")
     lines = [
         f"Run {who} FAILED: {summary['error']}",
         "",

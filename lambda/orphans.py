@@ -21,8 +21,9 @@ PREPARE_STATE = "Prepare"
 HISTORY_PAGES = 5  # Prepare is among the first events of an execution
 
 
-def planned_run(stepfunctions: Any, execution_arn: str) -> dict[str, Any] | None:
-    """The `run` object Prepare returned in this execution, or None when Prepare never finished."""
+def prepare_exit(stepfunctions: Any, execution_arn: str) -> tuple[int, dict[str, Any]] | None:
+    """(event id, run) of Prepare's return in this execution, or None when Prepare never finished. Only this output
+    is the run: the execution's input (and so Prepare's input) is whatever its caller wrote."""
     token = None
     for _ in range(HISTORY_PAGES):
         kwargs = {"executionArn": execution_arn, "maxResults": 100, "reverseOrder": False}
@@ -38,11 +39,17 @@ def planned_run(stepfunctions: Any, execution_arn: str) -> dict[str, Any] | None
                 except json.JSONDecodeError:
                     return None
                 run = output.get("run") if isinstance(output, dict) else None
-                return run if isinstance(run, dict) else None
+                return (int(event.get("id") or 0), run) if isinstance(run, dict) else None
         token = page.get("nextToken")
         if not token:
             return None
     return None
+
+
+def planned_run(stepfunctions: Any, execution_arn: str) -> dict[str, Any] | None:
+    """The `run` object Prepare returned in this execution, or None when Prepare never finished."""
+    found = prepare_exit(stepfunctions, execution_arn)
+    return found[1] if found else None
 
 
 def run_job_names(run: dict[str, Any]) -> list[tuple[str, str]]:

@@ -16,10 +16,12 @@ import json
 from typing import Any
 
 import cost
+import efa
+import hp_paths
 import hyperparameters
 import naming
 from errors import RequestRejected
-from job_requests import CODE_CHANNEL, ISOLATED_CODE_DIR
+from job_requests import CODE_CHANNEL, CONTAINER_LOG_LEVEL, ENTRY_POINT, ISOLATED_CODE_DIR
 from run_spec import MAX_RUNTIME_LIMIT as MAX_TRAINING_RUNTIME
 from run_spec import PROCESSING_RUNTIME_LIMIT as MAX_PROCESSING_RUNTIME
 from settings import Settings
@@ -103,6 +105,31 @@ def _decoded(encoded: dict[str, str]) -> dict[str, Any]:
     return out
 
 
+def _hyperparameter_names(values: dict[str, Any], request: dict[str, Any], settings: Settings) -> list[str]:
+    """Only the reserved names the pipeline sends, with its values, and only names train.py accepts: a forged run
+    could otherwise rename the script, point the toolkit elsewhere or pass options to its launcher."""
+    expected = {"sagemaker_program": ENTRY_POINT, "sagemaker_container_log_level": CONTAINER_LOG_LEVEL,
+                "sagemaker_region": settings.region, "sagemaker_job_name": request.get("TrainingJobName"),
+                "sagemaker_torch_distributed_enabled": True,
+                "sagemaker_instance_type": (request.get("ResourceConfig") or {}).get("InstanceType")}
+    problems = []
+    for name, value in values.items():
+        if name == "sagemaker_submit_directory":
+            continue  # checked with the code channel
+        if name == "sagemaker_mpi_num_of_processes_per_host":
+            if not (isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 128):
+                problems.append(f"HyperParameters.{name}: {value!r} is not a process count (1-128)")
+        elif name.startswith("sagemaker_"):
+            if name not in expected:
+                problems.append(f"HyperParameters.{name}: not a reserved name the pipeline sends")
+            elif value != expected[name]:
+                problems.append(f"HyperParameters.{name}: {str(value)[:80]!r} is not the pipeline's "
+                                f"{expected[name]!r}")
+        elif name not in hyperparameters.schema():
+            problems.append(f"HyperParameters.{name}: not a hyperparameter train.py accepts")
+    return problems
+
+
 def training_request_problems(request: dict[str, Any], run: Any, settings: Settings, attempt: int) -> list[str]:
     problems: list[str] = []
     run_id = _run_id(run, problems)
@@ -148,6 +175,14 @@ def training_request_problems(request: dict[str, Any], run: Any, settings: Setti
     model = (values.get("model_name_or_path") if "model" not in channels
              else "s3://model-channel/")
     problems += hyperparameters.policy_problems(values, model, settings)
+    problems += hp_paths.request_problems(values)
+    problems += _hyperparameter_names(values, request, settings)
+    environment = efa.training_environment(str(resources.get("InstanceType")),
+                                           distributed=values.get("sagemaker_torch_distributed_enabled") is True)
+    if (request.get("Environment") or {}) != environment:
+        problems.append(f"Environment: {sorted(request.get('Environment') or {})} is not what the pipeline sets for "
+                        f"this instance type ({sorted(environment)}): no variable (PYTHONPATH, LD_PRELOAD, NCCL_*...) "
+                        "comes from a run")
     if not request.get("EnableNetworkIsolation") and not hyperparameters.needs_internet(model, values):
         problems.append("EnableNetworkIsolation: a job that needs no internet (model from S3) runs isolated")
     stopping = request.get("StoppingCondition") or {}
@@ -190,7 +225,10 @@ def processing_request_problems(request: dict[str, Any], run: Any, settings: Set
     runtime = (request.get("StoppingCondition") or {}).get("MaxRuntimeInSeconds")
     if not isinstance(runtime, int) or not 1 <= runtime <= MAX_PROCESSING_RUNTIME:
         problems.append(f"StoppingCondition.MaxRuntimeInSeconds: {runtime} is not 1 - {MAX_PROCESSING_RUNTIME}")
-    _vpc(problems, (request.get("NetworkConfig") or {}).get("VpcConfig"), settings)
+    network = request.get("NetworkConfig") or {}
+    if network.get("EnableNetworkIsolation") is not True:
+        problems.append("NetworkConfig.EnableNetworkIsolation: the tokenizer jobs need no network and run isolated")
+    _vpc(problems, network.get("VpcConfig"), settings)
     if not problems:
         _cost(problems, "CreateProcessingJob", request, settings)
     return problems

@@ -18,6 +18,7 @@ import typing
 from pathlib import Path
 from typing import Any
 
+import hp_paths
 import hyperparameters
 import run_spec
 import settings
@@ -61,6 +62,12 @@ def rules_list() -> str:
                        for name, limits in hp_rules.BOUNDS.items())
     lines += ["", f"Bounds: {bounds}.", "",
               "Not settable: " + "; ".join(f"`{n}` ({why})" for n, why in hp_rules.UNSETTABLE.items()) + "."]
+    lines += ["", "Paths (`lambda/hp_paths.py`, again in the start handlers' request guard; the training code refuses "
+              "checkpoints and caches outside its own checkpoint dir or scratch space itself): an absolute path in "
+              "normal form under one of the roots, or a Hub id where said: " + "; ".join(
+                  f"`{name}` ({rule.meant_for}): " + (", ".join(f"`{r}`" for r in rule.roots) or "no path")
+                  + (" or a Hub id" if rule.hub and rule.roots else "") for name, rule in hp_paths.RULES.items())
+              + "."]
     return "\n".join(lines)
 
 

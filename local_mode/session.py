@@ -30,7 +30,7 @@ from local_mode.sagemaker_backend import LocalSageMaker, local_sagemaker
 LOSS_METRICS = ("loss",)  # per logging step; train_loss is the whole run's average
 MOTO_CONFIG = {"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}}
 QUIET_STATES = ("Wait", "Check")  # the poll loop: shown as job status changes instead
-END_STATES = ("NotifyFailure", "RunFailed", "RunSucceeded")
+END_STATES = ("PrepareFailed", "NotifyFailure", "RunFailed", "RunSucceeded")
 PROGRESS_EVERY_SECONDS = 30.0  # a step line when the training code printed no [train] line for this long
 
 

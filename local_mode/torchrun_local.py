@@ -5,12 +5,13 @@ The toolkit builds `torchrun --nnodes N --nproc_per_node M [--master_addr algo-1
 resolve and port 7777 would be shared by every job, so the local runner puts this script first on PATH as
 `torchrun`: it rewrites the master address to 127.0.0.1, the port to the job's own (LOCAL_SM_MASTER_PORT),
 optionally `--nproc_per_node` (LOCAL_SM_NPROC_PER_NODE), and runs the real torchrun with the rest intact.
-Standalone: imports nothing from local_mode.
+The rendezvous store listens on 127.0.0.1 only (`loopback_store`). Standalone: imports nothing from local_mode.
 """
 
 from __future__ import annotations
 
 import os
+import socket
 import sys
 
 # torchrun options that take no value; every other option before the script takes one.
@@ -49,6 +50,31 @@ def rewrite(argv: list[str], *, master_port: str, nproc_per_node: str | None) ->
     return local + options + argv[i:]
 
 
+_LISTENERS: list[socket.socket] = []  # kept open for the store's lifetime
+
+
+def loopback_store() -> None:
+    """torchrun's static rendezvous starts its TCPStore server on every interface (the C++ server binds `::`,
+    whatever --master_addr says), so a local run would accept connections from the network to a store that
+    coordinates processes running this user's code. Node 0's agent hands the server a socket bound to 127.0.0.1
+    instead (TCPStore's `master_listen_fd`)."""
+    from torch.distributed.elastic.rendezvous import static_tcp_rendezvous
+
+    real = static_tcp_rendezvous.TCPStore
+
+    def store(host_name, port, world_size=None, is_master=False, *args, **kwargs):
+        if is_master and kwargs.get("master_listen_fd") is None:
+            listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            listener.bind(("127.0.0.1", int(port)))
+            listener.listen(socket.SOMAXCONN)
+            _LISTENERS.append(listener)
+            kwargs["master_listen_fd"] = listener.fileno()
+        return real(host_name, port, world_size, is_master, *args, **kwargs)
+
+    static_tcp_rendezvous.TCPStore = store
+
+
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     new_args = rewrite(
@@ -61,6 +87,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     from torch.distributed.run import main as torchrun_main
 
+    loopback_store()
     torchrun_main(new_args)
 
 

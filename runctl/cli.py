@@ -58,7 +58,7 @@ def _clients(args: argparse.Namespace) -> core.Clients:
 
 
 def _print(args: argparse.Namespace, data: dict[str, Any], lines: list[str]) -> None:
-    print(json.dumps(data, indent=2, default=str) if args.json else "\n".join(lines))
+    print(json.dumps(data, indent=2, default=str) if args.json else "\n".join(core.printable(line) for line in lines))
 
 
 def _status_lines(info: dict[str, Any]) -> list[str]:

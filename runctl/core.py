@@ -14,6 +14,7 @@ from botocore.exceptions import ClientError
 from runctl.lambda_code import lambda_module
 
 naming = lambda_module("naming")
+orphans = lambda_module("orphans")
 
 OUTPUT_KEY = "FineTuneStateMachineArn"
 ARN_ENV = "RUNCTL_STATE_MACHINE_ARN"
@@ -137,25 +138,43 @@ def submit(clients: Clients, state_machine_arn: str, spec: dict[str, Any], *,
     return {"run_id": run_id, "execution_arn": arn, "console_url": console_url(arn)}
 
 
+def printable(text: str) -> str:
+    """`text` with every control or format character (ANSI escapes, carriage returns, bidi overrides) shown as an
+    escape: job logs and failure reasons are written by jobs, and must not drive the terminal they are printed on."""
+    return "".join(c if c.isprintable() else (f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}")
+                   for c in text)
+
+
 def _latest_state(clients: Clients, execution_arn: str) -> dict[str, Any]:
-    """The most recent full state object a step left behind (its `run`, `job`, `status`), if any."""
+    """The newest full state the run's own steps left behind (`run`, `job`, `status`, `attempt`), read only from
+    events after Prepare returned, with Prepare's `run` (orphans.prepare_exit): before Prepare the state is the
+    caller's input, which could name another run. {} when Prepare has not planned a run."""
+    try:
+        prepared = orphans.prepare_exit(clients.sfn, execution_arn)
+    except ClientError:
+        return {}
+    if prepared is None:
+        return {}
+    prepare_id, run = prepared
     try:
         pages = clients.sfn.get_paginator("get_execution_history").paginate(
             executionArn=execution_arn, reverseOrder=True, includeExecutionData=True,
             PaginationConfig={"MaxItems": 500, "PageSize": 100})
         events = [e for page in pages for e in page.get("events", [])]
     except ClientError:
-        return {}
+        return {"run": run}
     for event in events:
-        for key in ("stateExitedEventDetails", "stateEnteredEventDetails", "executionStartedEventDetails"):
+        if int(event.get("id") or 0) <= prepare_id:
+            break
+        for key in ("stateExitedEventDetails", "stateEnteredEventDetails"):
             text = (event.get(key) or {}).get("output") or (event.get(key) or {}).get("input")
             try:
                 state = json.loads(text) if text else None
             except json.JSONDecodeError:
                 continue
             if isinstance(state, dict) and ("run" in state or "job" in state):
-                return state
-    return {}
+                return {**state, "run": run}
+    return {"run": run}
 
 
 def _describe_job(clients: Clients, job: dict[str, Any]) -> dict[str, Any] | None:
@@ -181,7 +200,7 @@ def status(clients: Clients, execution_arn: str) -> dict[str, Any]:
     result: dict[str, Any] = {
         "execution_arn": execution_arn, "status": execution["status"],
         "started": str(execution.get("startDate", "")), "stopped": str(execution.get("stopDate", "") or ""),
-        "run_id": run.get("run_id") or _run_id_from_name(execution.get("name", "")),
+        "run_id": run.get("run_id"),
         "attempt": state.get("attempt"), "job": job.get("job_name"), "console_url": console_url(execution_arn),
     }
     if job and execution["status"] == "RUNNING":
@@ -205,12 +224,9 @@ def status(clients: Clients, execution_arn: str) -> dict[str, Any]:
     return result
 
 
-def _run_id_from_name(name: str) -> str | None:
-    return name if RUN_ID_RE.fullmatch(name) else None
-
-
 def stop(clients: Clients, execution_arn: str, *, keep_jobs: bool = False, who: str = "runctl") -> dict[str, Any]:
-    """Stop the execution first (no new job starts), then the run's SageMaker jobs still in progress."""
+    """Stop the execution first (no new job starts), then the jobs Prepare planned for it that are still in
+    progress (the names in Prepare's output, as the orphaned-job stopper does: never a name from the input)."""
     info = status(clients, execution_arn)
     stopped_execution = False
     if info["status"] == "RUNNING":
@@ -218,19 +234,10 @@ def stop(clients: Clients, execution_arn: str, *, keep_jobs: bool = False, who: 
                                    cause=f"stopped by {who} with runctl")
         stopped_execution = True
     jobs: list[str] = []
-    match = RUN_ID_RE.fullmatch(info.get("run_id") or "")
-    if match and not keep_jobs:
-        unique = match["hex"]  # job names keep the random part even when cut to 63 characters
-        sm = clients.sagemaker
-        for page in sm.get_paginator("list_training_jobs").paginate(NameContains=unique, StatusEquals="InProgress"):
-            for job in page["TrainingJobSummaries"]:
-                sm.stop_training_job(TrainingJobName=job["TrainingJobName"])
-                jobs.append(job["TrainingJobName"])
-        for page in sm.get_paginator("list_processing_jobs").paginate(NameContains=unique,
-                                                                      StatusEquals="InProgress"):
-            for job in page["ProcessingJobSummaries"]:
-                sm.stop_processing_job(ProcessingJobName=job["ProcessingJobName"])
-                jobs.append(job["ProcessingJobName"])
+    run = _latest_state(clients, execution_arn).get("run")
+    if run and not keep_jobs:
+        found = orphans.stop_jobs(clients.sagemaker, orphans.run_job_names(run))
+        jobs = [job["job_name"] for job in found if job["action"] == "stopped"]
     return {"execution_arn": execution_arn, "previous_status": info["status"],
             "stopped_execution": stopped_execution, "stopped_jobs": jobs, "run_id": info.get("run_id"),
             "console_url": console_url(execution_arn)}

@@ -15,7 +15,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from runctl.core import RUN_ID_RE, Clients, RunctlError, _latest_state
+from runctl.core import Clients, RunctlError, _latest_state, printable
 
 GROUPS = {"training": "/aws/sagemaker/TrainingJobs", "processing": "/aws/sagemaker/ProcessingJobs"}
 
@@ -38,8 +38,8 @@ def list_runs(clients: Clients, state_machine_arn: str, limit: int = 20) -> list
         desc = clients.sfn.describe_execution(executionArn=execution["executionArn"])
         output = json.loads(desc.get("output") or "{}") if desc.get("output") else {}
         result = output.get("result") if isinstance(output, dict) else None
-        run_id = (result or {}).get("run_id") or (execution["name"] if RUN_ID_RE.fullmatch(execution["name"]) else None)
-        if run_id is None:  # started by an upload: Prepare named the run
+        run_id = (result or {}).get("run_id")  # Finish's summary, else Prepare's plan (never the execution's name)
+        if run_id is None:
             run = _latest_state(clients, execution["executionArn"]).get("run") or {}
             run_id = run.get("run_id")
         cost = (result or {}).get("cost") or {}
@@ -139,7 +139,7 @@ def format_event(event: tuple[int, str, str]) -> str:
     moment = datetime.fromtimestamp(event[0] / 1000, UTC).strftime("%H:%M:%S.%f")[:-3]
     # progress bars redraw with carriage returns: show what a terminal would, one line per event
     parts = [p for p in event[2].rstrip("\n").replace("\r\n", "\n").replace("\n", " ").split("\r") if p.strip()]
-    return f"{moment} [{event[1]}] {parts[-1] if parts else ''}"
+    return printable(f"{moment} [{event[1]}] {parts[-1] if parts else ''}")
 
 
 def follow_logs(clients: Clients, execution_arn: str, *, follow: bool, say: Callable[[str], None] = print,

@@ -98,7 +98,7 @@ def plan_lines(result: dict[str, Any], *, show_requests: bool = True) -> list[st
     lines += ["", "Worst case (every job at its max runtime, every fallback attempt used):"]
     for item in worst["items"]:
         price = "no price" if item["price_per_hour"] is None else \
-            f"${item['price_per_hour']:.3f}/h -> ${item['worst_case_usd']:.2f}"
+            f"${item['price_per_hour']:.3f}/h + {item['volume_gb']} GB storage -> ${item['worst_case_usd']:.2f}"
         lines.append(f"  {item['kind']:<20} {item['instance_count']} x {item['instance_type']} x "
                      f"{_hours(item['max_seconds'])}: {price}")
     total = f"${worst['total_usd']:.2f}" if worst["total_usd"] is not None else \

@@ -10,11 +10,13 @@ Each statement names who may use the key for what, and through which service:
   and outputs) for AWS resources only (`kms:GrantIsForAWSResource`), through SageMaker/EC2.
 - NotificationsThroughSns: Finish, NotifyFailure and CheckJob (durability warnings) publish to the
   encrypted topic, through SNS.
-- LambdaEnvironment: the account's deployers encrypt the functions' environment variables through Lambda; Lambda
-  decrypts them through the grant it creates (for AWS resources only).
+- LambdaEnvironment: the account's deployers encrypt the functions' environment variables through Lambda, for the
+  project's functions only (encryption context `aws:lambda:FunctionArn`); Lambda decrypts them through the grant
+  it creates (for AWS resources only).
 - CloudWatchLogs: the Logs service for the project's own log groups only (encryption context `aws:logs:arn`).
 - Service principals that publish alarms to the topic (CloudWatch alarms, AWS Budgets) from this account only.
-- FsxVolumes (FSx PERSISTENT types): the deployers let FSx create its grant, through FSx.
+- FsxVolumes (FSx PERSISTENT types): the deployers let FSx create its grant, through FSx, from this account only
+  (FSx documents no encryption context to pin; the account's principals also need an IAM grant on the key).
 Principals are matched with `aws:PrincipalArn` against fixed role names: KMS rejects a key policy naming a role
 that does not exist yet, and the roles live in the pipeline stack, deployed after this key.
 """
@@ -54,6 +56,9 @@ def _principal_arns(config: EnvironmentConfig, handlers: tuple[str, ...], *, sag
 def key_policy(config: EnvironmentConfig, bucket_arns: list[str]) -> iam.PolicyDocument:
     account = iam.AccountRootPrincipal()
     region, acct = config.region, config.account
+    # Lambda encrypts a function's environment with its ARN as encryption context (`aws:lambda:FunctionArn`): the
+    # project's functions are `<prefix>-<handler>`, CDK's code-deployment provider `<prefix>-pipeline-...`.
+    project_functions = f"arn:aws:lambda:{region}:{acct}:function:{config.prefix}-*"
     statements = [
         iam.PolicyStatement(sid="KeyAdministration", principals=[account], actions=ADMIN_ACTIONS, resources=["*"]),
         iam.PolicyStatement(
@@ -76,8 +81,12 @@ def key_policy(config: EnvironmentConfig, bucket_arns: list[str]) -> iam.PolicyD
             conditions={"ArnEquals": {"aws:PrincipalArn": _principal_arns(config, SNS_HANDLERS)},
                         "StringEquals": {"kms:ViaService": _via(config, "sns")}}),
         iam.PolicyStatement(
-            sid="LambdaEnvironment", principals=[account], actions=["kms:Encrypt", "kms:Decrypt", "kms:DescribeKey"],
-            resources=["*"], conditions={"StringEquals": {"kms:ViaService": _via(config, "lambda")}}),
+            sid="LambdaEnvironment", principals=[account], actions=["kms:Encrypt", "kms:Decrypt"], resources=["*"],
+            conditions={"StringEquals": {"kms:ViaService": _via(config, "lambda"), "kms:CallerAccount": acct},
+                        "ArnLike": {"kms:EncryptionContext:aws:lambda:FunctionArn": project_functions}}),
+        iam.PolicyStatement(
+            sid="LambdaDescribeKey", principals=[account], actions=["kms:DescribeKey"], resources=["*"],
+            conditions={"StringEquals": {"kms:ViaService": _via(config, "lambda"), "kms:CallerAccount": acct}}),
         iam.PolicyStatement(
             sid="LambdaEnvironmentGrant", principals=[account], actions=["kms:CreateGrant"], resources=["*"],
             conditions={"StringEquals": {"kms:ViaService": _via(config, "lambda")},
@@ -101,5 +110,6 @@ def key_policy(config: EnvironmentConfig, bucket_arns: list[str]) -> iam.PolicyD
         statements.append(iam.PolicyStatement(
             sid="FsxDescribeKey", principals=[account], actions=["kms:DescribeKey", "kms:Encrypt", "kms:Decrypt",
                                                                 "kms:GenerateDataKey"],
-            resources=["*"], conditions={"StringEquals": {"kms:ViaService": _via(config, "fsx")}}))
+            resources=["*"], conditions={"StringEquals": {"kms:ViaService": _via(config, "fsx"),
+                                                          "kms:CallerAccount": acct}}))
     return iam.PolicyDocument(statements=statements)

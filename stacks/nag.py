@@ -56,15 +56,16 @@ def _pipeline(stack: Stack, config: EnvironmentConfig) -> None:
     executions = [f"arn:aws:states:{region}:{account}:execution:{prefix}-{m}:*" for m in ("fine-tune", "tokenizer")]
 
     role = _policy(stack.sagemaker_role)
-    _iam5(role, f"{data}/*", "Jobs read (s3:GetObject/GetObjectVersion only) any dataset or base model the user "
-                             "stages in the project's data bucket; no other bucket is readable and jobs write "
-                             "nothing there.")
+    _iam5(role, f"{data}/*", "Jobs read (s3:GetObject/GetObjectVersion only) any object of the project's data "
+                             "bucket: the datasets and base models users stage, and the run specs under runs/ (no "
+                             "secrets: Prepare refuses tokens as hyperparameters); no other bucket is readable and "
+                             "jobs write nothing there.")
     for p, what in (("code", "read the content-addressed training code (read only)"),
                     ("checkpoints", "read and write spot checkpoints (every run's: one shared role; see README "
                                     "Security, residual risks)"),
                     ("models", "read base models and upload model artifacts (get and put, no delete)"),
-                    ("outputs", "read tokenizer outputs and upload processing outputs and metrics (get and put, "
-                                "no delete)")):
+                    ("outputs", "read the tokenizer stage's outputs and upload them from the processing jobs "
+                                "(get and put, no delete)")):
         _iam5(role, f"{artifacts}/{p}/*", f"Jobs {what} under the artifacts bucket's {p}/ prefix only.")
     _iam5(role, "*", "ecr:GetAuthorizationToken, cloudwatch:PutMetricData (pinned to the /aws/sagemaker/* "
                      "namespace by condition) and the ec2:Describe* calls SageMaker makes for VPC jobs support no "
@@ -82,6 +83,9 @@ def _pipeline(stack: Stack, config: EnvironmentConfig) -> None:
         _iam5(_policy(fn.role), "*", XRAY + extra)
     fns = stack.lambda_constructs
     _iam5(_policy(fns["prepare"].role), f"{data}/runs/*", "Prepare reads the uploaded run specs under runs/.")
+    _iam5(_policy(fns["prepare"].role), f"{artifacts}/claims/*",
+          "Prepare claims each run id once: claims/<run_id>.json created with If-None-Match, read back only to "
+          "recognise its own execution's claim (put and get; the bucket policy lets no one else write or delete).")
     for name in ("prepare", "start_training", "check_job", "finish", "stop_run_jobs"):
         _iam5(_policy(fns[name].role), training_jobs, JOB_NAMES)
     for name in ("start_processing", "check_job", "finish", "stop_run_jobs"):
@@ -98,7 +102,8 @@ def _pipeline(stack: Stack, config: EnvironmentConfig) -> None:
                                              "registry/<run_id>/ (put only; the bucket policy lets no one else).")
     _iam5(finish, f"{artifacts}/outputs/*", "Finish writes the run summary and metrics under outputs/<run_id>/.")
     _iam5(_policy(fns["notify_failure"].role), f"{artifacts}/outputs/*",
-          "A failed run's summary.json is written under outputs/<run_id>/.")
+          "A failed run's summary.json is written under outputs/<run_id>/, the key derived from the run id Prepare "
+          "planned and notify_failure validates (the failure branch never receives the caller's input).")
     for name in ("check_job", "finish"):
         _iam5(_policy(fns[name].role), f"{artifacts}/checkpoints/*",
               "Reads the checkpoint completion markers and _history.json under checkpoints/<run_id>/ (read only): "
@@ -116,9 +121,8 @@ def _pipeline(stack: Stack, config: EnvironmentConfig) -> None:
     submitter = _policy(stack.run_submitter)
     _iam5(submitter, f"{data}/runs/*", "Run submitters upload and read run specs under runs/ only; the data "
                                        "bucket's policy denies runs/ writes to everyone else.")
-    _iam5(submitter, "*", "sagemaker:ListTrainingJobs and ListProcessingJobs (runctl stop finds a run's jobs by "
-                          "name) support no resource-level permissions.")
-    _iam5(submitter, training_jobs, "runctl status/stop describe and stop this environment's training jobs. "
+    _iam5(submitter, training_jobs, "runctl status/stop describe and stop this environment's training jobs (stop: "
+          "the ones Prepare planned for the run). "
           + JOB_NAMES)
     _iam5(submitter, processing_jobs, "runctl status/stop describe and stop this environment's processing jobs. "
           + JOB_NAMES)
@@ -140,4 +144,5 @@ def _pipeline(stack: Stack, config: EnvironmentConfig) -> None:
          "CDK's BucketDeployment provider function: its Lambda runtime is pinned by aws-cdk-lib and updated with it.")
     _ack(stack.failed_events.node.default_child, "AwsSolutions-SQS3",
          "This queue is itself the dead-letter queue (trigger and stop_run_jobs on-failure destination, their "
-         "EventBridge targets' DLQ); an alarm publishes to the topic on its first message.")
+         "EventBridge targets' DLQ, CDK's code-deployment function's DLQ); an alarm publishes to the topic on its "
+         "first message.")

@@ -56,13 +56,19 @@ class NetworkStack(Stack):
             # Nothing uses the default security group; restricting it would add a custom-resource Lambda.
             restrict_default_security_group=False,
         )
-        self.vpc.add_flow_log(
+        flow_log = self.vpc.add_flow_log(
             "FlowLogs",
             destination=ec2.FlowLogDestination.to_cloud_watch_logs(logs.LogGroup(
                 self, "FlowLogGroup", encryption_key=key, log_group_name=names.flow_log_group(config),
                 retention=retention(config.log_retention_days), removal_policy=removal_policy(config))),
             traffic_type=ec2.FlowLogTrafficType.ALL,
         )
+        # Only this account's flow logs may assume the delivery role (confused deputy; VPC user guide, "IAM role
+        # for publishing flow logs to CloudWatch Logs"): CDK's role trusts the service with no condition.
+        flow_log.iam_role.node.default_child.add_property_override(
+            "AssumeRolePolicyDocument.Statement.0.Condition", {
+                "StringEquals": {"aws:SourceAccount": config.account},
+                "ArnLike": {"aws:SourceArn": f"arn:aws:ec2:{config.region}:{config.account}:vpc-flow-log/*"}})
         self.training_subnets = self.vpc.select_subnets(subnet_type=private_type).subnets
 
         # EFA needs all traffic between the instances of a job, both ways, inside one security group.

@@ -34,6 +34,7 @@ from stacks.sagemaker_role import SageMakerExecutionRole
 from stacks.state_machines import PipelineStateMachines
 from stacks.storage_stack import (
     CHECKPOINTS_PREFIX,
+    CLAIMS_PREFIX,
     CODE_PREFIX,
     MODELS_PREFIX,
     OUTPUTS_PREFIX,
@@ -97,12 +98,14 @@ class PipelineStack(Stack):
             enforce_ssl=True, retention_period=Duration.days(14))
         alarm = cloudwatch.Alarm(
             self, "FailedEventsAlarm", alarm_name=f"{prefix}-failed-events",
-            alarm_description="A run-spec upload or a failed run's job stop could not be handled: see the queue",
+            alarm_description="A run-spec upload, a failed run's job stop or a training-code deployment could not be "
+                              "handled: see the queue",
             metric=self.failed_events.metric_approximate_number_of_messages_visible(period=Duration.minutes(5)),
             threshold=1, evaluation_periods=1,
             comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
             treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING)
         alarm.add_alarm_action(cw_actions.SnsAction(self.topic))
+        self._code_deployment_dead_letters()
 
         group_name = f"{prefix}-models"
         model_group = sagemaker.CfnModelPackageGroup(
@@ -191,6 +194,11 @@ class PipelineStack(Stack):
                                     resources=[f"{self.data_arn}/{RUNS_PREFIX}*"]),
                 list_buckets,
                 iam.PolicyStatement(sid="ReadEncryptedSpecs", resources=[key.key_arn], actions=["kms:Decrypt"]),
+                # one execution per run id: claims/<run_id>.json, created with If-None-Match (lambda/run_claims.py)
+                iam.PolicyStatement(sid="ClaimRunIds", actions=["s3:PutObject", "s3:GetObject"],
+                                    resources=[f"{self.artifacts_arn}/{CLAIMS_PREFIX}*"]),
+                iam.PolicyStatement(sid="EncryptRunIdClaims", resources=[key.key_arn],
+                                    actions=["kms:GenerateDataKey"]),
                 iam.PolicyStatement(sid="CheckJobNamesAreNew", actions=["sagemaker:DescribeTrainingJob"],
                                     resources=[training_jobs]),
                 iam.PolicyStatement(sid="CountRunningRuns", actions=["states:ListExecutions"],
@@ -223,6 +231,10 @@ class PipelineStack(Stack):
                 iam.PolicyStatement(sid="WriteRunSummary", actions=["s3:PutObject"],
                                     resources=[f"{self.artifacts_arn}/{OUTPUTS_PREFIX}*"]),
                 # The model artifact is copied (pinned to its version) under registry/ before registration.
+                # ...the version the job wrote, found among the key's versions by the job's upload window
+                iam.PolicyStatement(sid="ListModelVersions", actions=["s3:ListBucketVersions"],
+                                    resources=[self.artifacts_arn],
+                                    conditions={"StringLike": {"s3:prefix": [f"{MODELS_PREFIX}*"]}}),
                 iam.PolicyStatement(sid="ReadModelArtifacts", actions=["s3:GetObject", "s3:GetObjectVersion"],
                                     resources=[f"{self.artifacts_arn}/{MODELS_PREFIX}*"]),
                 iam.PolicyStatement(sid="FreezeRegisteredModels", actions=["s3:PutObject"],
@@ -298,7 +310,8 @@ class PipelineStack(Stack):
         log_group = logs.LogGroup(self, "CodeDeploymentLogs", log_group_name=names.code_deployment_log_group(config),
                                   encryption_key=key, retention=retention(config.log_retention_days),
                                   removal_policy=removal_policy(config))
-        role = iam.Role(self, "CodeDeploymentRole", role_name=names.code_deployment_role_name(config),
+        role = self.code_deployment_role = iam.Role(
+            self, "CodeDeploymentRole", role_name=names.code_deployment_role_name(config),
                         assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
                         description="CDK BucketDeployment of the training code: reads its asset, writes code/ only")
         for statement in (
@@ -326,6 +339,17 @@ class PipelineStack(Stack):
         provider = next(c for c in self.node.children if c.node.id.startswith("Custom::CDKBucketDeployment"))
         provider.node.default_child.add_property_override("KmsKeyArn", key.key_arn)
         return code_prefix
+
+    def _code_deployment_dead_letters(self) -> None:
+        """CloudFormation invokes a custom resource's function asynchronously (Lambda developer guide, "Using Lambda
+        with CloudFormation"): an event it cannot process goes to the failed-events queue (and its alarm), like the
+        trigger's and the job stopper's. Lambda checks the role may send there when the function is created."""
+        role = self.code_deployment_role
+        role.add_to_policy(iam.PolicyStatement(sid="DeadLetters", actions=["sqs:SendMessage"],
+                                               resources=[self.failed_events.queue_arn]))
+        provider = next(c for c in self.node.children if c.node.id.startswith("Custom::CDKBucketDeployment"))
+        provider.node.default_child.add_property_override("DeadLetterConfig.TargetArn", self.failed_events.queue_arn)
+        provider.node.add_dependency(role)
 
     def _alarm_publishers(self, config: EnvironmentConfig) -> None:
         """The topic takes alarms from this account's CloudWatch alarms and budgets."""
@@ -379,9 +403,6 @@ class PipelineStack(Stack):
                 "states:DescribeExecution", "states:GetExecutionHistory", "states:StopExecution"]),
             *job_statements("WatchAndStopJobs", ["Describe", "Stop"], f"{sm}:training-job/{config.prefix}-*",
                             f"{sm}:processing-job/{config.prefix}-*"),
-            # List* take no resource ARN (runctl stop finds a run's jobs by name).
-            iam.PolicyStatement(sid="FindRunJobs", actions=["sagemaker:ListTrainingJobs",
-                                                            "sagemaker:ListProcessingJobs"], resources=["*"]),
             # The stack id ends in a UUID CloudFormation picks: its ARN is known up to that part only.
             iam.PolicyStatement(sid="FindStateMachines", actions=["cloudformation:DescribeStacks"],
                                 resources=[self.stack_arn_pattern]),

@@ -102,9 +102,19 @@ def prepare_task(b: _Builder) -> tasks.LambdaInvoke:
     """Every execution starts with Prepare, whatever its input: no state machine takes a planned run as given.
 
     Prepare gets the execution's context ($$.Execution: its input, id and start time), so it knows its own
-    execution (not counted against max_concurrent_runs) and a retried Prepare plans the same run id."""
-    return b.invoke("Prepare", "prepare", sfn.TaskInput.from_object({
-        "execution": sfn.JsonPath.object_at("$$.Execution")}), "$")
+    execution (not counted against max_concurrent_runs) and a retried Prepare plans the same run id. Its output
+    replaces the state (ResultPath $), so after it the state holds only what the project's functions wrote. When
+    Prepare fails, `PrepareFailed` replaces the caller's input with the error and the execution's own identity:
+    the failure branch never sees a `run`, `status` or `source` the caller wrote."""
+    prepare = b.invoke("Prepare", "prepare", sfn.TaskInput.from_object({
+        "execution": sfn.JsonPath.object_at("$$.Execution")}), "$", catch=False)
+    failed = sfn.Pass(b.scope, "PrepareFailed", comment="Drop the caller's input: keep the error and the execution",
+                      parameters={"error.$": "$.error", "execution": {
+                          "Id.$": "$$.Execution.Id", "Name.$": "$$.Execution.Name",
+                          "StartTime.$": "$$.Execution.StartTime"}})
+    prepare.add_catch(failed, result_path="$.error")
+    failed.next(b.on_error)
+    return prepare
 
 
 def tokenizer_definition(b: _Builder) -> sfn.IChainable:
@@ -174,6 +184,10 @@ class PipelineStateMachines(Construct):
                 self, machine_id, state_machine_name=name, state_machine_type=sfn.StateMachineType.STANDARD,
                 definition_body=body, timeout=timeout, tracing_enabled=True, logs=log_options, comment=comment)
             self.invocations.append((built, tuple(states.handlers)))
+            # CDK's role trusts any state machine of the account (`stateMachine:*`): this one only.
+            built.role.node.default_child.add_property_override(
+                "AssumeRolePolicyDocument.Statement.0.Condition.ArnLike.aws:SourceArn",
+                f"arn:aws:states:{config.region}:{config.account}:stateMachine:{name}")
             return built
 
         self.tokenizer = machine("Tokenizer", tokenizer_name, tokenizer_definition, TOKENIZER_TIMEOUT,

@@ -20,6 +20,7 @@ MODELS_PREFIX = "models/"
 OUTPUTS_PREFIX = "outputs/"
 RUNS_PREFIX = "runs/"
 REGISTRY_PREFIX = "registry/"  # frozen copies of registered model artifacts (lambda/registry.py)
+CLAIMS_PREFIX = "claims/"  # one object per run id, written once by Prepare (lambda/run_claims.py)
 
 
 def bucket_name(config: EnvironmentConfig, purpose: str) -> str:
@@ -87,6 +88,12 @@ class StorageStack(Stack):
                 actions=["s3:PutObject"], resources=[objects],
                 conditions={"StringNotEquals": {"s3:x-amz-server-side-encryption": "aws:kms"},
                             "Null": {"s3:x-amz-server-side-encryption": "false"}}))
+            # SSE-C: an object under a key the uploader keeps (unreadable to the project, or a ransom-style
+            # re-encryption with a key AWS never sees); the header's presence is enough to refuse the upload.
+            bucket.add_to_resource_policy(iam.PolicyStatement(
+                sid="DenyCustomerProvidedKeys", effect=iam.Effect.DENY, principals=[iam.AnyPrincipal()],
+                actions=["s3:PutObject"], resources=[objects],
+                conditions={"Null": {"s3:x-amz-server-side-encryption-customer-algorithm": "false"}}))
             bucket.add_to_resource_policy(iam.PolicyStatement(
                 sid="DenyOtherKeys", effect=iam.Effect.DENY, principals=[iam.AnyPrincipal()],
                 actions=["s3:PutObject"], resources=[objects],
@@ -110,6 +117,16 @@ class StorageStack(Stack):
             sid="RegisteredModelVersionsAreKept", effect=iam.Effect.DENY, principals=[iam.AnyPrincipal()],
             actions=["s3:DeleteObjectVersion"],
             resources=[self.artifacts_bucket.arn_for_objects(f"{REGISTRY_PREFIX}*")]))
+        prepare = names.role_arn(config, names.function_role_name(config, "prepare"))
+        self.artifacts_bucket.add_to_resource_policy(iam.PolicyStatement(
+            sid="RunIdsClaimedOnlyByPrepare", effect=iam.Effect.DENY, principals=[iam.AnyPrincipal()],
+            actions=["s3:PutObject", "s3:DeleteObject", "s3:ReplicateObject"],
+            resources=[self.artifacts_bucket.arn_for_objects(f"{CLAIMS_PREFIX}*")],
+            conditions={"ArnNotEquals": {"aws:PrincipalArn": prepare}}))
+        self.artifacts_bucket.add_to_resource_policy(iam.PolicyStatement(
+            sid="RunIdClaimsAreKept", effect=iam.Effect.DENY, principals=[iam.AnyPrincipal()],
+            actions=["s3:DeleteObject", "s3:DeleteObjectVersion"],
+            resources=[self.artifacts_bucket.arn_for_objects(f"{CLAIMS_PREFIX}*")]))
         deployer = names.role_arn(config, names.code_deployment_role_name(config))
         self.artifacts_bucket.add_to_resource_policy(iam.PolicyStatement(
             sid="CodeOnlyFromTheCodeDeployment", effect=iam.Effect.DENY, principals=[iam.AnyPrincipal()],

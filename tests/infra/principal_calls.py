@@ -115,6 +115,9 @@ def principal_calls(fsx: bool, create_sagemaker_log_groups: bool) -> dict[str, l
             ("s3:ListBucket", "{data}", "code:preflight.get_paginator"),
             ("s3:ListBucket", "{arts}", "code:preflight.get_paginator"),
             ("kms:Decrypt", KEY, S3_KMS.format("Decrypt") + ": the spec object"),
+            ("s3:PutObject", "{arts}/claims/*", "code:run_claims.put_object"),
+            ("s3:GetObject", "{arts}/claims/*", "code:run_claims.get_object"),
+            ("kms:GenerateDataKey", KEY, S3_KMS.format("GenerateDataKey") + ": the run id claim"),
             ("sagemaker:DescribeTrainingJob", tj, "code:preflight.describe_training_job"),
             ("states:ListExecutions", "{states}:stateMachine:{prefix}-fine-tune", "code:spend.get_paginator"),
             ("states:ListExecutions", "{states}:stateMachine:{prefix}-tokenizer", "code:spend.get_paginator"),
@@ -146,6 +149,7 @@ def principal_calls(fsx: bool, create_sagemaker_log_groups: bool) -> dict[str, l
              "code:handlers.create_model_package"),
             ("sagemaker:AddTags", "{sm}:model-package/{prefix}-models/*", "sdk:CreateModelPackage with Tags"),
             ("s3:PutObject", "{arts}/outputs/*", "code:handlers.put_object"),
+            ("s3:ListBucketVersions", "{arts}", "code:registry.get_paginator"),
             ("s3:GetObject", "{arts}/models/*", "code:registry.head_object"),
             ("s3:GetObjectVersion", "{arts}/models/*", "code:registry.copy"),
             ("s3:PutObject", "{arts}/registry/*", "code:registry.copy"),
@@ -181,11 +185,10 @@ def principal_calls(fsx: bool, create_sagemaker_log_groups: bool) -> dict[str, l
                                 ("states:GetExecutionHistory", "get_execution_history"),
                                 ("states:StopExecution", "stop_execution"))],
             ("sagemaker:DescribeTrainingJob", tj, "runctl:describe_training_job"),
-            ("sagemaker:StopTrainingJob", tj, "runctl:stop_training_job"),
+            # runctl stop stops the jobs Prepare planned, through the job stopper's own code (lambda/orphans.py)
+            ("sagemaker:StopTrainingJob", tj, "code:orphans.stop_training_job"),
             ("sagemaker:DescribeProcessingJob", pj, "runctl:describe_processing_job"),
-            ("sagemaker:StopProcessingJob", pj, "runctl:stop_processing_job"),
-            ("sagemaker:ListTrainingJobs", "*", "runctl:list_training_jobs"),
-            ("sagemaker:ListProcessingJobs", "*", "runctl:list_processing_jobs"),
+            ("sagemaker:StopProcessingJob", pj, "code:orphans.stop_processing_job"),
             ("cloudformation:DescribeStacks", "arn:aws:cloudformation:{region}:{account}:stack/{prefix}-pipeline/*",
              "runctl:describe_stacks")],
         "{prefix}-dataset-uploader": [
@@ -202,6 +205,8 @@ def principal_calls(fsx: bool, create_sagemaker_log_groups: bool) -> dict[str, l
             ("s3:PutObject", "{arts}/code/*", "sdk:the provider's `aws s3 sync` uploads"),
             ("kms:GenerateDataKey", KEY, S3_KMS.format("GenerateDataKey") + ": SSE-KMS uploads"),
             ("kms:Decrypt", KEY, S3_KMS.format("Decrypt") + ": multipart uploads"),
+            ("sqs:SendMessage", "ref:FailedEvents", "sdk:Lambda dead-letter queue of the asynchronously invoked "
+             "custom-resource function (Lambda developer guide, asynchronous invocation)"),
             *own_logs("CodeDeploymentLogs")],
         "StateMachinesFineTuneRole": state_machine_role(
             ["Prepare", "StartProcessing", "StartTraining", "CheckJob", "PlanFallback", "Finish", "NotifyFailure"]),

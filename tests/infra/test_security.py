@@ -97,6 +97,10 @@ def test_uploads_must_use_the_project_key(any_env: Synthesized) -> None:
         assert denied(statements, "s3:PutObject", obj, ours) == []
         # No header at all: the bucket's default encryption (the project key) applies.
         assert denied(statements, "s3:PutObject", obj, who) == []
+        # SSE-C (issue 23): a key the uploader keeps, with or without an SSE header next to it
+        sse_c = {**who, "s3:x-amz-server-side-encryption-customer-algorithm": "AES256"}
+        assert denied(statements, "s3:PutObject", obj, sse_c) == ["DenyCustomerProvidedKeys"]
+        assert "DenyCustomerProvidedKeys" in denied(statements, "s3:PutObject", obj, {**ours, **sse_c})
         assert denied(statements, "s3:PutObject", obj, {**who, "aws:SecureTransport": "false"})
 
 
@@ -111,6 +115,13 @@ def test_registered_models_and_code_have_one_writer_each(any_env: Synthesized) -
     finish = ctx(any_env, names.function_role_name(c, "finish"))
     assert denied(arts, "s3:PutObject", registered, finish) == []
     assert denied(arts, "s3:DeleteObjectVersion", registered, finish), "no one deletes a registered version"
+    claim = f"{bucket_ref('artifacts')}/claims/run-20250101000000-0123456789abcdef.json"  # issue 23
+    for role in (names.sagemaker_role_name(c), names.run_submitter_role_name(c),
+                 names.function_role_name(c, "finish")):
+        assert denied(arts, "s3:PutObject", claim, ctx(any_env, role)), role
+    prepare = ctx(any_env, names.function_role_name(c, "prepare"))
+    assert denied(arts, "s3:PutObject", claim, prepare) == []
+    assert denied(arts, "s3:DeleteObject", claim, prepare) and denied(arts, "s3:DeleteObjectVersion", claim, prepare)
     code = f"{bucket_ref('artifacts')}/code/0123/sourcedir.tar.gz"
     assert denied(arts, "s3:PutObject", code, ctx(any_env, names.sagemaker_role_name(c)))
     assert denied(arts, "s3:PutObject", code, ctx(any_env, names.code_deployment_role_name(c))) == []
@@ -176,6 +187,10 @@ def test_failed_events_go_to_a_queue_with_an_alarm(any_env: Synthesized) -> None
     assert len(configs) == 2, "trigger and stop_run_jobs: Lambda's own retries end in the queue"
     for cfg in configs.values():
         assert cfg["Properties"]["DestinationConfig"]["OnFailure"]["Destination"] == {"Fn::GetAtt": [queue_lid, "Arn"]}
+    # CDK's code-deployment function: CloudFormation invokes it asynchronously (issue 23: CKV_AWS_116's reason)
+    (provider,) = [r for lid, r in resources(t, "AWS::Lambda::Function").items()
+                   if lid.startswith("CustomCDKBucketDeployment")]
+    assert provider["Properties"]["DeadLetterConfig"]["TargetArn"] == {"Fn::GetAtt": [queue_lid, "Arn"]}
     (alarm,) = resources(t, "AWS::CloudWatch::Alarm").values()
     assert alarm["Properties"]["Threshold"] == 1 and alarm["Properties"]["AlarmActions"]
 
@@ -249,3 +264,52 @@ def test_async_functions_have_a_failure_destination(any_env: Synthesized, handle
                   if r["Properties"]["Handler"] == f"handlers.{handler}")
     assert any(c["Properties"]["FunctionName"] == {"Ref": fn_lid}
                for c in resources(t, "AWS::Lambda::EventInvokeConfig").values())
+
+
+def test_service_roles_trust_only_this_account_s_resources(any_env: Synthesized) -> None:
+    """Issue 23: the flow-logs role trusted the service with no condition, the state machine roles any state machine
+    of the account (`stateMachine:*`). Every role a service other than Lambda assumes names the source account, and
+    these two their source."""
+    c = any_env.config
+    want_source = {"vpc-flow-logs.amazonaws.com": f"arn:aws:ec2:{c.region}:{c.account}:vpc-flow-log/*"}
+    machines = {f"arn:aws:states:{c.region}:{c.account}:stateMachine:{n}" for n in names.state_machine_names(c)}
+    seen = set()
+    for stack in ("storage", "network", "pipeline"):
+        for lid, role in resources(any_env.template_json(stack), "AWS::IAM::Role").items():
+            for st in role["Properties"]["AssumeRolePolicyDocument"]["Statement"]:
+                service = (st.get("Principal") or {}).get("Service")
+                if service in (None, "lambda.amazonaws.com"):
+                    continue
+                seen.add(service)
+                condition = st.get("Condition", {})
+                assert condition.get("StringEquals", {}).get("aws:SourceAccount") == c.account, (lid, st)
+                source = condition.get("ArnLike", {}).get("aws:SourceArn")
+                if service == "states.amazonaws.com":
+                    assert source in machines, (lid, source)
+                    machines.discard(source)
+                elif service in want_source:
+                    assert source == want_source[service], (lid, source)
+    assert machines == set(), "each state machine's role trusts that machine only"
+    assert {"vpc-flow-logs.amazonaws.com", "states.amazonaws.com", "sagemaker.amazonaws.com"} <= seen
+
+
+def test_the_key_s_lambda_and_fsx_statements_are_pinned(dev: Synthesized, prod: Synthesized) -> None:
+    """Issue 23: LambdaEnvironment named no encryption context (any function of the account through Lambda), and the
+    FSx statement no caller account."""
+    for s in (dev, prod):
+        (key,) = resources(s.template_json("storage"), "AWS::KMS::Key").values()
+        statements = {st["Sid"]: st for st in key["Properties"]["KeyPolicy"]["Statement"]}
+        env = statements["LambdaEnvironment"]
+        assert set(as_list(env["Action"])) == {"kms:Encrypt", "kms:Decrypt"}
+        assert env["Condition"]["ArnLike"] == {"kms:EncryptionContext:aws:lambda:FunctionArn":
+                                               f"arn:aws:lambda:{s.config.region}:{s.config.account}:function:"
+                                               f"{s.config.prefix}-*"}
+        assert env["Condition"]["StringEquals"]["kms:CallerAccount"] == s.config.account
+        if "FsxDescribeKey" in statements:
+            assert statements["FsxDescribeKey"]["Condition"]["StringEquals"]["kms:CallerAccount"] == s.config.account
+    assert "FsxDescribeKey" in {st["Sid"] for st in next(iter(resources(prod.template_json("storage"),
+                                                                       "AWS::KMS::Key").values()))[
+        "Properties"]["KeyPolicy"]["Statement"]}, "prod has a PERSISTENT FSx file system"
+    for fn in resources(dev.template_json("pipeline"), "AWS::Lambda::Function").values():
+        name = fn["Properties"].get("FunctionName", f"{dev.config.prefix}-pipeline-<generated>")
+        assert name.startswith(f"{dev.config.prefix}-"), name  # covered by the encryption-context pattern

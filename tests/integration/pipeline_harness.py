@@ -9,6 +9,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +49,7 @@ class ScriptedSageMaker:
     on_describe: Callable[[int, int], None] | None = None
     after_stop: list[dict[str, Any]] = field(default_factory=lambda: [STOPPING, STOPPED])
     stopped: list[str] = field(default_factory=list)
+    uploads: dict[str, tuple[datetime, datetime]] = field(default_factory=dict)  # job -> its upload window
 
     @contextmanager
     def installed(self):  # noqa: ANN201
@@ -76,10 +78,18 @@ class ScriptedSageMaker:
                 script.describes[f"stop:{name}"] += 1
                 return {**out, **script.after_stop[min(done, len(script.after_stop) - 1)]}
             result = {**out, **steps[min(i, len(steps) - 1)]}
-            if result["TrainingJobStatus"] == "Completed":  # what SageMaker uploads at the end of the job
-                bucket, key = result["ModelArtifacts"]["S3ModelArtifacts"].removeprefix("s3:/" + "/").split("/", 1)
-                boto3.client("s3", region_name=backend.region_name).put_object(Bucket=bucket, Key=key,
-                                                                               Body=b"model")
+            if result["TrainingJobStatus"] == "Completed":  # what SageMaker uploads at the end of the job, once
+                if name not in script.uploads:
+                    bucket, key = result["ModelArtifacts"]["S3ModelArtifacts"].removeprefix("s3:/" + "/").split("/", 1)
+                    started = datetime.now(UTC)
+                    boto3.client("s3", region_name=backend.region_name).put_object(Bucket=bucket, Key=key,
+                                                                                   Body=b"model")
+                    script.uploads[name] = (started, datetime.now(UTC))
+                started, ended = script.uploads[name]
+                result["TrainingEndTime"] = ended
+                result["SecondaryStatusTransitions"] = [*(result.get("SecondaryStatusTransitions") or []), {
+                    "Status": "Uploading", "StartTime": started, "EndTime": ended,
+                    "StatusMessage": "Uploading generated training model"}]
             return result
 
         def stop_backend(backend: Any, training_job_name: str) -> None:

@@ -10,6 +10,7 @@ from functools import lru_cache
 from typing import Any
 
 import botocore.session
+import hp_paths
 import hyperparameters
 import instance_types
 import job_requests
@@ -141,11 +142,11 @@ S3_KEYS = st.builds("datasets/{}/".format, st.text(LOWER + DIGITS + "_-", min_si
 WORDS = st.text(LOWER + DIGITS + "_", min_size=1, max_size=10)
 HP_META = hyperparameters.schema()
 # Names a rule across hyperparameters reads are left to the equivalence test (test_lambda_hp_equivalence.py), and
-# names the code-execution policy judges by environment to tests/lambda/test_lambda_code_policy.py: here any value
-# of the others is valid on its own.
+# names the code-execution policy judges by environment to tests/lambda/test_lambda_code_policy.py, and names of
+# paths (lambda/hp_paths.py) to tests/lambda/test_lambda_hp_paths.py: here any value of the others is valid on its own.
 RULE_FIELDS = {f for rule in hp_rules.RULES for f in rule["fields"]} | {"precision", "task"}
 SETTABLE_HPS = hyperparameters.settable()
-FREE_HPS = sorted(set(SETTABLE_HPS) - RULE_FIELDS - set(hyperparameters.POLICED))
+FREE_HPS = sorted(set(SETTABLE_HPS) - RULE_FIELDS - set(hyperparameters.POLICED) - set(hp_paths.RULES))
 LINE_BREAKS = "\n\r\x85\u2028\u2029"
 
 

@@ -306,6 +306,7 @@ def test_finish_registers_the_model_and_notifies(state, context, set_settings):
     model_uri = sm_backend().describe_training_job(job["job_name"])["ModelArtifacts"]["S3ModelArtifacts"]
     model_bucket, model_key = model_uri.removeprefix("s3://").split("/", 1)
     aws.client("s3").put_object(Bucket=model_bucket, Key=model_key, Body=b"the trained weights")
+    fake.training_end_time = datetime.now(UTC)  # the upload ends the job: the version it wrote is in the window
     moment = datetime(2025, 1, 1, tzinfo=UTC)
     fake.secondary_status_transitions = [{"Status": s, "StartTime": moment, "StatusMessage": s} for s in
                                          ("Starting", "Training", "Interrupted", "Starting", "Training", "Completed")]
@@ -365,14 +366,16 @@ def test_finish_registers_the_model_and_notifies(state, context, set_settings):
 def test_notify_failure_for_an_invalid_spec(aws_account, context):
     cause = json.dumps({"errorMessage": "invalid run spec (1 problem):\n- task: 'qa' is not allowed",
                         "errorType": "SpecError", "stackTrace": []})
-    source = {"bucket": SETTINGS["data_bucket"], "key": "runs/bad.json", "version_id": "v9"}
-    result = strict_json(handlers.notify_failure({"source": source, "error": {"Error": "SpecError", "Cause": cause}},
-                                                 context))
+    # What PrepareFailed hands over: the error and the execution's identity (never the caller's input).
+    execution = {"Id": f"arn:aws:states:{REGION}:{ACCOUNT}:execution:hfsm-dev-fine-tune:run-bad-0123456789abcdef",
+                 "Name": "run-bad-0123456789abcdef", "StartTime": "2025-01-01T00:00:00Z"}
+    result = strict_json(handlers.notify_failure({"execution": execution,
+                                                  "error": {"Error": "SpecError", "Cause": cause}}, context))
     assert result["notified"] is True and result["error"] == "SpecError"
     (_, message, subject, _, _) = sent_messages()[-1]
-    assert subject == "[hfsm-dev] run runs/bad.json FAILED: SpecError"
+    assert subject == "[hfsm-dev] run run-bad-0123456789abcdef FAILED: SpecError"
     assert "task: 'qa' is not allowed" in message and "Fix the fields listed above" in message
-    assert "s3://hfsm-dev-data/runs/bad.json (version v9)" in message
+    assert naming.execution_url(REGION, execution["Id"]) in message
 
 
 def test_notify_failure_for_a_failed_job(state, context):

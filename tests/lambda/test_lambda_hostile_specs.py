@@ -184,3 +184,78 @@ def test_a_negative_float_hyperparameter_is_passed_so_argparse_reads_it(aws_acco
     state = handlers.prepare({"spec": hp_text(null_score_diff_threshold=-1e-05)})
     request = job_requests.training_request(state["run"], settings, 0)
     assert request["HyperParameters"]["null_score_diff_threshold"] == '"-0.00001"'  # not -1e-05: a flag to argparse
+
+
+# --- issue 23: paths, reserved names, shell metacharacters, environment variables ---------------------------------
+# (a separate block: issue 24 adds its own classes above)
+
+ISSUE_23_CASES = [
+    # a file the job would open, named into a channel anyone with datasets/ or base-models/ writes
+    ("path-resume-into-data", hp_text(resume_from_checkpoint="/opt/ml/input/data/train/ckpt/checkpoint-10"),
+     "hyperparameters.resume_from_checkpoint"),
+    ("path-resume-traversal", hp_text(resume_from_checkpoint="/opt/ml/checkpoints/../input/data/validation/c-1"),
+     "hyperparameters.resume_from_checkpoint"),
+    ("path-tokenizer-into-data", hp_text(tokenizer_name_or_path="/opt/ml/input/data/train/tok"),
+     "hyperparameters.tokenizer_name_or_path"),
+    ("path-tokenizer-relative", hp_text(tokenizer_name_or_path="../input/data/train/tok"),
+     "hyperparameters.tokenizer_name_or_path"),
+    ("path-cache-into-data", hp_text(cache_dir="/opt/ml/input/data/train/hub"), "hyperparameters.cache_dir"),
+    ("path-train-into-checkpoints", hp_text(train_path="/opt/ml/checkpoints/checkpoint-10"),
+     "hyperparameters.train_path"),
+    ("path-generation-config-into-data", hp_text(generation_config="/opt/ml/input/data/train/g.json"),
+     "hyperparameters.generation_config"),
+    ("path-checkpoint-dir", hp_text(checkpoint_dir="/opt/ml/input/data/train"), "hyperparameters.checkpoint_dir"),
+    # reserved names: the toolkit reads sagemaker_* itself (the script name, launcher options)
+    ("reserved-program", hp_text(sagemaker_program="evil.py"), "hyperparameters.sagemaker_program"),
+    ("reserved-submit-dir", hp_text(sagemaker_submit_directory="s3://elsewhere/code.tar.gz"),
+     "hyperparameters.sagemaker_submit_directory"),
+    ("reserved-mpi-options", hp_text(sagemaker_mpi_custom_mpi_options="-x LD_PRELOAD=/tmp/x.so"),
+     "hyperparameters.sagemaker_mpi_custom_mpi_options"),
+    ("reserved-upper-case", hp_text(SAGEMAKER_PROGRAM="evil.py"), "hyperparameters.SAGEMAKER_PROGRAM"),
+    # newlines (SageMaker's `.*` pattern; a second line would read as more arguments to a line-based parser)
+    ("hp-value-newline", hp_text(text_column="text\n--trust_remote_code true"), "hyperparameters.text_column"),
+    ("hp-value-crlf", hp_text(run_name="a\r\nb"), "hyperparameters.run_name"),
+    ("hp-value-line-separator", hp_text(run_name="a\u2028b"), "hyperparameters.run_name"),
+    # environment variables: a spec sets none (the pipeline's own come from lambda/efa.py)
+    ("env-field", spec_text(environment={"LD_PRELOAD": "/opt/ml/input/data/train/x.so"}), "environment"),
+    ("env-as-hp-pythonpath", hp_text(PYTHONPATH="/opt/ml/input/data/train"), "hyperparameters.PYTHONPATH"),
+    ("env-as-hp-ld-preload", hp_text(LD_PRELOAD="/opt/ml/input/data/train/x.so"), "hyperparameters.LD_PRELOAD"),
+    ("env-as-hp-nccl", hp_text(NCCL_NET_PLUGIN="/opt/ml/input/data/train/p.so"), "hyperparameters.NCCL_NET_PLUGIN"),
+]
+
+
+@pytest.mark.parametrize(("case", "text", "path"), ISSUE_23_CASES, ids=[c[0] for c in ISSUE_23_CASES])
+def test_issue_23_hostile_specs_are_spec_errors_through_every_input_path(case, text, path, started_uploads):
+    _prepare_fails({"spec": text}, path)
+    _prepare_fails(started_uploads(text.encode()), path)
+    _prepare_fails({"spec": json.loads(text)}, path)
+    assert aws.client("sagemaker").list_training_jobs()["TrainingJobSummaries"] == []
+
+
+SHELL_VALUE = "$(touch {0}); `touch {0}` | touch {0} && touch {0} > {0}; echo '\"' \\ *"
+
+
+def test_shell_metacharacters_in_values_reach_the_script_as_one_argument(aws_account, put_data, settings,
+                                                                          tmp_path, monkeypatch):
+    """Values are data: Prepare keeps them, and the real toolkit passes each as one argv element of an exec'd
+    process (sagemaker_training.process: no shell for Python entry points), so nothing in them runs."""
+    import sagemaker_training.environment as sm_environment
+    from sagemaker_training import logging_config, mapping, process
+
+    put_data(f"s3://{SETTINGS['data_bucket']}/datasets/h/train/", 1)
+    put_data(f"s3://{SETTINGS['data_bucket']}/datasets/h/val/", 1)
+    touched = tmp_path / "touched"
+    value = SHELL_VALUE.format(touched)
+    run = handlers.prepare({"spec": hp_text(text_column=value, run_name=value)})["run"]
+    encoded = job_requests.training_request(run, settings, 0)["HyperParameters"]
+    decoded = {k: json.loads(v) for k, v in encoded.items() if not k.startswith("sagemaker_")}  # as the toolkit
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "argv.py").write_text("import json, sys\nopen('argv.json', 'w').write(json.dumps(sys.argv[1:]))\n")
+    monkeypatch.setattr(sm_environment, "code_dir", str(code))
+    invoked = []  # its log line reads the container's config files, which this test has none of
+    monkeypatch.setattr(logging_config, "log_script_invocation", lambda cmd, env, logger=None: invoked.append(cmd))
+    process.ProcessRunner("argv.py", mapping.to_cmd_args(decoded), {}, 1).run(wait=True)
+    argv = json.loads((code / "argv.json").read_text())
+    assert argv[argv.index("--text_column") + 1] == value and argv[argv.index("--run_name") + 1] == value
+    assert not touched.exists() and value in invoked[0]  # one argv element, as exec'd

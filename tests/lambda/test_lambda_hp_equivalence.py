@@ -55,7 +55,7 @@ EDGES: dict[str, list[Any]] = {
     "seed": [-1, 0, 42, 2**32 - 1, 2**32], "learning_rate": [-1e-05, 0, 3e-05],
     "text_column": ["text", "-x", "-1", "-0.5", "--y", "", "a b", "-1e-5", "-.5", "-"],
     "null_score_diff_threshold": [-1e-05, -0.5, 0.0, 2.5e-07, -3], "max_grad_norm": [1.0, -1.0],
-    "validation_path": ["/opt/ml/input/data/val"], "dataset_name": ["squad"], "validation_split": ["", "validation"],
+    "validation_path": ["/opt/ml/input/data/validation/val.jsonl"], "dataset_name": ["squad"], "validation_split": ["", "validation"],
     "label_names": [["a"], "b", ["-c"], "-d"], "debug": ["underflow_overflow", "x", ["tpu_metrics_debug"]],
     "accelerator_config": [{"split_batches": True}, {"nope": 1}, '{"even_batches": false}'],
     "max_train_samples": [0, 1, 100], "val_max_target_length": [0, 16], "n_best_size": [0, 20],

@@ -62,6 +62,16 @@ def test_the_forged_tokenizer_run_of_the_finding_is_rejected(settings: settings_
         assert fragment in text, (fragment, problems)
 
 
+def test_processing_jobs_run_network_isolated(settings: settings_module.Settings, run: dict[str, Any]) -> None:
+    """Issue 23: the tokenizer jobs need no network (runproc.sh installs from the shipped wheels only)."""
+    for stage in ("tokenizer_map", "tokenizer_reduce"):
+        request = job_requests.processing_request(run, settings, stage)
+        assert request["NetworkConfig"]["EnableNetworkIsolation"] is True
+        request["NetworkConfig"]["EnableNetworkIsolation"] = False
+        problems = request_guard.processing_request_problems(request, run, settings, stage)
+        assert any(p.startswith("NetworkConfig.EnableNetworkIsolation") for p in problems), problems
+
+
 @pytest.mark.parametrize(("mutate", "fragment"), [
     (lambda r: r["ResourceConfig"].update(InstanceType="ml.p4de.24xlarge"), "ResourceConfig.InstanceType"),
     (lambda r: r["ResourceConfig"].update(InstanceCount=64), "ResourceConfig.InstanceCount"),
@@ -98,8 +108,9 @@ def test_a_single_job_over_the_cost_limit_is_rejected(run: dict[str, Any]) -> No
                                                                 instance_prices={"ml.g5.2xlarge": 1.515}))
     request = job_requests.training_request(run, settings)
     (problem,) = request_guard.training_request_problems(request, run, settings, 0)
-    # 2 x ml.g5.2xlarge x 1 h: the same figure as cost.worst_case_cost (SageMaker's retries inside the hour)
-    assert problem.startswith("cost:") and "= $3.03" in problem and "$3.00" in problem
+    # 2 x ml.g5.2xlarge x 1 h + 2 x 100 GB for 1 h: the same figure as cost.worst_case_cost (SageMaker's retries
+    # inside the hour)
+    assert problem.startswith("cost:") and "= $3.07" in problem and "$3.00" in problem
 
 
 def test_start_handlers_refuse_before_calling_sagemaker(aws_account: dict[str, Any], context: Any) -> None:

@@ -37,10 +37,11 @@ def test_prepare_refuses_with_the_one_worst_case_figure_that_runctl_plan_prints(
     run = prepare_run(SPEC, settings)
     requests = job_requests.build_requests(run, settings)
     worst = cost.worst_case_cost(run, requests, settings)
-    # 2 instances x 2 hours x each attempt's on-demand price; SageMaker's RetryStrategy is sent but not multiplied:
-    # MaxRuntimeInSeconds is "the maximum time for all of the attempts in total" (StoppingCondition reference).
+    # 2 instances x 2 hours x each attempt's on-demand price, plus each instance's 100 GB volume for those 2 hours
+    # ($0.14/GB-month: 2 x 100 x 0.14 x 2/730 = $0.08 an attempt); SageMaker's RetryStrategy is sent but not
+    # multiplied: MaxRuntimeInSeconds is "the maximum time for all of the attempts in total" (StoppingCondition).
     assert all(r["RetryStrategy"]["MaximumRetryAttempts"] >= 1 for op, r in requests if op == "CreateTrainingJob")
-    assert worst["total_usd"] == pytest.approx((1.515 + 1.222 + 7.09) * 2 * 2, abs=0.01) == 39.31
+    assert worst["total_usd"] == pytest.approx((1.515 + 1.222 + 7.09) * 2 * 2 + 3 * 0.08, abs=0.011) == 39.55
     with pytest.raises(PreflightError) as info:
         prepare_run(SPEC, env(max_run_cost_usd=25))
     (problem,) = [p for p in info.value.problems if "worst-case" in p]
@@ -53,20 +54,21 @@ def test_tokenizer_jobs_count_too() -> None:
                                                  "max_runtime_seconds": 3600}}
     run = prepare_run(tok, env())
     built = job_requests.build_requests(run, env())
-    assert spend.cost_problems(run, built, env(max_run_cost_usd=7.70)) == []  # 6.06 + 1.22 + 0.41 = $7.69
+    # (6.06 + 0.08) + (1.22 + 3 x 30 GB for 1 h: 0.02) + (0.41 + 0.01) = $7.80
+    assert spend.cost_problems(run, built, env(max_run_cost_usd=7.80)) == []
     (problem,) = spend.cost_problems(run, built, env(max_run_cost_usd=7))
-    assert "$7.69" in problem and "$7.00" in problem
+    assert "$7.80" in problem and "$7.00" in problem
     assert run["job_names"]["tokenizer_map"] in problem and run["job_names"]["tokenizer_reduce"] in problem
 
 
 def test_the_prod_scenario_of_the_finding_is_refused() -> None:
-    """8 x p5.48xlarge for 28 days with 10 attempts: $607,864.32 an attempt."""
+    """8 x p5.48xlarge for 28 days with 10 attempts: $607,864.32 of compute and $103.10 of storage an attempt."""
     settings = env(max_run_cost_usd=5000, max_instance_count=8)
     big = {**SPEC, "compute": {"instance_type": "ml.p5.48xlarge", "instance_count": 8},
            "max_runtime_seconds": 28 * 86400, "spot": {"enabled": False}, "fallback": {"max_attempts": 10}}
     with pytest.raises(PreflightError) as info:
         prepare_run(big, settings)
-    assert any("$6,078,643.20" in p and "$5,000.00" in p for p in info.value.problems), info.value.problems
+    assert any("$6,079,674.20" in p and "$5,000.00" in p for p in info.value.problems), info.value.problems
 
 
 def test_a_type_without_a_price_cannot_be_bounded() -> None:

@@ -97,45 +97,120 @@ def test_status_by_run_id_and_by_arn(aws, spec_file, capsys):
     for ref in (started["run_id"], started["execution_arn"]):
         code, out, _ = run_cli(capsys, "status", ref, "--state-machine-arn", aws["arn"], *COMMON)
         assert code == 0
-        assert "Status:     RUNNING" in out and f"Run:        {started['run_id']}" in out
+        # the machine here has no Prepare: the run is not planned, and the execution's name is no proof of one
+        assert "Status:     RUNNING" in out and "Run:        (not planned yet)" in out
         assert f"Console:    {started['console_url']}" in out
     code, _, err = run_cli(capsys, "status", "nope-20250101000000-abcd0123456789ef", "--state-machine-arn", aws["arn"], *COMMON)
     assert code == 2 and "no execution" in err
 
 
-def test_stop_ends_the_execution_and_the_runs_jobs(aws, spec_file, capsys):
-    _, out, _ = run_cli(capsys, "submit", str(spec_file), "--json", "--state-machine-arn", aws["arn"], *COMMON)
-    started = json.loads(out)
-    tail = started["run_id"][-16:]  # a cut job name keeps the run id's random part
-    for name in (f"hfsm-squad-distilbert-{tail}-train0", "hfsm-other-20200101000000-ffff0000ffff0000-train0"):
+class _History:
+    """An execution history from `_events()`, served as GetExecutionHistory and its paginator do."""
+
+    def _events(self) -> list[dict]:
+        raise NotImplementedError
+
+    def get_execution_history(self, **kwargs):
+        events = self._events()
+        return {"events": events[::-1] if kwargs.get("reverseOrder") else events}
+
+    def get_paginator(self, name):
+        history = self.get_execution_history
+
+        class _Pages:
+            def paginate(self, **kwargs):
+                return [history(**kwargs)]
+        return _Pages()
+
+
+class _PlannedSfn(_History):
+    """moto's Step Functions with the execution history a real run has: its input, then Prepare's output."""
+
+    def __init__(self, client, run: dict | None, execution_input: dict | None = None) -> None:
+        self._client, self.run, self.input = client, run, execution_input or {}
+
+    def _events(self) -> list[dict]:
+        events = [{"id": 1, "type": "ExecutionStarted", "executionStartedEventDetails": {"input": json.dumps(
+                      self.input)}},
+                  {"id": 2, "type": "TaskStateEntered", "stateEnteredEventDetails": {
+                      "name": "Prepare", "input": json.dumps(self.input)}}]
+        if self.run is not None:
+            events.append({"id": 3, "type": "TaskStateExited", "stateExitedEventDetails": {
+                "name": "Prepare", "output": json.dumps({"run": self.run, "attempt": 0})}})
+        return events
+
+    def __getattr__(self, name):
+        return getattr(self._client, name)
+
+
+def _in_progress_jobs(aws, names: list[str]) -> None:
+    for name in names:
+        if "-tokmap" in name:
+            aws["sagemaker"].create_processing_job(
+                ProcessingJobName=name, RoleArn=f"arn:aws:iam::{ACCOUNT}:role/sm", AppSpecification={"ImageUri": "i"},
+                StoppingCondition={"MaxRuntimeInSeconds": 60}, ProcessingResources={"ClusterConfig": {
+                    "InstanceType": "ml.c5.2xlarge", "InstanceCount": 1, "VolumeSizeInGB": 10}})
+            sagemaker_backends[ACCOUNT][REGION].processing_jobs[name].processing_job_status = "InProgress"
+            continue
         aws["sagemaker"].create_training_job(
             TrainingJobName=name, RoleArn=f"arn:aws:iam::{ACCOUNT}:role/sm",
             AlgorithmSpecification={"TrainingImage": "img", "TrainingInputMode": "File"},
             OutputDataConfig={"S3OutputPath": "s3://b/models/"}, StoppingCondition={"MaxRuntimeInSeconds": 60},
             ResourceConfig={"InstanceType": "ml.g5.2xlarge", "InstanceCount": 1, "VolumeSizeInGB": 10})
         sagemaker_backends[ACCOUNT][REGION].training_jobs[name].training_job_status = "InProgress"
-    aws["sagemaker"].create_processing_job(
-        ProcessingJobName=f"hfsm-squad-distilbert-{tail}-tokmap0", RoleArn=f"arn:aws:iam::{ACCOUNT}:role/sm",
-        AppSpecification={"ImageUri": "img"}, StoppingCondition={"MaxRuntimeInSeconds": 60},
-        ProcessingResources={"ClusterConfig": {"InstanceType": "ml.c5.2xlarge", "InstanceCount": 1,
-                                               "VolumeSizeInGB": 10}})
-    sagemaker_backends[ACCOUNT][REGION].processing_jobs[f"hfsm-squad-distilbert-{tail}-tokmap0"] \
-        .processing_job_status = "InProgress"
-    clients = core.Clients(sfn=aws["sfn"], sagemaker=_RecordingSageMaker(aws["sagemaker"]),
+
+
+def _planned(run_id: str) -> dict:
+    tail = run_id[-16:]
+    return {"run_id": run_id, "tokenizer_stage": True,
+            "job_names": {"tokenizer_map": f"hfsm-squad-distilbert-{tail}-tokmap0",
+                          "tokenizer_reduce": f"hfsm-squad-distilbert-{tail}-tokred0",
+                          "train": [f"hfsm-squad-distilbert-{tail}-train0", f"hfsm-squad-distilbert-{tail}-train1"]}}
+
+
+def test_stop_ends_the_execution_and_the_jobs_prepare_planned(aws, spec_file, capsys):
+    _, out, _ = run_cli(capsys, "submit", str(spec_file), "--json", "--state-machine-arn", aws["arn"], *COMMON)
+    started = json.loads(out)
+    run = _planned(started["run_id"])
+    other = "hfsm-other-20200101000000-ffff0000ffff0000-train0"
+    _in_progress_jobs(aws, [run["job_names"]["train"][0], run["job_names"]["tokenizer_map"], other])
+    clients = core.Clients(sfn=_PlannedSfn(aws["sfn"], run), sagemaker=_RecordingSageMaker(aws["sagemaker"]),
                            cloudformation=aws["cloudformation"])
     code, out, _ = run_cli(capsys, "stop", started["run_id"], "--state-machine-arn", aws["arn"], *COMMON,
                            clients=clients)
     assert code == 0
     assert f"Execution {started['execution_arn']} stopped" in out
-    assert f"Stopped job hfsm-squad-distilbert-{tail}-tokmap0" in out
-    assert f"Stopped job hfsm-squad-distilbert-{tail}-train0" in out and "hfsm-other" not in out
+    assert f"Stopped job {run['job_names']['tokenizer_map']}" in out
+    assert f"Stopped job {run['job_names']['train'][0]}" in out and "hfsm-other" not in out
     assert aws["sfn"].describe_execution(executionArn=started["execution_arn"])["status"] == "ABORTED"
     jobs = sagemaker_backends[ACCOUNT][REGION].training_jobs
-    assert jobs[f"hfsm-squad-distilbert-{tail}-train0"].training_job_status == "Stopped"
-    assert jobs["hfsm-other-20200101000000-ffff0000ffff0000-train0"].training_job_status == "InProgress"
+    assert jobs[run["job_names"]["train"][0]].training_job_status == "Stopped"
+    assert jobs[other].training_job_status == "InProgress"
     code, out, _ = run_cli(capsys, "stop", started["run_id"], "--state-machine-arn", aws["arn"], *COMMON,
                            clients=clients)
     assert "was already ABORTED" in out and "Stopped job" not in out
+
+
+VICTIM = "squad-distilbert-20250101000000-0123456789abcdef"
+
+
+def test_a_crafted_execution_input_cannot_make_status_or_stop_act_on_another_run(aws, spec_file, capsys):
+    """Issue 23: the run comes from Prepare's output only; an execution whose input names another run (and whose
+    Prepare failed) shows no run, and `stop` stops none of the other run's jobs."""
+    victim = _planned(VICTIM)
+    _in_progress_jobs(aws, [victim["job_names"]["train"][0], victim["job_names"]["tokenizer_map"]])
+    arn = aws["sfn"].start_execution(stateMachineArn=aws["arn"], name=VICTIM,  # the victim's id as its name too
+                                     input=json.dumps({"spec": {}, "run": victim}))["executionArn"]
+    clients = core.Clients(sfn=_PlannedSfn(aws["sfn"], None, {"spec": {}, "run": victim}),
+                           sagemaker=_RecordingSageMaker(aws["sagemaker"]), cloudformation=aws["cloudformation"])
+    code, out, _ = run_cli(capsys, "status", arn, "--state-machine-arn", aws["arn"], *COMMON, clients=clients)
+    assert code == 0 and "Run:        (not planned yet)" in out and VICTIM not in out.split("Execution:")[0]
+    code, out, _ = run_cli(capsys, "stop", arn, "--state-machine-arn", aws["arn"], *COMMON, clients=clients)
+    assert code == 0 and "Stopped job" not in out
+    assert sagemaker_backends[ACCOUNT][REGION].training_jobs[victim["job_names"]["train"][0]] \
+        .training_job_status == "InProgress"
+    assert sagemaker_backends[ACCOUNT][REGION].processing_jobs[victim["job_names"]["tokenizer_map"]] \
+        .processing_job_status == "InProgress"
 
 
 def test_bad_spec_files(aws, tmp_path, capsys):
@@ -156,7 +231,7 @@ def test_module_entry_point():
     assert result.returncode == 0 and "submit" in result.stdout and "status" in result.stdout
 
 
-class _HistorySfn:
+class _HistorySfn(_History):
     """A Step Functions client whose execution history ends with a check_job status (durability included)."""
 
     def __init__(self, state: dict, status: str = "RUNNING", output: dict | None = None) -> None:
@@ -169,14 +244,10 @@ class _HistorySfn:
             out["output"] = json.dumps(self.output)
         return out
 
-    def get_paginator(self, name):
-        state = self.state
-
-        class _Pages:
-            def paginate(self, **kwargs):
-                return [{"events": [{"stateExitedEventDetails": {"name": "CheckTraining",
-                                                                 "output": json.dumps(state)}}]}]
-        return _Pages()
+    def _events(self) -> list[dict]:
+        return [{"id": 3, "stateExitedEventDetails": {"name": "Prepare", "output": json.dumps(
+                    {"run": self.state["run"], "attempt": 0})}},
+                {"id": 9, "stateExitedEventDetails": {"name": "CheckTraining", "output": json.dumps(self.state)}}]
 
 
 def test_status_shows_the_last_durable_checkpoint_and_interruptions(capsys):
@@ -204,3 +275,22 @@ def test_status_shows_the_last_durable_checkpoint_and_interruptions(capsys):
     code, out, _ = run_cli(capsys, "status", "tickets-20250601120000-abcd", "--state-machine-arn", arn,
                            clients=clients)
     assert "Interrupted: step 104 reached, resumed from 80, 24 step(s) / 6.0 min lost" in out
+
+
+def test_log_lines_and_reasons_reach_the_terminal_without_control_characters(capsys):
+    """Issue 23: a job writes its logs and FailureReason; an ANSI escape, a bidi override or a carriage return in
+    them must not drive the terminal `runctl logs` / `status` print to."""
+    from runctl import observe
+
+    hostile = "loss=0.1\x1b[2J\x1b]0;pwned\x07 ok\u202egnp.exe\x00"
+    line = observe.format_event((1_700_000_000_000, "train attempt 0, algo-1", hostile))
+    assert not any(not c.isprintable() for c in line)
+    assert "\\x1b[2J" in line and "\\u202e" in line and "\\x07" in line and "\\x00" in line
+    state = {"run": {"run_id": "tickets-20250601120000-abcd"}, "attempt": 0, "job": {"job_name": "j0"},
+             "status": {"state": "failed", "status": "Failed", "failure_reason": f"AlgorithmError: {hostile}"}}
+    arn = "arn:aws:states:us-east-1:123456789012:stateMachine:hfsm-dev-fine-tune"
+    clients = core.Clients(sfn=_HistorySfn(state, "FAILED"), sagemaker=None, cloudformation=None)
+    code, out, _ = run_cli(capsys, "status", "tickets-20250601120000-abcd", "--state-machine-arn", arn,
+                           clients=clients)
+    assert code == 0 and "Reason:     AlgorithmError: loss=0.1\\x1b[2J" in out
+    assert all(c.isprintable() or c == "\n" for c in out)

@@ -43,14 +43,16 @@ def test_plan_offline_lists_jobs_requests_and_worst_case_cost(tmp_path):
         assert f"training attempt {attempt}" in out
     assert "1 x ml.g6.2xlarge spot, max 2h00m, waits up to 4h00m for spot" in out
     assert "1 x ml.g5.2xlarge on-demand, max 2h00m" in out
-    # 2 h each on g5 (spot), g6 (spot), g5 (on-demand), at on-demand list prices
-    assert f"total: ${2 * 1.515 + 2 * 1.222 + 2 * 1.515:.2f} at on-demand list prices" in out
+    # 2 h each on g5 (spot), g6 (spot), g5 (on-demand), at on-demand list prices, plus the 100 GB volume for 2 h
+    storage = round(100 * 0.14 * 2 / 730, 2)
+    items = [round(2 * price + storage, 2) for price in (1.515, 1.222, 1.515)]
+    assert f"total: ${sum(items):.2f} at on-demand list prices" in out and "+ 100 GB storage" in out
     assert '"TrainingJobName": "hfsm-dev-squad-distilbert-' in out and "# CreateTrainingJob (training attempt 2)" in out
 
     as_json = json.loads(runctl("plan", "examples/question-answering.json", "--settings", str(settings),
                                 "--offline", "--json").stdout)
     assert [r["operation"] for r in as_json["requests"]] == ["CreateTrainingJob"] * 3
-    assert as_json["worst_case"]["total_usd"] == round(2 * (1.515 + 1.222 + 1.515), 2)
+    assert as_json["worst_case"]["total_usd"] == round(sum(items), 2) == 8.62
 
 
 def test_plan_names_every_problem_and_starts_nothing(tmp_path):

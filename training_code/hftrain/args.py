@@ -404,9 +404,43 @@ def parse_args(argv: list[str] | None = None, environ: dict[str, str] | None = N
                 if (message := hp_rules.bound_problem(name, values.get(name)))]
     facts = {"validation_data": _has_validation_data(data_args, environ)}
     problems += [message for _, message in hp_rules.broken_rules(values, facts, owners=("hftrain",))]
+    problems += checkpoint_path_problems(model_args, training_args, smenv.base_dir())
     if problems:
         raise ArgumentError("; ".join(problems))
     return model_args, data_args, training_args
+
+
+def _inside(path: str, root: str | Path) -> bool:
+    """Whether `path` is `root` or below it, symbolic links resolved (a link cannot lead out)."""
+    real, top = os.path.realpath(path), os.path.realpath(root)
+    return real == top or real.startswith(top.rstrip(os.sep) + os.sep)
+
+
+def checkpoint_path_problems(model_args, training_args, base: Path) -> list[str]:
+    """Where checkpoints and caches may be read from: only the run's own checkpoint dir, never an input channel.
+
+    A checkpoint holds pickles (FSDP's `.metadata`, optimizer, scheduler and RNG state) that run code when they
+    are loaded, and a model cache can hold a repository's Python; whoever can write the data bucket chooses what
+    the input channels hold. Prepare and the request guard refuse such paths first (lambda/hp_paths.py); this is
+    the job's own check, against its real base dir."""
+    problems = []
+    inputs = base / "input"
+    checkpoint_dir = training_args.checkpoint_dir
+    if _inside(checkpoint_dir, inputs):
+        problems.append(f"checkpoint_dir {checkpoint_dir} is inside the job's input channels ({inputs}): checkpoints "
+                        "are read only from the run's own checkpoint dir (CheckpointConfig.LocalPath)")
+    resume = training_args.resume_from_checkpoint
+    if resume and not (_inside(resume, checkpoint_dir) and not _inside(checkpoint_dir, resume)):
+        problems.append(f"resume_from_checkpoint {resume} is outside this run's checkpoint dir {checkpoint_dir}: a "
+                        "checkpoint holds pickled state that runs code when it is loaded, so only the run's own "
+                        "checkpoints (restored from its checkpoints/ S3 prefix) are resumed. Leave "
+                        "resume_from_checkpoint unset (the newest verified checkpoint is resumed by itself), or "
+                        "name a checkpoint-<step> directory there")
+    cache_dir = model_args.cache_dir
+    if cache_dir and (_inside(cache_dir, inputs) or _inside(cache_dir, checkpoint_dir)):
+        problems.append(f"cache_dir {cache_dir} is inside the job's input channels or checkpoint dir: a cache there "
+                        "could hold another model's code; use a scratch directory such as /tmp/hf-cache")
+    return problems
 
 
 def _has_validation_data(data_args: DataArguments, environ: dict[str, str] | None) -> bool:
