@@ -442,9 +442,10 @@ def discover(root: str, storage: LocalStorage | None = None) -> list[Entry]:
 
 
 def other_entries(root: str, storage: LocalStorage | None = None) -> list[str]:
-    """Directories under root that are not `checkpoint-<step>` (user files, quarantined checkpoints)."""
+    """Directories under root that are not `checkpoint-<step>` (user files, quarantined checkpoints); names
+    starting with "_" are the training code's own (the tokenized data set, `_tokenized/`)."""
     storage = storage or LocalStorage()
-    return [name for name in storage.list_dirs(root) if step_of(name) is None]
+    return [name for name in storage.list_dirs(root) if step_of(name) is None and not name.startswith("_")]
 
 
 def quarantine_name(step: int, taken: Iterable[str]) -> str:
