@@ -125,6 +125,11 @@ def _signal_all(processes: list[psutil.Process], sig: int) -> None:
             continue
 
 
+def signal_host(host: HostProcess, sig: int) -> None:
+    """Send sig to every process of one host now (an instance lost at once: SIGKILL)."""
+    _signal_all(host.processes(), sig)
+
+
 def stop_hosts(hosts: Sequence[HostProcess], grace_seconds: float) -> None:
     """SIGTERM every process of every host, SIGKILL what is left after the grace period."""
     targets = [proc for host in hosts for proc in host.processes()]

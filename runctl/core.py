@@ -194,6 +194,8 @@ def status(clients: Clients, execution_arn: str) -> dict[str, Any]:
         result["durability"] = {k: status_state["durability"].get(k) for k in (
             "last_durable_step", "last_durable_at", "age_minutes", "threshold_minutes", "stale", "action",
             "warned_at", "stopped_at", "checkpoint_uri", "checked_at")}
+    if execution["status"] == "RUNNING" and (run.get("job_names") or {}).get("train"):
+        result["goodput"] = live_goodput(clients, run)
     if execution.get("error") or execution.get("cause"):
         result["error"], result["cause"] = execution.get("error"), execution.get("cause")
     if execution["status"] == "SUCCEEDED" and execution.get("output"):
@@ -201,8 +203,16 @@ def status(clients: Clients, execution_arn: str) -> dict[str, Any]:
         summary = output.get("result") if isinstance(output, dict) else None
         if isinstance(summary, dict):
             result["result"] = {k: summary.get(k) for k in ("model_uri", "model_package_arn", "metrics", "cost",
-                                                            "interruptions", "checkpoints")}
+                                                            "interruptions", "checkpoints", "goodput")}
     return result
+
+
+def live_goodput(clients: Clients, run: dict[str, Any]) -> dict[str, Any]:
+    """The goodput ledger of a running run so far, computed as Finish will (lambda/goodput_sources.py), with
+    the caller's credentials: {"error": ...} when they cannot read the jobs' logs."""
+    from runctl.lambda_code import lambda_module
+
+    return lambda_module("goodput_sources").run_ledger(clients.sagemaker, clients.logs, clients.s3, run)
 
 
 def _run_id_from_name(name: str) -> str | None:

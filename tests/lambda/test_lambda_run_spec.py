@@ -33,7 +33,7 @@ def test_minimal_spec_gets_environment_defaults(settings):
     assert spec["spot"] == {"enabled": True, "max_wait_seconds": 172800}
     assert spec["max_runtime_seconds"] == 86400
     assert spec["distribution"] == {"strategy": "ddp"}
-    assert spec["checkpoint"] == {"every_steps": 500, "every_minutes": 30,
+    assert spec["checkpoint"] == {"every_steps": 500, "every_minutes": "auto",
                                   "watchdog": {"intervals": 3, "action": "warn"}}
     assert spec["fallback"] == {"max_attempts": 1, "options": []}
     assert spec["data"]["train"] == {"s3": "s3://hfsm-dev-data/datasets/x/", "distribution": "FullyReplicated",

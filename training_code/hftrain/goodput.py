@@ -11,7 +11,7 @@ step time lay before each checkpoint (what an interrupted attempt keeps when the
   `resume_verify` (checkpoint verification), `restore` (the Trainer's set-up and checkpoint load up to the
   first step);
 - `save_begin` / `save` (before and after a blocking checkpoint save; `saved_step`, `save_seconds_last`);
-- `eval` (after an evaluation during training);
+- `eval_begin` / `eval` (before and after an evaluation during training);
 - `beat` (every `beat_seconds` of training, with the step reached);
 - `end` (the last thing the process does, after the final evaluation and model write, or after a SIGTERM save).
 
@@ -162,6 +162,7 @@ class GoodputClock:
 
     def eval_begins(self) -> None:
         self._eval_started = self._close_interval()
+        self.emit("eval_begin")
 
     def eval_ends(self) -> None:
         if self._eval_started is None:
