@@ -197,11 +197,12 @@ def attempts_of(desc: dict[str, Any], now: float) -> tuple[list[Attempt], float]
         if end is None:  # the current transition: up to the next one's start, the job's end, or now
             following = epoch(transitions[i + 1].get("StartTime")) if i + 1 < len(transitions) else None
             end = following or (job_end if status not in ("InProgress", "Stopping") else None) or now
-        if name in UNBILLED:
+        if name == "Interrupted":  # the instances are gone: the next billed transition is a new attempt
             if current is not None:
-                current.ended = name if name == "Interrupted" else current.ended
+                current.ended = name
                 out.append(current)
                 current = None
+        if name in UNBILLED:
             waiting += max(0.0, end - start)
             continue
         if name in END_STATUSES and end - start <= 1e-6:
@@ -211,15 +212,15 @@ def attempts_of(desc: dict[str, Any], now: float) -> tuple[list[Attempt], float]
                 current = None
             continue
         if current is None:
-            current = Attempt(desc.get("TrainingJobName", "?"), len(out), count, kind, spot, waiting_before=waiting)
-            waiting = 0.0
+            current = Attempt(desc.get("TrainingJobName", "?"), len(out), count, kind, spot)
+        current.waiting_before += waiting  # unbilled time before (or, rarely, within) this attempt
+        waiting = 0.0
         current.segments.append(Segment(name, start, end))
     if current is not None:
         current.ended = "running" if status in ("InProgress", "Stopping") else str(status)
         out.append(current)
-    for attempt in out:
-        if attempt.ended in ("", "Interrupted") and attempt is out[-1]:
-            attempt.ended = str(desc.get("SecondaryStatus") or status)
+    if out and out[-1].ended == "Interrupted" and status not in ("InProgress", "Stopping"):
+        out[-1].ended = f"Interrupted, then {desc.get('SecondaryStatus') or status}"
     return out, waiting
 
 
