@@ -483,6 +483,7 @@ def ledger(jobs: list[dict[str, Any]], streams: dict[str, list[dict[str, Any]]],
             "step_reached": found.step_reached if found else None,
             "steps_run": split.steps_run,
             "step_seconds": round(split.step_seconds_mean, 5) if split.step_seconds_mean else None,
+            "saves": (last or {}).get("saves"), "evals": (last or {}).get("evals"),
             "tokenize_cache": (last or {}).get("tokenize_cache"),
             "log_stream": found.stream if found else None,
         })
