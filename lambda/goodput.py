@@ -197,11 +197,10 @@ def attempts_of(desc: dict[str, Any], now: float) -> tuple[list[Attempt], float]
         if end is None:  # the current transition: up to the next one's start, the job's end, or now
             following = epoch(transitions[i + 1].get("StartTime")) if i + 1 < len(transitions) else None
             end = following or (job_end if status not in ("InProgress", "Stopping") else None) or now
-        if name == "Interrupted":  # the instances are gone: the next billed transition is a new attempt
-            if current is not None:
-                current.ended = name
-                out.append(current)
-                current = None
+        if name == "Interrupted" and current is not None:  # the instances are gone: the next is a new attempt
+            current.ended = name
+            out.append(current)
+            current = None
         if name in UNBILLED:
             waiting += max(0.0, end - start)
             continue
@@ -398,7 +397,10 @@ def split_attempt(attempt: Attempt, evidence: Evidence | None, *, kept_until: in
         kept = min(steps_total, _kept_step_seconds(evidence, start_step, kept_until, reached, steps_total))
     lost = max(0.0, steps_total - kept)
     parts["productive"], parts["evaluation"], parts["checkpointing"] = kept, evaluation, saving
-    if final:  # the processes' exit after the final model was written: the end of the job, before its upload
+    if final and attempt.ended == "running":  # training now: the step in progress
+        parts["productive"] += tail
+        parts["replayed"] = lost
+    elif final:  # the processes' exit after the final model was written: the end of the job, before its upload
         parts["uploading"] += tail
         details["uploading"] = {"exit": tail, "upload": attempt.window("uploading")}
         parts["replayed"] = lost
@@ -456,7 +458,7 @@ def ledger(jobs: list[dict[str, Any]], streams: dict[str, list[dict[str, Any]]],
     rows: list[dict[str, Any]] = []
     interruptions: list[dict[str, Any]] = []
     totals = dict.fromkeys(PARTS, 0.0)
-    startup_detail: dict[str, float] = {}
+    run_details: dict[str, dict[str, float]] = {}
     notes: list[str] = []
     for i, (attempt, found) in enumerate(zip(attempts, evidence, strict=True)):
         final = i == len(attempts) - 1
@@ -467,8 +469,10 @@ def ledger(jobs: list[dict[str, Any]], streams: dict[str, list[dict[str, Any]]],
         parts = {k: v * count for k, v in split.parts.items()}
         for k, v in parts.items():
             totals[k] += v
-        for k, v in split.details.get("startup", {}).items():
-            startup_detail[k] = startup_detail.get(k, 0.0) + v * count
+        for part, detail in split.details.items():
+            into = run_details.setdefault(part, {})
+            for k, v in detail.items():
+                into[k] = into.get(k, 0.0) + v * count
         notes += split.notes
         billed = attempt.billed_wall * count
         last = found.last if found else None
@@ -499,7 +503,7 @@ def ledger(jobs: list[dict[str, Any]], streams: dict[str, list[dict[str, Any]]],
         "waiting_seconds": round(waiting, 3),
         "parts": _rounded(totals),
         "ratio": _share(totals, billed_total),
-        "details": {"startup": _rounded(startup_detail)},
+        "details": {part: _rounded(detail) for part, detail in run_details.items() if detail},
         "attempts": rows,
         "interruptions": interruptions,
         "other_jobs": other_jobs or [],
@@ -584,15 +588,15 @@ def summary_lines(goodput: dict[str, Any] | None) -> list[str]:
     attempts = goodput.get("attempts") or []
     lines = [f"Goodput: {ratio:.1%} of {_seconds(billed)} billed instance time was productive training "
              f"({len(attempts)} attempt(s); waiting for instances, unbilled: {_seconds(goodput.get('waiting_seconds') or 0)})"]
-    startup = (goodput.get("details") or {}).get("startup") or {}
+    details = goodput.get("details") or {}
     for name in PARTS:
         value = float(parts.get(name) or 0.0)
         if name != "unaccounted" and value <= SHOW_SHARE * billed:
             continue
         extra = ""
-        if name == "startup" and startup:
-            top = sorted(((k, v) for k, v in startup.items() if v > 0), key=lambda kv: -kv[1])[:4]
-            extra = " (" + ", ".join(f"{k} {_seconds(v)}" for k, v in top) + ")"
+        top = sorted(((k, v) for k, v in (details.get(name) or {}).items() if v >= 0.5), key=lambda kv: -kv[1])[:4]
+        if top:
+            extra = " (" + ", ".join(f"{k.replace('_', ' ')} {_seconds(v)}" for k, v in top) + ")"
         lines.append(f"  {name:<13} {value / billed:6.1%}  {_seconds(value)}{extra}")
     return lines
 

@@ -100,9 +100,12 @@ def _checkpoint_lines(info: dict[str, Any]) -> list[str]:
     result = info.get("result") or {}
     for record in result.get("interruptions") or []:
         lost = record.get("lost_minutes")
-        lines.append(f"Interrupted: step {record.get('step_reached')} reached, resumed from "
-                     f"{record.get('resumed_from_step') or 0}, {record.get('lost_steps')} step(s) / "
-                     f"{'?' if lost is None else f'{lost:.1f}'} min lost")
+        reached = record.get("step_reached")
+        lines.append(f"Interrupted: step {'unknown' if reached is None else reached} reached, resumed from "
+                     f"{record.get('resumed_from_step') or 0}, "
+                     f"{'?' if record.get('lost_steps') is None else record['lost_steps']} step(s) / "
+                     f"{'?' if lost is None else f'{lost:.1f}'} min lost"
+                     + (f" (unknown: {record['unknown']})" if record.get("unknown") else ""))
     return lines
 
 

@@ -126,6 +126,8 @@ def test_an_abrupt_interruption_before_the_first_checkpoint_loses_its_steps_and_
     lost, kept = ledger["attempts"]
     assert lost["parts"]["replayed"] == pytest.approx(2 * (13 + 0.4))
     assert lost["details"]["replayed"] == pytest.approx({"lost_steps": 2 * 13, "after_last_step": 2 * 0.4})
+    assert ledger["details"]["replayed"] == lost["details"]["replayed"]
+    assert ledger["details"]["uploading"] == kept["details"]["uploading"]
     assert lost["parts"]["productive"] == 0 and kept["parts"]["productive"] == pytest.approx(2 * 30)
     (record,) = ledger["interruptions"]
     assert record["step_reached"] == 13 and record["resumed_from_step"] == 0 and record["lost_steps"] == 13
@@ -234,5 +236,5 @@ def test_summary_lines_show_the_goodput_and_the_parts_over_five_percent():
     assert text[0].startswith("Goodput: ") and "was productive training (1 attempt(s)" in text[0]
     shown = [line.split()[0] for line in text[1:]]
     assert shown == ["startup", "productive", "unaccounted"]  # downloading 1.7%, checkpointing 3.4%: not shown
-    assert "tokenize 2 s" in text[1]
+    assert "tokenize 2 s" in text[1] and "launch 1 s" in text[1]
     assert goodput.summary_lines({"format": 1, "error": "x"}) == []
