@@ -236,6 +236,7 @@ def start_training(event: dict[str, Any], context: Any = None) -> dict[str, Any]
             "created": created, **config, "links": messages.run_links(settings, None, name, "training"),
             "run_id": run["run_id"], "checkpoint_uri": run["uris"]["checkpoint"],
             "watchdog": {"every_minutes": checkpoint_interval.watchdog_minutes(checkpoint.get("every_minutes", 0)),
+                         "auto": checkpoint.get("every_minutes") == checkpoint_interval.AUTO,
                          **checkpoint.get("watchdog", {"intervals": None, "action": "off"})}}
 
 

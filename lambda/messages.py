@@ -159,7 +159,8 @@ def durability_warning(settings: Settings, job: dict[str, Any], report: dict[str
                        stopped: bool) -> tuple[str, str]:
     """The watchdog's notification: no new checkpoint has reached S3 for too long."""
     run = job.get("run_id") or job["job_name"]
-    every = (job.get("watchdog") or {}).get("every_minutes")
+    watchdog = job.get("watchdog") or {}
+    every = f"auto, at most {watchdog.get('every_minutes'):g}" if watchdog.get("auto") else watchdog.get("every_minutes")
     action = ("The job was stopped; the pipeline starts the next attempt, which resumes from the last durable "
               "checkpoint." if stopped else
               "The job keeps running. Check its logs (checkpoint saves, S3 access of the SageMaker role, disk "

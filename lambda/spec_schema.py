@@ -181,8 +181,8 @@ class IntOrWord(Kind):
     def check(self, value: Any, path: str, ctx: Context) -> Any:
         if value == self.word and isinstance(value, str):
             return value
-        if isinstance(value, int) and not isinstance(value, bool):
-            return self.number.check(value, path, ctx)
+        if isinstance(value, int) and not isinstance(value, bool) and self.number.low <= value <= self.number.high:
+            return value
         ctx.problems.add(path, f"expected {json.dumps(self.word)} or an integer from {self.number.low} to "
                                f"{self.number.high}, got {describe(value)}")
         return INVALID
