@@ -562,18 +562,11 @@ def _first_rows(dataset, limit):
 
 def run(model_args, data_args, training_args, clock: GoodputClock | None = None) -> int:
     job = TrainingRun(model_args, data_args, training_args, clock)
-    with job.clock.phase("setup"):
-        job.setup()
-    with job.clock.phase("data_load"):
-        job.load_data()
-    with job.clock.phase("model_load"):
-        job.load_model_and_tokenizer()
-    with job.clock.phase("tokenize"):
-        job.tokenize()
-    with job.clock.phase("layout"):
-        job.lay_out_training()
-    with job.clock.phase("resume_verify"):
-        job.decide_resume()
+    for phase, step in (("setup", job.setup), ("data_load", job.load_data), ("model_load", job.load_model_and_tokenizer),
+                        ("tokenize", job.tokenize), ("layout", job.lay_out_training),
+                        ("resume_verify", job.decide_resume)):
+        with job.clock.phase(phase):  # the start-up parts of the goodput ledger (goodput.py)
+            step()
     job.prepare_trainer()
     trainer, metrics = job.train()
     if not job.stopped_by_sigterm(trainer):
