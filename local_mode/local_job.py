@@ -197,11 +197,12 @@ class LocalJob:
 
         def before_poll() -> str | None:
             self.logs.maybe_flush()
+            reason = first() if first is not None else None
+            if reason:  # before the tick: nothing of a lost instance is synced after its loss
+                return reason
             if tick is not None:
                 tick()
-            if self.stop_requested():
-                return "stopped"
-            return first() if first is not None else None
+            return "stopped" if self.stop_requested() else None
 
         try:
             return wait_for_hosts(
