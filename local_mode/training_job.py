@@ -18,6 +18,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+import re
 import shutil
 import signal
 import time
@@ -52,6 +53,7 @@ from local_mode.training_hosts import install_code, training_processes
 TRAINING_MEMBERS = output_members("DescribeTrainingJob")
 WINDOW_PREFIXES = ("[train] ", "[eval] ")  # the training code's per-logging-window lines
 SAVE_BEGIN = '"event":"save_begin"'  # the training code's GOODPUT line before a checkpoint save
+GOODPUT_PID = re.compile(r'^GOODPUT \{.*?"pid":(\d+)')  # the process that writes them (global rank 0)
 UNBILLED = ("Starting", "Interrupted")  # provisioning and the waits for spot capacity
 END_STATES = {
     "stopped": ("Stopped", "Training job stopped"),
@@ -103,6 +105,7 @@ class TrainingJob(LocalJob):
         self._interruptions = sorted(interruptions or [], key=lambda i: i.at_step)
         self._interrupt_now: Interruption | None = None  # due: set by the output pump, acted on by the watcher
         self._last_interruption: Interruption | None = None
+        self._leader_pid: int | None = None  # global rank 0's process (its GOODPUT lines say which)
         self._seconds_done = 0.0
         self._attempt_started: float | None = None
         self._last_hosts: list[Host] = []
@@ -190,6 +193,7 @@ class TrainingJob(LocalJob):
             self.training_start_time = self.training_start_time or now()
             self.progress = None
             self._interrupt_now = None
+            self._leader_pid = None
         try:
             hosts = plan_hosts(self.request["ResourceConfig"], attempt_dir)
             self._leader = hosts[0].name
@@ -332,15 +336,19 @@ class TrainingJob(LocalJob):
         if host != self._leader:
             return
         progress = parse_progress(line)
+        pid = GOODPUT_PID.match(line)
         with self.lock:
             if progress:
                 self.progress = progress
+            if pid:
+                self._leader_pid = int(pid.group(1))
             metrics = self.metrics.feed(line)
             due = self._due(progress, line)
         if due is not None and due.abrupt:
-            # The instance is lost now, not at the next poll: a save that just began must not complete.
+            # The instance is lost now, not at the next poll: the process that printed the line first (a save that
+            # just began must not complete), then every process of every host.
             for process in self.hosts:
-                signal_host(process, signal.SIGKILL)
+                signal_host(process, signal.SIGKILL, first_pid=self._leader_pid if process.host == host else None)
         if progress:
             self.emit(
                 "progress", line, global_step=progress.global_step, max_steps=progress.max_steps, host=host

@@ -1,6 +1,5 @@
 """End to end, offline: the synthesized app in the emulator, the real Lambda code, the local SageMaker running
-the real training code (tokenizer map/reduce, then QA fine-tuning on 2 hosts with two abrupt spot interruptions:
-one during the save of the first checkpoint, one just after a later checkpoint)."""
+the real training code (tokenizer map/reduce, then QA fine-tuning on 2 hosts with a spot interruption)."""
 
 from __future__ import annotations
 
@@ -12,7 +11,6 @@ import pytest
 
 from benchmarks.bench_goodput import cross_check
 from local_mode.demo import build_inputs, demo_spec
-from local_mode.job_settings import Interruption
 from local_mode.report import write_report
 from local_mode.session import LocalSession
 
@@ -29,8 +27,7 @@ def test_local_run_end_to_end(dev_outdir: Path, tmp_path: Path) -> None:
         spec = demo_spec(s.dep.data_bucket)
         spec["hyperparameters"].update(max_steps=24, logging_steps=2)
         spec["checkpoint"]["every_steps"] = 5
-        interruptions = [Interruption(5, abrupt=True, during_save=True), Interruption(12, abrupt=True)]
-        outcome = s.run_spec(spec, interruptions=interruptions)
+        outcome = s.run_spec(spec, interrupt_at_step=8)
         assert outcome.status == "SUCCEEDED", outcome.cause
         result = outcome.output["result"]
         run_id = result["run_id"]
@@ -51,31 +48,26 @@ def test_local_run_end_to_end(dev_outdir: Path, tmp_path: Path) -> None:
         reduce_vocab = json.loads(reduce_out["Body"].read())["model"]["vocab"]
         assert tokenizer.get_vocab() == reduce_vocab
 
-        # Both interruptions happened; each restart resumed from what was durable in S3 when it came.
+        # The spot interruption happened and training resumed from a checkpoint: the step count goes on.
         (job,) = [j for j in s.sagemaker.jobs if j.name.endswith("train0")]
         desc = s.sagemaker.wait(job.name, timeout=10)
-        assert [t["Status"] for t in desc["SecondaryStatusTransitions"]].count("Interrupted") == 2
+        assert "Interrupted" in [t["Status"] for t in desc["SecondaryStatusTransitions"]]
         logs = sorted((tmp_path / "run" / "sagemaker" / job.name / "logs").glob("attempt-*"))
-        logged = [[int(m) for m in re.findall(r"^PROGRESS global_step=(\d+)", (d / "algo-1.log").read_text(), re.M)]
-                  for d in logs]
-        assert len(logged) == 3 and logged[-1][-1] == 24
+        assert len(logs) == 2
+        logged = [int(m) for m in re.findall(r"^PROGRESS global_step=(\d+)", (logs[0] / "algo-1.log").read_text(), re.M)]
+        resumed = [int(m) for m in re.findall(r"PROGRESS global_step=(\d+)", (logs[1] / "algo-1.log").read_text())]
+        assert resumed[0] > 1 and resumed[-1] == 24
         assert desc["BillableTimeInSeconds"] < desc["TrainingTimeInSeconds"]
-        # The summary reports each interruption as the lost attempt logged it (goodput ledger): the step its log
-        # reached, the step the next attempt resumed from, the steps and time lost; the last checkpoint complete
-        # in S3; the session printed the durability watchdog's findings while it ran.
-        during_save, after_checkpoint = result["interruptions"]
-        assert during_save["during_save"] and during_save["step_reached"] == logged[0][-1] == 5
-        assert during_save["resumed_from_step"] == 0 == logged[1][0] - 1  # the first save never completed
-        assert after_checkpoint["step_reached"] == logged[1][-1] >= 12 and not after_checkpoint["during_save"]
-        assert after_checkpoint["resumed_from_step"] == logged[2][0] - 1 in (0, 5, 10)  # what had reached S3
+        # The summary reports the interruption as the lost attempt logged it (the goodput ledger: step reached,
+        # step resumed from, work lost) and the last checkpoint complete in S3; the session printed the
+        # durability watchdog's findings while it ran.
+        (interruption,) = result["interruptions"]
+        assert interruption["resumed_from_step"] == resumed[0] - 1
+        assert interruption["step_logged"] == logged[-1] >= 8
+        assert interruption["step_reached"] >= interruption["resumed_from_step"] >= 5
+        assert interruption["lost_steps"] == interruption["step_reached"] - interruption["resumed_from_step"]
+        assert interruption["lost_minutes"] is not None and interruption["unknown"] is None
         ledger = result["goodput"]
-        for record, attempt in zip(result["interruptions"], ledger["attempts"], strict=False):
-            assert record["lost_steps"] == record["step_reached"] - record["resumed_from_step"]
-            assert record["unknown"] is None and record["lost_minutes"] is not None
-            expected = record["lost_steps"] * attempt["step_seconds"] * attempt["instance_count"]
-            assert attempt["details"]["replayed"]["lost_steps"] == pytest.approx(
-                expected, rel=0.10, abs=2 * attempt["step_seconds"])
-        assert ledger["attempts"][1]["parts"]["checkpointing"] > 0  # the save it was killed in
         assert sum(ledger["parts"].values()) == pytest.approx(ledger["billed_seconds"], abs=0.01)
         assert ledger["billed_seconds"] == pytest.approx(desc["TrainingTimeInSeconds"] * 2, rel=0.02)
         assert abs(ledger["parts"]["unaccounted"]) < 0.05 * ledger["billed_seconds"], ledger["parts"]
@@ -90,11 +82,11 @@ def test_local_run_end_to_end(dev_outdir: Path, tmp_path: Path) -> None:
         assert len(packages["ModelPackageSummaryList"]) == 1
         assert result["metrics"]["eval_f1"] >= 0 and "spot_saving" in result["cost"]
         assert result["metrics"]["eval_baseline_f1"] >= 0  # the trivial baseline next to it
-        # the summary reports the interruptions as they happened (from the job's status transitions)
-        assert [a["interruptions"] for a in result["attempts"]] == [2]
+        # the summary reports the interruption as it happened (from the job's status transitions)
+        assert [a["interruptions"] for a in result["attempts"]] == [1]
         (note,) = [n for n in outcome.notifications if "succeeded" in n["subject"]]
-        assert "2 spot interruptions, resumed from checkpoints" in note["message"]
-        assert "Goodput: " in note["message"] and "(during a checkpoint save)" in note["message"]
+        assert "1 spot interruption, resumed from checkpoints" in note["message"]
+        assert "Goodput: " in note["message"] and "on download and start-up again" in note["message"]
         assert "trivial baseline" in note["message"] and "eval_baseline_f1" not in note["message"]
         report = write_report(tmp_path / "report", outcome, model_dir)
         assert (report.parent / "loss.png").stat().st_size > 1000 and len(outcome.losses) >= 5

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -198,7 +199,7 @@ class GoodputClock:
             return None if x is None else round(x, 3)
 
         return {
-            "v": FORMAT, "event": event, "job": self.job, "host": self.host, "at": r(self.clock()),
+            "v": FORMAT, "event": event, "job": self.job, "host": self.host, "pid": os.getpid(), "at": r(self.clock()),
             "script_started_at": r(self.script_started_at), "start_step": self.start_step, "step": self.step,
             "steps": self.steps, "first_step_at": r(self.first_step_at), "last_step_at": r(self.last_step_at),
             "startup": {k: round(v, 3) for k, v in self.startup.items()}, "tokenize_cache": self.tokenize_cache,
