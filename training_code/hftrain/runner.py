@@ -350,7 +350,8 @@ class TrainingRun:
                 self.config, self.task.name), task=self.task, data_args=self.data_args)
         # Replicated data: every host has the same fingerprint, the first writes; sharded: each its own.
         writer = (self.sharded or self.env.host_index == 0) and distributed.local_rank() == 0
-        return tokenized_cache.TokenizedCache(self.args.checkpoint_dir, digest, inputs, writer=writer)
+        return tokenized_cache.TokenizedCache(self.args.checkpoint_dir, digest, inputs, writer=writer,
+                                              host=self.env.current_host if self.sharded else None)
 
     # --- who trains on what (sharding.py)
     def lay_out_training(self) -> None:

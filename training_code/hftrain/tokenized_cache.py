@@ -1,6 +1,7 @@
 """The tokenized data set, kept with the run's checkpoints so that a restart loads it instead of tokenizing again.
 
-Where: `<checkpoint_dir>/_tokenized/<fingerprint[:20]>/` with `train/` and `eval/` (`Dataset.save_to_disk`) and a
+Where: `<checkpoint_dir>/_tokenized/<fingerprint[:20]>/` (a sharded channel: `<fingerprint[:20]>.<host>/`, each
+host's own) with `train/` and `eval/` (`Dataset.save_to_disk`) and a
 completion marker `_complete.json` written last. The checkpoint dir is synced to the run's own checkpoint
 prefix (`checkpoints/<run_id>/`) and restored to every instance at every restart, so the cache is run-scoped:
 another run never sees it.
@@ -136,14 +137,15 @@ class CacheResult:
 class TokenizedCache:
     """One host's view of its cache directory; `writer` is False on hosts that only read (replicated data)."""
 
-    def __init__(self, root: str, digest: str, inputs: dict[str, Any], *, writer: bool = True,
+    def __init__(self, root: str, digest: str, inputs: dict[str, Any], *, writer: bool = True, host: str | None = None,
                  storage: checkpoints.LocalStorage | None = None) -> None:
         self.root = os.path.join(root, CACHE_DIR)
         self.digest = digest
         self.inputs = inputs
         self.writer = writer
         self.storage = storage or checkpoints.LocalStorage()
-        self.path = os.path.join(self.root, digest[:20])
+        # host: a sharded channel's cache is the host's own (two hosts never write one name to the shared prefix)
+        self.path = os.path.join(self.root, digest[:20] + (f".{host}" if host else ""))
 
     # --- verification --------------------------------------------------------------------------------------
     def verify(self, *, hash_files: bool = True) -> dict[str, Any]:
