@@ -513,11 +513,13 @@ class TrainingRun:
             return {k: v for k, v in result.metrics.items() if isinstance(v, int | float)}
         # the previous attempt finished training but not the final save: don't train a step more
         logger.info("training finished at %s already: writing the final model from it", decision.path)
+        self.clock.restore_started()
         if trainer.is_fsdp_enabled and fsdp.version(self.args) == 2:
             fsdp.wrap_without_training(trainer)  # the Trainer loads shards into wrapped models only
             trainer._load_from_checkpoint(decision.path, trainer.model_wrapped)
         else:
             trainer._load_from_checkpoint(decision.path)
+        self.clock.first_step_begins()  # start-up ends here: zero steps, then the final evaluation and model
         return {"train_global_step": float(decision.step)}
 
     # --- outputs
