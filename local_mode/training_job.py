@@ -104,6 +104,7 @@ class TrainingJob(LocalJob):
         self.attempt = 0  # run() counts attempts from 1
         self._interruptions = sorted(interruptions or [], key=lambda i: i.at_step)
         self._interrupt_now: Interruption | None = None  # due: set by the output pump, acted on by the watcher
+        self._interrupted_attempt = 0  # the attempt an interruption ended (at most one each)
         self._last_interruption: Interruption | None = None
         self._leader_pid: int | None = None  # global rank 0's process (its GOODPUT lines say which)
         self._seconds_done = 0.0
@@ -372,7 +373,7 @@ class TrainingJob(LocalJob):
 
     def _due(self, progress: Progress | None, line: str) -> Interruption | None:
         """Under the lock: the interruption this leader line makes due (it is removed from the list)."""
-        if self._interrupt_now is not None or not self._interruptions:
+        if self._interrupted_attempt == self.attempt or not self._interruptions:
             return None
         rule = self._interruptions[0]
         if rule.during_save:
@@ -383,6 +384,7 @@ class TrainingJob(LocalJob):
             return None
         self._interruptions.pop(0)
         self._interrupt_now = self._last_interruption = rule
+        self._interrupted_attempt = self.attempt
         self.emit("status", f"injecting {rule.describe()}")
         return rule
 
