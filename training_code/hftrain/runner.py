@@ -29,8 +29,16 @@ from . import (
     sharding,
     smenv,
     tokenized_cache,
+    volume,
 )
-from .callbacks import CheckpointCallback, EpochCallback, LogLinesCallback, SigtermCallback, emit_metrics
+from .callbacks import (
+    CheckpointCallback,
+    EpochCallback,
+    LogLinesCallback,
+    ReleaseStagedCheckpoint,
+    SigtermCallback,
+    emit_metrics,
+)
 from .data import DataError, load_hub, load_local
 from .failure import write_failure
 from .goodput import GoodputCallback, GoodputClock
@@ -42,7 +50,8 @@ from .tasks.base import ModelTaskMismatch
 
 logger = logging.getLogger("hftrain")
 
-USER_ERRORS = (hp.ArgumentError, DataError, ModelTaskMismatch, resume.CheckpointMismatchError)
+USER_ERRORS = (hp.ArgumentError, DataError, ModelTaskMismatch, resume.CheckpointMismatchError,
+               volume.VolumeFullError)
 
 
 # ---------------------------------------------------------------- model location
@@ -330,7 +339,8 @@ class TrainingRun:
                     what = {"hit": "loaded the tokenized data set kept with the run from",
                             "miss": "tokenized the data set; kept it for restarts at",
                             "rebuilt": "tokenized the data set again (the cache was refused); kept it at",
-                            "skipped": "tokenized the data set; the first host keeps it for restarts at"}[result.status]
+                            "skipped": "tokenized the data set; the first host keeps it for restarts at",
+                            "unsaved": "tokenized the data set; could not keep it at"}[result.status]
                     logger.info("tokenized cache: %s %s (%.2f s)", what, result.path, result.seconds)
         if eval_features is not None:
             eval_features = batching.longest_first(eval_features)  # before the metrics read the features
@@ -482,6 +492,7 @@ class TrainingRun:
                                keep=self.keep, resumed_step=decision.step, ours=decision.ours,
                                identity=self.planner.identity, lineage=decision.lineage, history=self.history),
             EpochCallback(self.sampler, self.layout.plan.num_batches),
+            ReleaseStagedCheckpoint(lambda: self.planner.release(decision)),
             LogLinesCallback(),
             ProgressLineCallback(),
             NcclTransportCallback(),  # which network NCCL chose (EFA or a TCP fallback)
@@ -500,6 +511,7 @@ class TrainingRun:
             except resume.CheckpointLoadError as err:
                 if self.decision.step is None or args.resume_from_checkpoint:
                     raise
+                self.planner.release(self.decision)
                 self.decision = self.planner.next_after(self.decision.step, err.reason)
                 if self.history is not None:
                     _record_start(self.history, self.decision, self.env, self.world)
@@ -509,16 +521,17 @@ class TrainingRun:
         decision = self.decision
         if decision.step is None or decision.step < total_steps:
             self.clock.restore_started()
-            result = trainer.train(resume_from_checkpoint=decision.path)
+            result = trainer.train(resume_from_checkpoint=decision.load_path)
             return {k: v for k, v in result.metrics.items() if isinstance(v, int | float)}
         # the previous attempt finished training but not the final save: don't train a step more
         logger.info("training finished at %s already: writing the final model from it", decision.path)
         self.clock.restore_started()
         if trainer.is_fsdp_enabled and fsdp.version(self.args) == 2:
             fsdp.wrap_without_training(trainer)  # the Trainer loads shards into wrapped models only
-            trainer._load_from_checkpoint(decision.path, trainer.model_wrapped)
+            trainer._load_from_checkpoint(decision.load_path, trainer.model_wrapped)
         else:
-            trainer._load_from_checkpoint(decision.path)
+            trainer._load_from_checkpoint(decision.load_path)
+        self.planner.release(decision)
         self.clock.first_step_begins()  # start-up ends here: zero steps, then the final evaluation and model
         return {"train_global_step": float(decision.step)}
 

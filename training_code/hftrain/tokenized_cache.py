@@ -124,7 +124,8 @@ def describe_inputs(inputs: dict[str, Any]) -> str:
 @dataclass
 class CacheResult:
     """What tokenization did: `status` hit (loaded), miss (tokenized and written), rebuilt (a refused cache was
-    moved aside, then tokenized and written), off (no cache), or skipped (tokenized, another host writes)."""
+    moved aside, then tokenized and written), off (no cache), skipped (tokenized, another host writes) or unsaved
+    (tokenized, the write failed: a restart tokenizes again)."""
 
     status: str
     train: Any
@@ -213,7 +214,13 @@ class TokenizedCache:
         train, evaluation = build()
         status = "rebuilt" if refused else "miss"
         if self.writer:
-            self._write(train, evaluation)
+            try:
+                self._write(train, evaluation)
+            except OSError as err:  # e.g. the volume is full: the cache only saves time, training goes on
+                self.storage.remove_tree(f"{self.path}.tmp-{os.getpid()}")
+                logger.warning("the tokenized data set was not kept at %s (%s): a restart tokenizes again",
+                               self.path, err)
+                status = "unsaved"
         else:
             status = "skipped" if not refused else status
         return CacheResult(status, train, evaluation, self.path, refused, time.perf_counter() - started)
