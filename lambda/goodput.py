@@ -15,9 +15,12 @@ They are cut from SecondaryStatusTransitions: `Starting` (provisioning, waiting 
 are not billed (`waiting`, shown beside the ledger); every other InProgress status (Downloading, Training,
 Uploading, Stopping, and names this code does not know) is billed, as the DescribeTrainingJob reference bills
 TrainingStartTime to TrainingEndTime less the spot waits. An attempt's billed seconds are the sum of its billed
-transitions' durations times InstanceCount (instance-seconds); the ledger keeps TrainingTimeInSeconds x
-InstanceCount beside it (`reported_billed_seconds`) and the discounted BillableTimeInSeconds x InstanceCount
-(`billable_seconds`). Each attempt gets the job's leader log stream whose first event falls in its window.
+transitions' durations times InstanceCount (instance-seconds; `transitions_billed_seconds` for the run). For an
+ended job, what SageMaker bills is the reference: TrainingTimeInSeconds x InstanceCount (`reported_billed_seconds`,
+whole seconds), and the gap to the transitions' sum (rounding, or billing the transitions do not show) is put in
+the job's last attempt as `unaccounted` (detail `reported_vs_transitions`), so `billed_seconds` is what SageMaker
+billed. The discounted BillableTimeInSeconds x InstanceCount is beside it (`billable_seconds`). Each attempt gets
+the job's leader log stream whose first event falls in its window.
 
 Parts (instance-seconds; they add up to `billed_seconds` exactly, `unaccounted` being the rest):
 - `downloading`: billed transitions before Training (data and image download, checkpoint restore).
@@ -447,6 +450,7 @@ def ledger(jobs: list[dict[str, Any]], streams: dict[str, list[dict[str, Any]]],
     evidence: list[Evidence | None] = []
     waiting_after = 0.0
     reported = billable = 0.0
+    job_reported: dict[str, float] = {}  # an ended job's TrainingTimeInSeconds x InstanceCount
     for desc in jobs:
         found, after = attempts_of(desc, now)
         evidence += assign_streams(found, streams.get(desc.get("TrainingJobName", ""), []))
@@ -455,6 +459,8 @@ def ledger(jobs: list[dict[str, Any]], streams: dict[str, list[dict[str, Any]]],
         count = int((desc.get("ResourceConfig") or {}).get("InstanceCount") or 1)
         reported += _num(desc.get("TrainingTimeInSeconds")) * count
         billable += _num(desc.get("BillableTimeInSeconds")) * count
+        if desc.get("TrainingTimeInSeconds") and desc.get("TrainingJobStatus") not in ("InProgress", "Stopping"):
+            job_reported[desc.get("TrainingJobName", "")] = _num(desc["TrainingTimeInSeconds"]) * count
     rows: list[dict[str, Any]] = []
     interruptions: list[dict[str, Any]] = []
     totals = dict.fromkeys(PARTS, 0.0)
@@ -493,11 +499,27 @@ def ledger(jobs: list[dict[str, Any]], streams: dict[str, list[dict[str, Any]]],
         })
         if not final:
             interruptions.append(_interruption(attempt, found, attempts[i + 1], following, split, rows[-1]))
+    from_transitions = sum(r["billed_seconds"] for r in rows)
+    for job, seconds in job_reported.items():  # what SageMaker bills is the reference: the rest is unaccounted
+        mine = [r for r in rows if r["job_name"] == job]
+        if not mine:
+            continue
+        gap = round(seconds - sum(r["billed_seconds"] for r in mine), 3)
+        row = mine[-1]
+        row["billed_seconds"] = round(row["billed_seconds"] + gap, 3)
+        row["parts"]["unaccounted"] = round(row["parts"]["unaccounted"] + gap, 3)
+        row.setdefault("details", {}).setdefault("unaccounted", {})["reported_vs_transitions"] = gap
+        row["ratio"] = _share(row["parts"], row["billed_seconds"])
+        totals["unaccounted"] += gap
+        run_details.setdefault("unaccounted", {})
+        run_details["unaccounted"]["reported_vs_transitions"] = run_details["unaccounted"].get(
+            "reported_vs_transitions", 0.0) + gap
     billed_total = sum(r["billed_seconds"] for r in rows)
     waiting = sum(a.waiting_before for a in attempts) + waiting_after
     return {
         "format": FORMAT,
         "billed_seconds": round(billed_total, 3),
+        "transitions_billed_seconds": round(from_transitions, 3),
         "reported_billed_seconds": round(reported, 3),
         "billable_seconds": round(billable, 3),
         "waiting_seconds": round(waiting, 3),

@@ -38,11 +38,6 @@ def make_trainer_class(base):
                 return super().get_train_dataloader()
             return self._train_loader_factory()
 
-        def _save_checkpoint(self, model, trial):
-            if self._goodput is not None:
-                self._goodput.save_begins(self.state.global_step)  # ends in GoodputCallback.on_save
-            return super()._save_checkpoint(model, trial)
-
         def _evaluate(self, *a, **kw):
             if self._goodput is None:
                 return super()._evaluate(*a, **kw)
@@ -83,6 +78,8 @@ def make_trainer_class(base):
             self._guarded_load("model weights", resume_from_checkpoint, load)
 
         def _save_checkpoint(self, model, trial):
+            if self._goodput is not None:
+                self._goodput.save_begins(self.state.global_step)  # ends in GoodputCallback.on_save
             try:
                 return super()._save_checkpoint(model, trial)
             except Exception as err:  # a full volume says so (volume.py); anything else as it is
