@@ -174,7 +174,8 @@ def watch(previous: dict[str, Any] | None, durable: dict[str, Any] | None, *, no
             where = f"checkpoint-{step}" if step is not None else "the start (no durable checkpoint yet)"
             out.update(stopped_at=iso(now), stop_reason=(
                 f"durability watchdog: no new checkpoint reached S3 for {age:.0f} minutes (checkpoint.every_minutes="
-                f"{every:g}, watchdog.intervals={intervals:g}); stopped so that the next attempt resumes from {where}"))
+                f"{'auto, at most ' if watchdog.get('auto') else ''}{every:g}, watchdog.intervals={intervals:g}); "
+                f"stopped so that the next attempt resumes from {where}"))
     return out, actions
 
 

@@ -27,7 +27,9 @@ from hashlib import sha256
 from typing import Any
 from urllib.parse import unquote_plus
 
+import checkpoint_interval
 import durability
+import goodput_sources
 import job_requests
 import messages
 import model_package
@@ -236,7 +238,8 @@ def start_training(event: dict[str, Any], context: Any = None) -> dict[str, Any]
     return {"job_type": "training", "stage": "train", "job_name": name, "job_arn": arn, "attempt": attempt,
             "created": created, **config, "links": messages.run_links(settings, None, name, "training"),
             "run_id": run["run_id"], "checkpoint_uri": run["uris"]["checkpoint"],
-            "watchdog": {"every_minutes": checkpoint.get("every_minutes", 0),
+            "watchdog": {"every_minutes": checkpoint_interval.watchdog_minutes(checkpoint.get("every_minutes", 0)),
+                         "auto": checkpoint.get("every_minutes") == checkpoint_interval.AUTO,
                          **checkpoint.get("watchdog", {"intervals": None, "action": "off"})}}
 
 
@@ -393,6 +396,10 @@ def finish(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
             Tags=job_requests.tags(settings, run),
         )["ModelPackageArn"]
     checkpoints = _checkpoint_report(run)
+    ledger = goodput_sources.run_ledger(sm, client("logs"), client("s3"), run, other_jobs=[
+        {"job_name": u["job_name"], "job_type": u["job_type"], "instance_seconds": u["training_seconds"] *
+         u["instance_count"]} for u in cost["jobs"] if u["job_type"] != "training"])
+    history_interruptions = checkpoints.pop("interruptions")
     summary = {
         "run_id": run["run_id"], "status": "Succeeded", "task": spec["task"], "base_model": spec["model"],
         "job_name": job["job_name"], "model_uri": model_uri, "registered_model_uri": frozen["uri"],
@@ -401,13 +408,17 @@ def finish(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
         "summary_uri": run["uris"]["summary"], "metrics_uri": run["uris"]["metrics"], "attempts": attempts,
         "source": run.get("source"), "links": messages.run_links(settings, run, job["job_name"]),
         "finished_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "interruptions": checkpoints.pop("interruptions"), "checkpoints": checkpoints,
+        # as the attempts' own logs tell them (goodput.py); the training code's _history.json without any log
+        "interruptions": ledger["interruptions"] if any(a.get("log_stream") for a in ledger.get("attempts", []))
+        else history_interruptions,
+        "checkpoints": checkpoints,
+        "goodput": ledger,
     }
     _put_json(settings, run["uris"]["summary"], summary)
     subject, message = messages.success_notification(settings, summary)
     _publish(settings, subject, message, "Succeeded", run["run_id"])
     _log("finished", run_id=run["run_id"], model_package_arn=package_arn,
-         billable_instance_seconds=cost["billable_instance_seconds"])
+         billable_instance_seconds=cost["billable_instance_seconds"], goodput=ledger.get("ratio"))
     return summary
 
 

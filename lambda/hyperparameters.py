@@ -30,6 +30,8 @@ PIPELINE = {
     "model_name_or_path": "model",
     "save_steps": "checkpoint.every_steps",
     "save_every_minutes": "checkpoint.every_minutes",
+    "save_interval": "checkpoint.every_minutes (\"auto\")",
+    "interruption_prior_hours": "checkpoint.every_minutes (\"auto\": per instance type and capacity)",
     "fsdp": "distribution.fsdp.sharding",
     "fsdp_config": "distribution.fsdp.config",
     "ddp_backend": "distribution.strategy",
@@ -71,8 +73,11 @@ def pipeline_values(spec: dict[str, Any]) -> dict[str, Any]:
     if not spec["model"].startswith("s3://"):
         values["model_name_or_path"] = spec["model"]
     values["save_steps"] = spec["checkpoint"]["every_steps"]
-    if spec["checkpoint"].get("every_minutes"):
-        values["save_every_minutes"] = spec["checkpoint"]["every_minutes"]
+    every = spec["checkpoint"].get("every_minutes")
+    if every == "auto":
+        values["save_interval"] = "auto"  # and per attempt interruption_prior_hours (job_requests)
+    elif every:
+        values["save_every_minutes"] = every
     distribution = spec["distribution"]
     if distribution["strategy"] == "fsdp":
         values["fsdp"] = distribution["fsdp"]["sharding"]

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import checkpoint_interval
 import efa
 import hyperparameters
 from settings import Settings
@@ -46,6 +47,12 @@ COMMON_METRICS = ("loss", "grad_norm", "train_loss", "eval_loss", "epoch", "lear
 TASK_METRICS = hyperparameters.task_metrics()
 # Read from the training code's per-window progress line ("[train] step 40/300 ... samples/s=52.3 ...").
 PROGRESS_METRICS = {"samples_per_second": r"\[train\] step .* samples/s=([-+0-9.eE]+)"}
+# The training code's goodput timings (hftrain/goodput.py): mean step time per beat and the start-up parts, so
+# that a team can chart them across runs (the run summary's `goodput` ledger has them per attempt).
+GOODPUT_METRICS = ("step_seconds", "startup_seconds", "startup_imports_seconds", "startup_data_load_seconds",
+                   "startup_model_load_seconds", "startup_tokenize_seconds", "startup_resume_verify_seconds",
+                   "startup_restore_seconds")
+MAX_METRIC_DEFINITIONS = 40  # CreateTrainingJob's limit
 PROCESSING_STAGES = {"map": "tokenizer_map", "reduce": "tokenizer_reduce",
                      "tokenizer_map": "tokenizer_map", "tokenizer_reduce": "tokenizer_reduce"}
 
@@ -56,7 +63,7 @@ def encode_hyperparameters(values: dict[str, Any]) -> dict[str, str]:
 
 
 def metric_definitions(task: str) -> list[dict[str, str]]:
-    names = COMMON_METRICS + TASK_METRICS[task]
+    names = COMMON_METRICS + TASK_METRICS[task] + GOODPUT_METRICS
     return [{"Name": name, "Regex": f"METRIC {name}={METRIC_VALUE_REGEX}"} for name in names] + [
         {"Name": name, "Regex": regex} for name, regex in PROGRESS_METRICS.items()]
 
@@ -93,6 +100,7 @@ def training_hyperparameters(run: dict[str, Any], settings: Settings, attempt: i
         if "processes_per_host" in spec["compute"]:
             values["sagemaker_mpi_num_of_processes_per_host"] = spec["compute"]["processes_per_host"]
     values.update(hyperparameters.pipeline_values(spec))
+    values.update(checkpoint_interval.attempt_hyperparameters(spec, planned["instance_type"], planned["spot"]))
     values.update({k: hyperparameters.argument(k, v) for k, v in spec["hyperparameters"].items()})
     return values
 

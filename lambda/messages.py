@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 import durability
+import goodput
 import naming
 import summary_text
 from settings import Settings
@@ -88,6 +89,8 @@ def success_notification(settings: Settings, summary: dict[str, Any]) -> tuple[s
     lines = [
         *summary_text.success_lines(summary),
         "",
+        *[*goodput.summary_lines(summary.get("goodput")), ""][: None if goodput.summary_lines(summary.get("goodput"))
+                                                               else 0],
         *[*checkpoint_lines(summary), ""][: None if checkpoint_lines(summary) else 0],
         "Approve the model package in the model registry to deploy it.",
         f"Full summary (JSON): {summary.get('summary_uri')}",
@@ -124,6 +127,8 @@ def failure_notification(settings: Settings, summary: dict[str, Any]) -> tuple[s
 
 
 def interruption_line(record: dict[str, Any]) -> str:
+    if "how" in record:  # the goodput ledger's record (from the attempts' logs)
+        return goodput.interruption_line(record)
     lost = record.get("lost_minutes")
     minutes = "unknown minutes" if lost is None else f"{lost:.1f} min"
     return (f"step {record.get('step_reached')} reached by {record.get('job')}, resumed from step "
@@ -137,7 +142,9 @@ def checkpoint_lines(summary: dict[str, Any]) -> list[str]:
     interruptions = summary.get("interruptions") or []
     if interruptions:
         total = sum(r.get("lost_minutes") or 0 for r in interruptions)
-        lines.append(f"Interruptions: {len(interruptions)}, {total:.1f} min of work lost in all")
+        unknown = sum(1 for r in interruptions if r.get("lost_minutes") is None)
+        lines.append(f"Interruptions: {len(interruptions)}, {total:.1f} min of work lost in all"
+                     + (f" ({unknown} unknown)" if unknown else ""))
         lines += [f"  {interruption_line(r)}" for r in interruptions[:20]]
     checkpoints = summary.get("checkpoints") or {}
     if checkpoints.get("last_durable_step") is not None:
@@ -155,7 +162,8 @@ def durability_warning(settings: Settings, job: dict[str, Any], report: dict[str
                        stopped: bool) -> tuple[str, str]:
     """The watchdog's notification: no new checkpoint has reached S3 for too long."""
     run = job.get("run_id") or job["job_name"]
-    every = (job.get("watchdog") or {}).get("every_minutes")
+    watchdog = job.get("watchdog") or {}
+    every = f"auto, at most {watchdog.get('every_minutes'):g}" if watchdog.get("auto") else watchdog.get("every_minutes")
     action = ("The job was stopped; the pipeline starts the next attempt, which resumes from the last durable "
               "checkpoint." if stopped else
               "The job keeps running. Check its logs (checkpoint saves, S3 access of the SageMaker role, disk "

@@ -31,6 +31,7 @@ from spec_schema import (
     Either,
     Enum,
     Int,
+    IntOrWord,
     JsonObject,
     List,
     Map,
@@ -237,10 +238,15 @@ SPEC = Obj(fields={
     "checkpoint": Obj(default={}, doc="checkpoints go to `s3://<artifacts>/checkpoints/<run_id>/`, the same for "
                                       "every attempt, so a fallback attempt resumes", fields={
         "every_steps": Int(low=1, high=10**9, default=500, doc="the `save_steps` hyperparameter"),
-        "every_minutes": Int(low=0, high=10080, default=30,
-                             doc="also save when this many minutes have passed since the last checkpoint, whichever "
-                                 "of steps and minutes comes first (the `save_every_minutes` hyperparameter; 0 = by "
-                                 "steps only, and no watchdog)"),
+        "every_minutes": IntOrWord(word="auto", number=Int(low=0, high=10080), default="auto",
+                                   doc="also save when this many minutes have passed since the last checkpoint, "
+                                       "whichever of steps and minutes comes first (the `save_every_minutes` "
+                                       "hyperparameter; 0 = by steps only, and no watchdog). `\"auto\"`: the "
+                                       "training code chooses the interval as sqrt(2 x C x M), C the blocking save "
+                                       "time it measures, M the mean time between interruptions seen in this run, "
+                                       "else a prior per instance type and capacity (a conservative guess), clamped "
+                                       "to [5, 60] minutes, every change logged (`save_interval auto`); the "
+                                       "watchdog then measures against 60"),
         "watchdog": Obj(default=Derived("all defaults; `{\"action\": \"off\"}` when `every_minutes` is 0",
                                         lambda s, ctx: {} if s.get("every_minutes") else {"action": "off"}),
                         doc="the durability watchdog: while the job is Training, each look at it reads the newest "

@@ -2,7 +2,7 @@
 
   python -m local_mode demo [--interrupt-at-step N]         the tokenizer stage + QA on 2 hosts, one spot interruption
   python -m local_mode example NAME [NAME ...] | --all      examples/NAME.json as shipped (local overrides said aloud)
-  python -m local_mode run SPEC.json --data DIR [--interrupt-at-step N]   any spec with your data
+  python -m local_mode run SPEC.json --data DIR [--interrupt-at-step N ...]   any spec with your data
   python -m local_mode data TASK DIR [--family bert]        generated data + a tiny model + a spec using them
 
 Runs land in .local-runs/<time>/ (report/report.md and report/run.json for every run, failed ones too).
@@ -42,8 +42,14 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--data", type=Path, required=True, help="folder uploaded to the data bucket's root first "
                                                 "(e.g. DIR/datasets/x/ -> s3://<data>/datasets/x/); every local "
                                                                "session starts with empty buckets")
-    run.add_argument("--interrupt-at-step", type=int, default=None,
-                     help="inject one spot interruption at this training step (also: spec local.interrupt_at_step)")
+    run.add_argument("--interrupt-at-step", type=int, action="append", default=None, metavar="N",
+                     help="inject a spot interruption at this training step: SIGTERM first, as SageMaker stops a "
+                          "job (repeat for several; also: spec local.interrupt_at_step)")
+    run.add_argument("--interrupt-abruptly-at-step", type=int, action="append", default=[], metavar="N",
+                     help="inject an abrupt interruption at this step: the instances are lost at once (SIGKILL, "
+                          "nothing more reaches S3)")
+    run.add_argument("--interrupt-during-save", type=int, action="append", default=[], metavar="N",
+                     help="inject an abrupt interruption when the save of a checkpoint of step N or later begins")
     data = sub.add_parser("data", help="write generated data and a tiny model for a task, and a spec using them")
     data.add_argument("task", choices=TASKS)
     data.add_argument("dir", type=Path)
@@ -96,8 +102,12 @@ def main(argv: list[str] | None = None) -> int:
             generate_data(args.task, args.dir, args.cdk_out, family=args.family, train_rows=args.rows)
             return 0
         else:
-            outcomes = [run_file(args.cdk_out, work_dir, args.spec, args.data, args.interrupt_at_step,
-                                 verbose=args.verbose)]
+            from local_mode.job_settings import Interruption
+
+            rules = [Interruption(n) for n in args.interrupt_at_step or []]
+            rules += [Interruption(n, abrupt=True) for n in args.interrupt_abruptly_at_step]
+            rules += [Interruption(n, abrupt=True, during_save=True) for n in args.interrupt_during_save]
+            outcomes = [run_file(args.cdk_out, work_dir, args.spec, args.data, rules, verbose=args.verbose)]
     except (AssemblyError, UsageError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

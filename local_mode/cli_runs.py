@@ -12,6 +12,7 @@ from typing import Any
 
 from local_mode import spec_inputs, synthetic
 from local_mode.console import failure_lines, success_lines
+from local_mode.job_settings import Interruption
 from local_mode.report import write_report
 from local_mode.session import LocalSession, RunOutcome
 
@@ -76,13 +77,14 @@ def conclude(session: LocalSession, outcome: RunOutcome, work_dir: Path, *, verb
     return report
 
 
-def run_file(cdk_out: Path, work_dir: Path, spec_path: Path, data: Path, interrupt: int | None, *,
+def run_file(cdk_out: Path, work_dir: Path, spec_path: Path, data: Path, interruptions: list[Interruption], *,
              verbose: bool = False) -> RunOutcome:
     spec = read_spec(spec_path)
     check_data_folder(data)
     with LocalSession(cdk_out, work_dir, verbose=verbose) as session:
         print(f"uploaded {session.upload_folder(data)} files from {data} to s3://{session.dep.data_bucket}/")
-        outcome = session.run_spec(spec, interrupt_at_step=interrupt)
+        # interruptions on the command line replace the spec's local.interrupt_at_step
+        outcome = session.run_spec(spec, interrupt_at_step=0 if interruptions else None, interruptions=interruptions)
         conclude(session, outcome, work_dir, verbose=verbose)
     return outcome
 

@@ -125,6 +125,19 @@ def _signal_all(processes: list[psutil.Process], sig: int) -> None:
             continue
 
 
+def signal_host(host: HostProcess, sig: int, first_pid: int | None = None) -> None:
+    """Send sig to every process of one host now (an instance lost at once: SIGKILL); `first_pid` first, when
+    it is one of the host's (its environment carries the host's token): the process that matters most."""
+    if first_pid is not None:
+        try:
+            proc = psutil.Process(first_pid)
+            if proc.environ().get(TOKEN_VAR) == host.token:
+                proc.send_signal(sig)
+        except (psutil.Error, OSError):
+            pass
+    _signal_all(host.processes(), sig)
+
+
 def stop_hosts(hosts: Sequence[HostProcess], grace_seconds: float) -> None:
     """SIGTERM every process of every host, SIGKILL what is left after the grace period."""
     targets = [proc for host in hosts for proc in host.processes()]

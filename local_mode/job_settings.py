@@ -24,6 +24,27 @@ class JobEvent:
     host: str | None = None
 
 
+@dataclass(frozen=True)
+class Interruption:
+    """One injected interruption of a managed-spot training job (it restarts from its checkpoints).
+
+    at_step: once the leader reports PROGRESS global_step >= at_step (with during_save: once its training code
+        reports that it begins saving a checkpoint of a step >= at_step: GOODPUT save_begin).
+    abrupt: False: SageMaker's stop: SIGTERM, SIGKILL after stop_grace_seconds (the training code saves at its
+        next step), then the checkpoint folder's last sync; True: the instance is lost at once (SIGKILL, nothing
+        more reaches S3: what the periodic sync had uploaded is all the next attempt finds).
+    """
+
+    at_step: int
+    abrupt: bool = False
+    during_save: bool = False
+
+    def describe(self) -> str:
+        when = (f"when the save of a checkpoint of step >= {self.at_step} begins" if self.during_save
+                else f"at training step {self.at_step}")
+        return f"{'an abrupt' if self.abrupt else 'a'} spot interruption {when}"
+
+
 @dataclass
 class LocalSageMakerSettings:
     """How jobs run on this machine.

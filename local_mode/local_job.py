@@ -187,14 +187,19 @@ class LocalJob:
         return time.monotonic() - self._created_monotonic
 
     def watch_hosts(
-        self, check: Callable[[], str | None], tick: Callable[[], None] | None = None
+        self, check: Callable[[], str | None], tick: Callable[[], None] | None = None,
+        first: Callable[[], str | None] | None = None,
     ) -> tuple[str, HostProcess | None]:
         """Poll the hosts until they all exit 0 ("completed"), one fails ("failed", that host), a stop is
-        requested ("stopped") or check() names another reason to end them; the hosts are down on return
-        (and their lines are in CloudWatch Logs)."""
+        requested ("stopped") or check() names another reason to end them; first() is asked before the exit
+        codes are read (a reason that killed the hosts itself); the hosts are down on return (and their lines
+        are in CloudWatch Logs)."""
 
         def before_poll() -> str | None:
             self.logs.maybe_flush()
+            reason = first() if first is not None else None
+            if reason:  # before the tick: nothing of a lost instance is synced after its loss
+                return reason
             if tick is not None:
                 tick()
             return "stopped" if self.stop_requested() else None

@@ -1,5 +1,6 @@
 """The run report, written for every run, failed ones too: `report.md` (the same summary the console shows,
-the loss curve as `loss.png` or a sentence saying there were too few points, the states visited) and
+the loss curve as `loss.png` or a sentence saying there were too few points, one stacked goodput bar per training
+attempt as `goodput.png`, the states visited) and
 `run.json` (everything machine-readable: execution status, error and cause, the jobs' Describe responses,
 host log paths, the notifications received)."""
 
@@ -9,6 +10,7 @@ import json
 from pathlib import Path
 
 from local_mode.console import failure_lines, success_lines
+from local_mode.goodput_chart import goodput_section
 from local_mode.session import RunOutcome
 
 MIN_CURVE_POINTS = 3
@@ -46,7 +48,9 @@ def write_report(folder: Path, outcome: RunOutcome, model_dir: Path | None = Non
     local = list(local or [])
     summary = success_lines(outcome, local) if ok else failure_lines(outcome)
     md = [f"# Run {outcome.run_id}: {outcome.status}", "", "```text", *summary, "```", "", "## Training loss", "",
-          *_loss_curve(folder, outcome), "", "## States visited", "",
+          *_loss_curve(folder, outcome), "", "## Goodput", "",
+          *goodput_section(folder, (outcome.output.get("result") or {}).get("goodput") if ok else None), "",
+          "## States visited", "",
           " -> ".join(dict.fromkeys(outcome.states)) or "(none)", ""]
     for title, lines in sections or []:
         md += [f"## {title}", "", *[f"- {line}" for line in lines], ""]

@@ -31,7 +31,7 @@ from moto.sagemaker.exceptions import ResourceInUseException, ValidationError
 from moto.sagemaker.models import FakeProcessingJob, FakeTrainingJob, SageMakerModelBackend
 from moto.sagemaker.responses import SageMakerResponse
 
-from local_mode.job_settings import LocalSageMakerSettings
+from local_mode.job_settings import Interruption, LocalSageMakerSettings
 from local_mode.local_job import LocalJob
 from local_mode.processing_job import ProcessingJob
 from local_mode.training_job import TrainingJob
@@ -41,7 +41,7 @@ _MISSING = object()
 
 @dataclass
 class _InterruptRule:
-    at_step: int
+    interruption: Interruption
     name_contains: str
 
 
@@ -58,14 +58,15 @@ class LocalSageMaker:
         self._lock = threading.Lock()
 
     # ---- for the local mode's caller ---------------------------------------------------------------
-    def interrupt_training(self, at_step: int, name_contains: str = "") -> None:
+    def interrupt_training(self, at_step: int, name_contains: str = "", *, abrupt: bool = False,
+                           during_save: bool = False) -> None:
         """Interrupt the next managed-spot training job whose name contains name_contains once its leader
-        reports PROGRESS global_step >= at_step (then it restarts from its checkpoints). Each call is used
-        by one job, once; call again for several interruptions."""
+        reports PROGRESS global_step >= at_step (then it restarts from its checkpoints); see Interruption for
+        `abrupt` and `during_save`. Each call is used by one job, once; call again for several interruptions."""
         if at_step < 0:
             raise ValueError("at_step must be >= 0")
         with self._lock:
-            self._rules.append(_InterruptRule(at_step, name_contains))
+            self._rules.append(_InterruptRule(Interruption(at_step, abrupt, during_save), name_contains))
 
     def request_interrupt(self, job_name: str, at_step: int) -> None:
         """Interrupt a training job that already exists at global step at_step."""
@@ -110,7 +111,7 @@ class LocalSageMaker:
             arn=fake.arn,
             region=backend.region_name,
             settings=self.settings,
-            interrupt_steps=[rule.at_step for rule in rules],
+            interruptions=[rule.interruption for rule in rules],
             on_state_change=lambda j: _sync_training_record(fake, j),
         )
         _sync_training_record(fake, job)

@@ -23,7 +23,7 @@ from moto import mock_aws
 
 from local_mode.cloud_assembly import AssemblyError, CloudAssembly
 from local_mode.emulator import Deployment, Emulator, copy_tree_to_s3
-from local_mode.job_settings import JobEvent, LocalSageMakerSettings
+from local_mode.job_settings import Interruption, JobEvent, LocalSageMakerSettings
 from local_mode.s3_channels import safe_extract
 from local_mode.sagemaker_backend import LocalSageMaker, local_sagemaker
 
@@ -199,14 +199,18 @@ class LocalSession:
         return self.sfn.list_executions(stateMachineArn=self.dep.fine_tune_arn)["executions"]
 
     def run_spec(self, spec: dict[str, Any], *, interrupt_at_step: int | None = None,
-                 timeout: float = 1800) -> RunOutcome:
-        """Uploads the spec under runs/ (the S3 trigger starts the run, as in AWS) and follows it to the end."""
+                 interruptions: list[Interruption] | None = None, timeout: float = 1800) -> RunOutcome:
+        """Uploads the spec under runs/ (the S3 trigger starts the run, as in AWS) and follows it to the end.
+        interrupt_at_step (else the spec's local.interrupt_at_step) and `interruptions` are injected in the
+        run's training job, in step order."""
         self._t0 = time.time()
         at = interrupt_at_step if interrupt_at_step is not None else (spec.get("local") or {}).get(
             "interrupt_at_step")
-        if at:
-            self.sagemaker.interrupt_training(at_step=int(at), name_contains=str(spec.get("name", "")))
-            self.say(f"a spot interruption will be injected at training step {at}")
+        rules = ([Interruption(int(at))] if at else []) + list(interruptions or [])
+        for rule in rules:
+            self.sagemaker.interrupt_training(rule.at_step, name_contains=str(spec.get("name", "")),
+                                              abrupt=rule.abrupt, during_save=rule.during_save)
+            self.say(f"{rule.describe()} will be injected")
         before = {e["executionArn"] for e in self.executions()}
         jobs_before = {j.arn for j in self.sagemaker.jobs}
         key = self.upload_spec(spec)

@@ -6,6 +6,11 @@ download, which could not reach the emulated S3), checkpoints restored, then the
 for every host at once (training_hosts.py, which the multi-host tests of train.py use too). With
 torch_distributed the toolkit's launcher calls `torchrun`; the runner's wrapper (torchrun_local.py) moves the
 rendezvous to 127.0.0.1 and a port of the job's own.
+
+Timestamps are SageMaker's: TrainingStartTime at the first Downloading, SecondaryStatusTransitions with their
+start and end times, TrainingTimeInSeconds the sum of the billed transitions (everything but Starting and
+Interrupted: provisioning and the waits for spot capacity are not billed), the upload included, so that the
+goodput ledger (lambda/goodput.py) splits the same seconds the job reports.
 """
 
 from __future__ import annotations
@@ -13,8 +18,11 @@ from __future__ import annotations
 import copy
 import json
 import math
+import re
 import shutil
+import signal
 import time
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +35,8 @@ from local_mode.container_layout import (
     lay_out_training_host,
     plan_hosts,
 )
+from local_mode.host_processes import signal_host
+from local_mode.job_settings import Interruption
 from local_mode.local_job import JobSetupError, LocalJob, now, output_members, truncate
 from local_mode.metrics import MetricTracker, Progress, parse_progress
 from local_mode.s3_channels import (
@@ -42,11 +52,21 @@ from local_mode.training_hosts import install_code, training_processes
 
 TRAINING_MEMBERS = output_members("DescribeTrainingJob")
 WINDOW_PREFIXES = ("[train] ", "[eval] ")  # the training code's per-logging-window lines
+SAVE_BEGIN = '"event":"save_begin"'  # the training code's GOODPUT line before a checkpoint save
+GOODPUT_PID = re.compile(r'^GOODPUT \{.*?"pid":(\d+)')  # the process that writes them (global rank 0)
+UNBILLED = ("Starting", "Interrupted")  # provisioning and the waits for spot capacity
 END_STATES = {
     "stopped": ("Stopped", "Training job stopped"),
     "max_runtime": ("MaxRuntimeExceeded", "Training job stopped: MaxRuntimeInSeconds exceeded"),
     "max_wait": ("MaxWaitTimeExceeded", "Training job stopped: MaxWaitTimeInSeconds exceeded"),
 }
+
+
+def _saving_step(line: str) -> int:
+    try:
+        return int(json.loads(line[line.index("{"):]).get("saving_step", -1))
+    except (ValueError, TypeError, AttributeError):
+        return -1
 
 
 def decode_hyperparameter(value: str | None) -> Any:
@@ -64,7 +84,7 @@ class TrainingJob(LocalJob):
     event_detail_type = "SageMaker Training Job State Change"
 
     def __init__(
-        self, request: dict[str, Any], *, interrupt_steps: list[int] | None = None, **kwargs: Any
+        self, request: dict[str, Any], *, interruptions: list[Interruption] | None = None, **kwargs: Any
     ) -> None:
         super().__init__(request, **kwargs)
         self.secondary_status = "Starting"
@@ -82,7 +102,11 @@ class TrainingJob(LocalJob):
         self.training_seconds: int | None = None
         self.billable_seconds: int | None = None
         self.attempt = 0  # run() counts attempts from 1
-        self._interrupt_steps = sorted(interrupt_steps or [])
+        self._interruptions = sorted(interruptions or [], key=lambda i: i.at_step)
+        self._interrupt_now: Interruption | None = None  # due: set by the output pump, acted on by the watcher
+        self._interrupted_attempt = 0  # the attempt an interruption ended (at most one each)
+        self._last_interruption: Interruption | None = None
+        self._leader_pid: int | None = None  # global rank 0's process (its GOODPUT lines say which)
         self._seconds_done = 0.0
         self._attempt_started: float | None = None
         self._last_hosts: list[Host] = []
@@ -95,10 +119,11 @@ class TrainingJob(LocalJob):
         )
 
     # ---- API ---------------------------------------------------------------------------------------
-    def request_interrupt(self, at_step: int) -> None:
+    def request_interrupt(self, at_step: int | Interruption) -> None:
         """Interrupt (spot reclaim) once the leader reports PROGRESS global_step >= at_step."""
+        rule = at_step if isinstance(at_step, Interruption) else Interruption(at_step)
         with self.lock:
-            self._interrupt_steps = sorted([*self._interrupt_steps, at_step])
+            self._interruptions = sorted([*self._interruptions, rule], key=lambda i: i.at_step)
 
     def describe(self) -> dict[str, Any]:
         with self.lock:
@@ -138,9 +163,9 @@ class TrainingJob(LocalJob):
 
     # ---- the job thread ----------------------------------------------------------------------------
     def run(self) -> None:
-        if self._interrupt_steps and not self.spot:
+        if self._interruptions and not self.spot:
             self.emit("status", "interruption request ignored: only managed spot jobs are interrupted")
-            self._interrupt_steps = []
+            self._interruptions = []
         outcome = "stopped"
         while not self.stop_requested():
             self.attempt += 1
@@ -168,6 +193,8 @@ class TrainingJob(LocalJob):
         with self.lock:
             self.training_start_time = self.training_start_time or now()
             self.progress = None
+            self._interrupt_now = None
+            self._leader_pid = None
         try:
             hosts = plan_hosts(self.request["ResourceConfig"], attempt_dir)
             self._leader = hosts[0].name
@@ -183,8 +210,12 @@ class TrainingJob(LocalJob):
             self._transition("Training", "Training image download completed. Training in progress.")
             self._start_hosts(hosts)
             tick = checkpoints.maybe_sync if checkpoints else None
-            outcome, failed = self.watch_hosts(self._limit_or_interrupt, tick)
-            if checkpoints:
+            outcome, failed = self.watch_hosts(self._limit_or_interrupt, tick, first=self._abrupt_due)
+            if outcome == "failed" and self._abrupt_due():  # killed by it after the last look, before the exit codes
+                outcome, failed = "interrupted", None
+            abrupt = outcome == "interrupted" and self._last_interruption is not None and \
+                self._last_interruption.abrupt
+            if checkpoints and not abrupt:  # a lost instance syncs nothing more
                 checkpoints.sync()  # what the hosts wrote before they ended, deletions included
             if outcome == "failed" and failed is not None:
                 with self.lock:
@@ -308,10 +339,19 @@ class TrainingJob(LocalJob):
         if host != self._leader:
             return
         progress = parse_progress(line)
+        pid = GOODPUT_PID.match(line)
         with self.lock:
             if progress:
                 self.progress = progress
+            if pid:
+                self._leader_pid = int(pid.group(1))
             metrics = self.metrics.feed(line)
+            due = self._due(progress, line)
+        if due is not None and due.abrupt:
+            # The instance is lost now, not at the next poll: the process that printed the line first (a save that
+            # just began must not complete), then every process of every host.
+            for process in self.hosts:
+                signal_host(process, signal.SIGKILL, first_pid=self._leader_pid if process.host == host else None)
         if progress:
             self.emit(
                 "progress", line, global_step=progress.global_step, max_steps=progress.max_steps, host=host
@@ -333,18 +373,37 @@ class TrainingJob(LocalJob):
             return "max_wait"
         return None
 
+    def _due(self, progress: Progress | None, line: str) -> Interruption | None:
+        """Under the lock: the interruption this leader line makes due (it is removed from the list)."""
+        if self._interrupted_attempt == self.attempt or not self._interruptions:
+            return None
+        rule = self._interruptions[0]
+        if rule.during_save:
+            reached = SAVE_BEGIN in line and _saving_step(line) >= rule.at_step
+        else:
+            reached = progress is not None and progress.global_step >= rule.at_step
+        if not reached:
+            return None
+        self._interruptions.pop(0)
+        self._interrupt_now = self._last_interruption = rule
+        self._interrupted_attempt = self.attempt
+        self.emit("status", f"injecting {rule.describe()}")
+        return rule
+
+    def _abrupt_due(self) -> str | None:
+        """An abrupt interruption killed the hosts itself: their exit codes are its, not a failure."""
+        with self.lock:
+            due = self._interrupt_now is not None and self._interrupt_now.abrupt
+            if due:
+                self._interrupt_now = None
+        return "interrupted" if due else None
+
     def _limit_or_interrupt(self) -> str | None:
         reason = self._limit_reached()
         if reason:
             return reason
         with self.lock:
-            due = (
-                self._interrupt_steps
-                and self.progress
-                and self.progress.global_step >= self._interrupt_steps[0]
-            )
-            if due:
-                self._interrupt_steps.pop(0)
+            due, self._interrupt_now = self._interrupt_now, None
         return "interrupted" if due else None
 
     def _training_seconds_so_far(self) -> float:
@@ -382,9 +441,21 @@ class TrainingJob(LocalJob):
         output_tar = tar_folder(leader.base_dir / "output" / "data", artifacts / "output.tar.gz")
         s3.upload_file(str(output_tar), bucket, f"{key}/output.tar.gz")
 
+    def _billed_seconds(self) -> float:
+        """Under the lock: the billed transitions' seconds (the open one up to now)."""
+        moment = now()
+        total = 0.0
+        for transition in self.transitions:
+            if transition["Status"] in UNBILLED:
+                continue
+            end: datetime = transition.get("EndTime") or moment
+            total += max(0.0, (end - transition["StartTime"]).total_seconds())
+        return total
+
     def _account_time(self) -> None:
-        """TrainingTimeInSeconds covers every attempt; spot bills a discounted share of it."""
-        training = max(1, math.ceil(self._training_seconds_so_far()))
+        """TrainingTimeInSeconds: the billed transitions of every attempt (the upload included); spot bills a
+        discounted share of it."""
+        training = max(1, math.ceil(self._billed_seconds()))
         billable = max(1, math.ceil(training * (1 - self.settings.spot_discount))) if self.spot else training
         self.training_seconds, self.billable_seconds = training, billable
 

@@ -73,6 +73,7 @@ def _status_lines(info: dict[str, Any]) -> list[str]:
         if job.get("failure_reason"):
             lines.append(f"Reason:     {job['failure_reason']}")
     lines += _checkpoint_lines(info)
+    lines += _goodput_lines(info)
     if info.get("error"):
         lines += [f"Error:      {info['error']}", f"Cause:      {info.get('cause')}"]
     if info.get("result"):
@@ -99,10 +100,28 @@ def _checkpoint_lines(info: dict[str, Any]) -> list[str]:
     result = info.get("result") or {}
     for record in result.get("interruptions") or []:
         lost = record.get("lost_minutes")
-        lines.append(f"Interrupted: step {record.get('step_reached')} reached, resumed from "
-                     f"{record.get('resumed_from_step') or 0}, {record.get('lost_steps')} step(s) / "
-                     f"{'?' if lost is None else f'{lost:.1f}'} min lost")
+        reached = record.get("step_reached")
+        lines.append(f"Interrupted: step {'unknown' if reached is None else reached} reached, resumed from "
+                     f"{record.get('resumed_from_step') or 0}, "
+                     f"{'?' if record.get('lost_steps') is None else record['lost_steps']} step(s) / "
+                     f"{'?' if lost is None else f'{lost:.1f}'} min lost"
+                     + (f" (unknown: {record['unknown']})" if record.get("unknown") else ""))
     return lines
+
+
+def _goodput_lines(info: dict[str, Any]) -> list[str]:
+    """The goodput ledger: the run summary's, or computed now for a running run (lambda/goodput.py)."""
+    from runctl.lambda_code import lambda_module
+
+    ledger = (info.get("result") or {}).get("goodput") or info.get("goodput")
+    if not isinstance(ledger, dict):
+        return []
+    if ledger.get("error"):
+        return [f"Goodput:    not available ({ledger['error']})"]
+    so_far = " so far" if info.get("status") == "RUNNING" else ""
+    lines = lambda_module("goodput").summary_lines(ledger)
+    return [line.replace("Goodput: ", f"Goodput{so_far}: ", 1) if i == 0 else f"  {line}"
+            for i, line in enumerate(lines)]
 
 
 def _user() -> str:

@@ -189,7 +189,9 @@ def _describe_job(clients: Clients, job: dict[str, Any]) -> dict[str, Any] | Non
         return None
 
 
-def status(clients: Clients, execution_arn: str) -> dict[str, Any]:
+def status(clients: Clients, execution_arn: str, *, live_ledger: bool = True) -> dict[str, Any]:
+    """What runctl status shows; `live_ledger=False` skips reading the jobs' logs for a running run's ledger
+    (stop needs only the run and its jobs)."""
     try:
         execution = clients.sfn.describe_execution(executionArn=execution_arn)
     except ClientError as err:
@@ -213,6 +215,8 @@ def status(clients: Clients, execution_arn: str) -> dict[str, Any]:
         result["durability"] = {k: status_state["durability"].get(k) for k in (
             "last_durable_step", "last_durable_at", "age_minutes", "threshold_minutes", "stale", "action",
             "warned_at", "stopped_at", "checkpoint_uri", "checked_at")}
+    if live_ledger and execution["status"] == "RUNNING" and (run.get("job_names") or {}).get("train"):
+        result["goodput"] = live_goodput(clients, run)
     if execution.get("error") or execution.get("cause"):
         result["error"], result["cause"] = execution.get("error"), execution.get("cause")
     if execution["status"] == "SUCCEEDED" and execution.get("output"):
@@ -220,14 +224,22 @@ def status(clients: Clients, execution_arn: str) -> dict[str, Any]:
         summary = output.get("result") if isinstance(output, dict) else None
         if isinstance(summary, dict):
             result["result"] = {k: summary.get(k) for k in ("model_uri", "model_package_arn", "metrics", "cost",
-                                                            "interruptions", "checkpoints")}
+                                                            "interruptions", "checkpoints", "goodput")}
     return result
+
+
+def live_goodput(clients: Clients, run: dict[str, Any]) -> dict[str, Any]:
+    """The goodput ledger of a running run so far, computed as Finish will (lambda/goodput_sources.py), with
+    the caller's credentials: {"error": ...} when they cannot read the jobs' logs."""
+    from runctl.lambda_code import lambda_module
+
+    return lambda_module("goodput_sources").run_ledger(clients.sagemaker, clients.logs, clients.s3, run)
 
 
 def stop(clients: Clients, execution_arn: str, *, keep_jobs: bool = False, who: str = "runctl") -> dict[str, Any]:
     """Stop the execution first (no new job starts), then the jobs Prepare planned for it that are still in
     progress (the names in Prepare's output, as the orphaned-job stopper does: never a name from the input)."""
-    info = status(clients, execution_arn)
+    info = status(clients, execution_arn, live_ledger=False)
     stopped_execution = False
     if info["status"] == "RUNNING":
         clients.sfn.stop_execution(executionArn=execution_arn, error="runctl.Stopped",

@@ -101,6 +101,11 @@ def _pipeline(stack: Stack, config: EnvironmentConfig) -> None:
     _iam5(finish, f"{artifacts}/registry/*", "Finish writes the frozen copy of a registered model under "
                                              "registry/<run_id>/ (put only; the bucket policy lets no one else).")
     _iam5(finish, f"{artifacts}/outputs/*", "Finish writes the run summary and metrics under outputs/<run_id>/.")
+    logs = f"arn:aws:logs:{region}:{account}:log-group:/aws/sagemaker/TrainingJobs"
+    _iam5(finish, f"{logs}:*", "Finish lists the log stream names of the run's training jobs (the goodput ledger); "
+                               "SageMaker creates one stream per instance start, named at run time.")
+    _iam5(finish, f"{logs}:log-stream:{prefix}-*", "Finish reads the log streams of this project's training jobs "
+                                                   "(the goodput ledger: each attempt's GOODPUT and PROGRESS lines).")
     _iam5(_policy(fns["notify_failure"].role), f"{artifacts}/outputs/*",
           "A failed run's summary.json is written under outputs/<run_id>/, the key derived from the run id Prepare "
           "planned and notify_failure validates (the failure branch never receives the caller's input).")

@@ -167,6 +167,7 @@ class PipelineStack(Stack):
         sm = f"arn:{part}:sagemaker:{region}:{account}"
         training_jobs = f"{sm}:training-job/{prefix}-*"
         processing_jobs = f"{sm}:processing-job/{prefix}-*"
+        training_logs = f"arn:{part}:logs:{region}:{account}:log-group:/aws/sagemaker/TrainingJobs"
         pass_role = iam.PolicyStatement(
             sid="PassSageMakerRole", actions=["iam:PassRole"], resources=[self.sagemaker_role.role_arn],
             conditions={"StringEquals": {"iam:PassedToService": "sagemaker.amazonaws.com"}})
@@ -239,6 +240,12 @@ class PipelineStack(Stack):
                                     resources=[f"{self.artifacts_arn}/{MODELS_PREFIX}*"]),
                 iam.PolicyStatement(sid="FreezeRegisteredModels", actions=["s3:PutObject"],
                                     resources=[f"{self.artifacts_arn}/{REGISTRY_PREFIX}*"]),
+                # The goodput ledger reads each attempt's leader log (lambda/goodput_sources.py): the streams of
+                # this project's jobs only (GetLogEvents is granted per stream; DescribeLogStreams lists names).
+                iam.PolicyStatement(sid="ListTrainingLogStreams", actions=["logs:DescribeLogStreams"],
+                                    resources=[f"{training_logs}:*"]),
+                iam.PolicyStatement(sid="ReadTrainingLogs", actions=["logs:GetLogEvents"],
+                                    resources=[f"{training_logs}:log-stream:{prefix}-*"]),
                 *read_checkpoints, use_key, publish]),
             "notify_failure": ("Publish a failed run's error and summary", [
                 use_key, publish,

@@ -48,5 +48,13 @@ def test_every_example_runs_locally_as_shipped(dev_outdir: Path, tmp_path: Path)
             logs = [p.read_text() for p in tmp_path.glob(f"sagemaker/*-{spec['name']}-*/logs/attempt-*/algo-1.log")]
             assert logs and all("FSDP2 on CPU: 2 ranks" in log and "consolidated FSDP2 model written" in log
                                 for log in logs), name
+        # every billed instance-second of its training in a named part; unaccounted under 5%
+        ledger = record["result"]["goodput"]
+        assert sum(ledger["parts"].values()) == pytest.approx(ledger["billed_seconds"], abs=0.01), name
+        assert ledger["billed_seconds"] == ledger["reported_billed_seconds"], name
+        count = record["jobs"][-1]["ResourceConfig"]["InstanceCount"]  # TrainingTimeInSeconds: whole seconds
+        assert abs(ledger["transitions_billed_seconds"] - ledger["billed_seconds"]) <= max(
+            0.02 * ledger["billed_seconds"], count * 1.0), name
+        assert abs(ledger["parts"]["unaccounted"]) < 0.05 * ledger["billed_seconds"], (name, ledger["parts"])
         # the file itself is unchanged
         assert (REPO / "examples" / f"{name}.json").read_bytes() == shipped[name]

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.bench_goodput import cross_check
 from local_mode.demo import build_inputs, demo_spec
 from local_mode.report import write_report
 from local_mode.session import LocalSession
@@ -53,18 +54,30 @@ def test_local_run_end_to_end(dev_outdir: Path, tmp_path: Path) -> None:
         assert "Interrupted" in [t["Status"] for t in desc["SecondaryStatusTransitions"]]
         logs = sorted((tmp_path / "run" / "sagemaker" / job.name / "logs").glob("attempt-*"))
         assert len(logs) == 2
+        logged = [int(m) for m in re.findall(r"^PROGRESS global_step=(\d+)", (logs[0] / "algo-1.log").read_text(), re.M)]
         resumed = [int(m) for m in re.findall(r"PROGRESS global_step=(\d+)", (logs[1] / "algo-1.log").read_text())]
         assert resumed[0] > 1 and resumed[-1] == 24
         assert desc["BillableTimeInSeconds"] < desc["TrainingTimeInSeconds"]
-        # The summary reports the interruption (step reached, step resumed from, work lost) and the last
-        # checkpoint complete in S3; the session printed the durability watchdog's findings while it ran.
+        # The summary reports the interruption as the lost attempt logged it (the goodput ledger: step reached,
+        # step resumed from, work lost) and the last checkpoint complete in S3; the session printed the
+        # durability watchdog's findings while it ran.
         (interruption,) = result["interruptions"]
         assert interruption["resumed_from_step"] == resumed[0] - 1
+        assert interruption["step_logged"] == logged[-1] >= 8
         assert interruption["step_reached"] >= interruption["resumed_from_step"] >= 5
         assert interruption["lost_steps"] == interruption["step_reached"] - interruption["resumed_from_step"]
-        assert interruption["lost_minutes"] is not None
+        assert interruption["lost_minutes"] is not None and interruption["unknown"] is None
+        ledger = result["goodput"]
+        assert sum(ledger["parts"].values()) == pytest.approx(ledger["billed_seconds"], abs=0.01)
+        assert ledger["billed_seconds"] == desc["TrainingTimeInSeconds"] * 2
+        assert abs(ledger["transitions_billed_seconds"] - ledger["billed_seconds"]) <= max(
+            0.02 * ledger["billed_seconds"], 2.0)  # the transitions tell the same (TrainingTimeInSeconds: ceil)
+        assert abs(ledger["parts"]["unaccounted"]) < 0.05 * ledger["billed_seconds"], ledger["parts"]
         assert result["checkpoints"]["last_durable_step"] >= 20
         assert any("is durable in S3 (last_durable_step=" in line for line in said)
+        # The simulator (benchmarks/bench_goodput.py), given this run's parameters, predicts its goodput.
+        check = cross_check(ledger, every_steps=5)
+        assert check["ok"], check
 
         # Registered, notified, summarized.
         packages = s.sagemaker_client().list_model_packages(ModelPackageGroupName="hfsm-dev-models")
@@ -75,6 +88,7 @@ def test_local_run_end_to_end(dev_outdir: Path, tmp_path: Path) -> None:
         assert [a["interruptions"] for a in result["attempts"]] == [1]
         (note,) = [n for n in outcome.notifications if "succeeded" in n["subject"]]
         assert "1 spot interruption, resumed from checkpoints" in note["message"]
+        assert "Goodput: " in note["message"] and "on download and start-up again" in note["message"]
         assert "trivial baseline" in note["message"] and "eval_baseline_f1" not in note["message"]
         report = write_report(tmp_path / "report", outcome, model_dir)
         assert (report.parent / "loss.png").stat().st_size > 1000 and len(outcome.losses) >= 5

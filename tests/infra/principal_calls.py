@@ -156,6 +156,10 @@ def principal_calls(fsx: bool, create_sagemaker_log_groups: bool) -> dict[str, l
             ("kms:Decrypt", KEY, S3_KMS.format("Decrypt") + " (copy source); " + SNS_KMS),
             ("kms:GenerateDataKey", KEY, S3_KMS.format("GenerateDataKey") + "; " + SNS_KMS),
             ("sns:Publish", "ref:Notifications", "code:handlers.publish"),
+            ("logs:DescribeLogStreams", "{logs}:log-group:/aws/sagemaker/TrainingJobs:*",
+             "code:goodput_sources.get_paginator"),
+            ("logs:GetLogEvents", "{logs}:log-group:/aws/sagemaker/TrainingJobs:log-stream:{prefix}-*",
+             "code:goodput_sources.get_log_events"),
             *read_checkpoints]),
         "{prefix}-fn-notify-failure": lambda_role("notify_failure", "NotifyFailure", [
             ("s3:PutObject", "{arts}/outputs/*", "code:handlers.put_object"),

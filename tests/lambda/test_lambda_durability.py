@@ -125,7 +125,7 @@ def test_check_job_reports_durability_warns_and_stops_a_job_whose_checkpoints_st
                                                                                       tmp_path):
     run, job, fake, clock, stops = training
     assert job["checkpoint_uri"] == run["uris"]["checkpoint"] and job["watchdog"] == {
-        "every_minutes": 10, "intervals": 3, "action": "stop"}
+        "every_minutes": 10, "auto": False, "intervals": 3, "action": "stop"}
     s3 = aws.client("s3")
     status: dict[str, Any] = {"state": "running"}
     for minute, step in ((5, 50), (15, 100)):

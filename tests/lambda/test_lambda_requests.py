@@ -65,7 +65,8 @@ def test_hyperparameters_per_distribution_strategy(settings, strategy, extra):
     assert request["HyperParameters"] == {
         **RESERVED, "sagemaker_job_name": json.dumps(name), **extra,
         "task": '"question-answering"', "model_name_or_path": '"distilbert/distilbert-base-uncased"',
-        "save_steps": "500", "save_every_minutes": "30", "num_train_epochs": "1", "bf16": "true"}
+        "save_steps": "500", "save_interval": '"auto"', "interruption_prior_hours": "6.0",  # spot ml.p4d's prior
+        "num_train_epochs": "1", "bf16": "true"}
     assert_valid("CreateTrainingJob", request)
 
 

@@ -33,7 +33,7 @@ def test_minimal_spec_gets_environment_defaults(settings):
     assert spec["spot"] == {"enabled": True, "max_wait_seconds": 172800}
     assert spec["max_runtime_seconds"] == 86400
     assert spec["distribution"] == {"strategy": "ddp"}
-    assert spec["checkpoint"] == {"every_steps": 500, "every_minutes": 30,
+    assert spec["checkpoint"] == {"every_steps": 500, "every_minutes": "auto",
                                   "watchdog": {"intervals": 3, "action": "warn"}}
     assert spec["fallback"] == {"max_attempts": 1, "options": []}
     assert spec["data"]["train"] == {"s3": "s3://hfsm-dev-data/datasets/x/", "distribution": "FullyReplicated",
@@ -263,7 +263,7 @@ def test_checkpoint_time_interval_and_watchdog(settings):
         "watchdog"]["action"] == "off"
     assert problems_of({**MINIMAL, "checkpoint": {"every_minutes": -1, "watchdog": {"intervals": 1, "action": "x",
                                                                                      "after": 3}}}, settings) == [
-        "checkpoint.every_minutes: expected an integer from 0 to 10080, got -1",
+        "checkpoint.every_minutes: expected \"auto\" or an integer from 0 to 10080, got -1",
         "checkpoint.watchdog.after: unknown field; allowed: action, intervals",
         "checkpoint.watchdog.intervals: expected a number from 1.5 to 100 (checkpoint intervals without a new "
         "checkpoint in S3 before the watchdog acts), got 1",

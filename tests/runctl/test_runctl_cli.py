@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -294,3 +295,65 @@ def test_log_lines_and_reasons_reach_the_terminal_without_control_characters(cap
                            clients=clients)
     assert code == 0 and "Reason:     AlgorithmError: loss=0.1\\x1b[2J" in out
     assert all(c.isprintable() or c == "\n" for c in out)
+
+
+def test_status_shows_the_goodput_ledger_finished_and_live(capsys):
+    import time
+
+    arn = "arn:aws:states:us-east-1:123456789012:stateMachine:hfsm-dev-fine-tune"
+    ledger = {"format": 1, "billed_seconds": 200.0, "waiting_seconds": 5.0, "ratio": 0.5,
+              "parts": {"downloading": 4.0, "startup": 60.0, "productive": 100.0, "replayed": 30.0,
+                        "evaluation": 2.0, "checkpointing": 2.0, "uploading": 2.0, "stalled": 0.0,
+                        "unaccounted": 0.0},
+              "details": {"startup": {"imports": 40.0, "tokenize": 12.0}}, "attempts": [{}, {}]}
+    summary = {"result": {"model_uri": "s3://m", "goodput": ledger, "interruptions": [
+        {"step_reached": None, "resumed_from_step": 0, "lost_steps": None, "lost_minutes": None,
+         "unknown": "no algo-1 log stream of j0 for this attempt"}]}}
+    state = {"run": {"run_id": "tickets-20250601120000-abcd"}, "attempt": 0, "job": {"job_name": "j0"}}
+    clients = core.Clients(sfn=_HistorySfn(state, "SUCCEEDED", summary), cloudformation=None)
+    code, out, _ = run_cli(capsys, "status", "tickets-20250601120000-abcd", "--state-machine-arn", arn,
+                           clients=clients)
+    assert code == 0 and "Goodput: 50.0% of 3.3 min billed instance time was productive training (2 attempt(s)" in out
+    assert "    startup        30.0%  60 s (imports 40 s, tokenize 12 s)" in out and "    replayed       15.0%" in out
+    assert "Interrupted: step unknown reached, resumed from 0, ? step(s) / ? min lost (unknown: no algo-1" in out
+
+    # a running run: computed now from the job's transitions and its leader's log (lambda/goodput_sources.py)
+    moment = time.time() - 60  # the job started a minute ago and trains now
+    desc = {"TrainingJobName": "j0", "TrainingJobStatus": "InProgress", "SecondaryStatus": "Training",
+            "ResourceConfig": {"InstanceCount": 1},
+            "SecondaryStatusTransitions": [{"Status": "Starting", "StartTime": moment, "EndTime": moment + 5},
+                                           {"Status": "Downloading", "StartTime": moment + 5, "EndTime": moment + 10},
+                                           {"Status": "Training", "StartTime": moment + 10}]}
+    startup = {"v": 1, "event": "startup", "at": moment + 30, "script_started_at": moment + 12,
+               "first_step_at": moment + 30, "start_step": 0, "step": 0, "steps": 0, "step_seconds": 0.0,
+               "eval_seconds": 0.0, "save_seconds": 0.0, "startup": {"imports": 15.0}}
+
+    class Logs:
+        def get_paginator(self, name):
+            class Pages:
+                def paginate(self, **kwargs):
+                    return [{"logStreams": [{"logStreamName": "j0/algo-1-1", "firstEventTimestamp": 1}]}]
+            return Pages()
+
+        def get_log_events(self, **kwargs):
+            events = [{"timestamp": (moment + 30) * 1000, "message": "GOODPUT " + json.dumps(startup)}] + [
+                {"timestamp": (moment + 30 + i) * 1000, "message": f"PROGRESS global_step={i} max_steps=99"}
+                for i in range(1, 11)]
+            return {"events": [] if kwargs.get("nextToken") else events, "nextForwardToken": "t"}
+
+    class S3:
+        def get_object(self, **kwargs):
+            from botocore.exceptions import ClientError
+
+            raise ClientError({"Error": {"Code": "NoSuchKey"}}, "GetObject")
+
+    running = {"run": {"run_id": "tickets-20250601120000-abcd", "job_names": {"train": ["j0"]},
+                       "uris": {"checkpoint": "s3://b/checkpoints/tickets/"}}, "attempt": 0,
+               "job": {"job_name": "j0"}}
+    sm = type("SM", (), {"describe_training_job": lambda self, **kw: desc})()
+    clients = core.Clients(sfn=_HistorySfn(running), sagemaker=sm, cloudformation=None, logs=Logs(), s3=S3())
+    code, out, _ = run_cli(capsys, "status", "tickets-20250601120000-abcd", "--state-machine-arn", arn,
+                           clients=clients)
+    assert code == 0 and "Goodput so far: " in out and "(1 attempt(s);" in out
+    assert re.search(r"\n    startup +\d+\.\d%  20 s \(imports 15 s, other 3 s, launch 2 s\)", out)  # to 1st step
+    assert re.search(r"\n    productive +\d+\.\d%  \d+ s", out) and "uploading" not in out

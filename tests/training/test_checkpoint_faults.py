@@ -108,7 +108,8 @@ def tree_digest(directory: Path) -> dict[str, str]:
 
 
 def dirs(base: Path) -> list[str]:
-    return sorted(p.name for p in (base / "checkpoints").iterdir() if p.is_dir())
+    """The checkpoint dir's directories, less the training code's own (`_tokenized/`, the tokenized data set)."""
+    return sorted(p.name for p in (base / "checkpoints").iterdir() if p.is_dir() and not p.name.startswith("_"))
 
 
 def assert_same_weights(base: Path, reference: dict) -> None:

@@ -270,6 +270,32 @@ class SageMakerTrainingArguments(Seq2SeqTrainingArguments):
             "the next start reports the work an interruption lost; 0 = at every step."
         },
     )
+    save_interval: str = field(
+        default="fixed",
+        metadata={
+            "help": "fixed: save_steps and save_every_minutes as given; auto: the time between checkpoints is "
+            "sqrt(2 x C x M), C the blocking save time measured in this run (first save, then the running median), "
+            "M the mean time between interruptions seen in this run's history, else interruption_prior_hours; "
+            "clamped to [5, 60] minutes, every change logged (the pipeline sets it from checkpoint.every_minutes "
+            "\"auto\").",
+            "choices": ["fixed", "auto"],
+        },
+    )
+    interruption_prior_hours: float = field(
+        default=0.0,
+        metadata={
+            "help": "save_interval auto: the mean time between interruptions to assume before this run has seen "
+            "one (the pipeline sets it per instance type and capacity); 0 = 24 hours."
+        },
+    )
+    tokenized_cache: bool = field(
+        default=True,
+        metadata={
+            "help": "Keep the tokenized data set with the checkpoints (checkpoint_dir/_tokenized/, verified by "
+            "content hashes, keyed by a fingerprint of the data files, tokenizer, model config and data "
+            "arguments) so that a restart loads it instead of tokenizing again."
+        },
+    )
     # --- speed defaults (see hftrain/batching.py and hftrain/packing.py) ---
     train_sampling_strategy: str = field(
         default="auto",

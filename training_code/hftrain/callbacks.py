@@ -67,6 +67,7 @@ class SigtermCallback(TrainerCallback):
         self.requested_at: float | None = None
         self.stopped = False
         self.save_every_seconds = save_every_seconds or None
+        self.interval = None  # save_interval.AutoInterval: the interval chosen from measurements (auto)
         self.clock = clock
         self.timed_saves = 0
         self._last_save = clock()
@@ -92,15 +93,19 @@ class SigtermCallback(TrainerCallback):
         self._last_save = self.clock()
         return control
 
+    def every_seconds(self) -> float | None:
+        return self.interval.seconds() if self.interval is not None else self.save_every_seconds
+
     def on_step_end(self, args, state, control, **kwargs):
-        due = bool(self.save_every_seconds) and self.clock() - self._last_save >= self.save_every_seconds
+        every = self.every_seconds()
+        due = bool(every) and self.clock() - self._last_save >= every
         stop, due = distributed.any_rank_each([self.requested, due])
         if due and not control.should_save:
             self.timed_saves += 1
             control.should_save = True
             if state.is_world_process_zero:
-                logger.info("saving a checkpoint at step %d: %.1f minutes since the last one (save_every_minutes)",
-                            state.global_step, self.save_every_seconds / 60)
+                logger.info("saving a checkpoint at step %d: %.1f minutes since the last one (%s)", state.global_step,
+                            (every or 0) / 60, "save_interval auto" if self.interval else "save_every_minutes")
         if stop:
             self.requested = True
             self.stopped = True

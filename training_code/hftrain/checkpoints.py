@@ -601,10 +601,11 @@ def discover(root: str, storage: LocalStorage | None = None) -> list[Entry]:
 
 def other_entries(root: str, storage: LocalStorage | None = None) -> list[str]:
     """Directories under root that are not `checkpoint-<step>` (user files, quarantined checkpoints), and
-    symbolic links (a linked `checkpoint-<step>` was not written by the training code)."""
+    symbolic links (a linked `checkpoint-<step>` was not written by the training code); names starting with "_"
+    are the training code's own (the tokenized data set, `_tokenized/`)."""
     storage = storage or LocalStorage()
     links = [f"{name} (a symbolic link)" for name in storage.list_dir_links(root)]
-    return [name for name in storage.list_dirs(root) if step_of(name) is None] + links
+    return [name for name in storage.list_dirs(root) if step_of(name) is None and not name.startswith("_")] + links
 
 
 def quarantine_name(step: int, taken: Iterable[str]) -> str:

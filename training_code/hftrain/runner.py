@@ -25,8 +25,10 @@ from . import (
     packing,
     resume,
     run_history,
+    save_interval,
     sharding,
     smenv,
+    tokenized_cache,
     volume,
 )
 from .callbacks import (
@@ -39,6 +41,7 @@ from .callbacks import (
 )
 from .data import DataError, load_hub, load_local
 from .failure import write_failure
+from .goodput import GoodputCallback, GoodputClock
 from .nccl import NcclTransportCallback
 from .progress import ProgressLineCallback
 from .sagemaker_trainer import make_trainer_class
@@ -132,6 +135,20 @@ def load_raw(data_args, env, which: str, cache_dir):
     return None, False
 
 
+def data_source(data_args, env, which: str) -> str | None:
+    """What load_raw reads for 'train' or 'validation': a path, 'hub:<name>/<config>/<split>', or None."""
+    explicit = data_args.train_path if which == "train" else data_args.validation_path
+    if explicit:
+        return explicit
+    channel = env.channels.get(which)
+    if channel and os.path.isdir(channel):
+        return channel
+    split = data_args.train_split if which == "train" else data_args.validation_split
+    if data_args.dataset_name and split:
+        return f"hub:{data_args.dataset_name}/{data_args.dataset_config_name}/{split}"
+    return None
+
+
 def gather_sharded(dataset):
     """A sharded validation channel: every rank gets every host's rows (validation sets are small)."""
     import datasets
@@ -176,7 +193,9 @@ def load_model(task, model_path, config, model_args):
 def _record_start(history: run_history.RunHistory, decision: resume.ResumeDecision, env, world: int) -> None:
     interruption = history.record_start({**decision.record(), "hosts": env.hosts, "world_size": world},
                                         resumed_step=decision.step)
-    if interruption:
+    if interruption and interruption.get("unknown"):
+        logger.info("interruption: %s; resumed from step %s", interruption["unknown"], decision.step)
+    elif interruption:
         lost = interruption["lost_minutes"]
         logger.info("interruption: job %s reached step %d, resumed from step %s: %d step(s) lost (%s minutes)",
                     interruption["job"], interruption["step_reached"], decision.step, interruption["lost_steps"],
@@ -208,11 +227,14 @@ def _map_kwargs(data_args, training_args):
 class TrainingRun:
     """One run's state, filled in phase by phase; `run` below calls the phases in order."""
 
-    def __init__(self, model_args, data_args, training_args) -> None:
+    def __init__(self, model_args, data_args, training_args, clock: GoodputClock | None = None) -> None:
         self.model_args, self.data_args, self.args = model_args, data_args, training_args
         self.started = time.time()
         self.env = smenv.SageMakerEnv.from_environ()
         self.task = get_task(data_args.task, data_args)
+        # What this process spends its time on (goodput.py); lines only from global rank 0 (set in setup).
+        self.clock = clock or GoodputClock(job=self.env.job_name, host=self.env.current_host, enabled=False)
+        self.clock.mark_imports_done()
 
     # --- arguments, logging, seed, SIGTERM
     def setup(self) -> None:
@@ -228,6 +250,7 @@ class TrainingRun:
             self.sigterm.install()
         _ = args.device  # initializes torch.distributed under torchrun
         self.rank, self.world = distributed.rank(), distributed.world_size()
+        self.clock.enabled = self.rank == 0
         log_level = args.get_process_log_level()
         logging.getLogger("hftrain").setLevel(logging.INFO if args.should_log else logging.WARNING)
         hf_logging.set_verbosity(log_level)
@@ -291,21 +314,54 @@ class TrainingRun:
                 model.generation_config.decoder_start_token_id = start
         return model
 
-    # --- tokenization: once per node (local rank 0 first, the others read the cache)
+    # --- tokenization: once per node (local rank 0 first, the others read the cache); on a restart the
+    # tokenized data set kept with the checkpoints (tokenized_cache.py) is loaded instead
     def tokenize(self) -> None:
         map_kwargs = _map_kwargs(self.data_args, self.args)
-        train_features = eval_features = None
-        with self.args.main_process_first(local=True, desc="tokenization"):
+
+        def build():
+            train = eval_ = None
             if self.raw_train is not None:
-                train_features = self.task.tokenize_train(self.raw_train, self.tokenizer, self.config, map_kwargs)
+                train = self.task.tokenize_train(self.raw_train, self.tokenizer, self.config, map_kwargs)
             if self.raw_eval is not None:
-                eval_features = self.task.tokenize_eval(self.raw_eval, self.tokenizer, self.config, map_kwargs)
+                eval_ = self.task.tokenize_eval(self.raw_eval, self.tokenizer, self.config, map_kwargs)
+            return train, eval_
+
+        with self.args.main_process_first(local=True, desc="tokenization"):
+            cache = self._tokenized_cache() if self.args.tokenized_cache else None
+            if cache is None:
+                train_features, eval_features = build()
+            else:
+                result = cache.load_or_build(build, hash_files=distributed.local_rank() == 0)
+                train_features, eval_features = result.train, result.eval
+                self.clock.tokenize_cache = result.status
+                if self.rank == 0:
+                    what = {"hit": "loaded the tokenized data set kept with the run from",
+                            "miss": "tokenized the data set; kept it for restarts at",
+                            "rebuilt": "tokenized the data set again (the cache was refused); kept it at",
+                            "skipped": "tokenized the data set; the first host keeps it for restarts at",
+                            "unsaved": "tokenized the data set; could not keep it at"}[result.status]
+                    logger.info("tokenized cache: %s %s (%.2f s)", what, result.path, result.seconds)
         if eval_features is not None:
             eval_features = batching.longest_first(eval_features)  # before the metrics read the features
         if self.raw_train is not None and len(self.raw_train) > 0 and (
                 train_features is None or len(train_features) == 0):
             raise DataError("tokenization produced no training features (check the columns and max_seq_length)")
         self.train_features, self.eval_features = train_features, eval_features
+
+    def _tokenized_cache(self) -> tokenized_cache.TokenizedCache | None:
+        sources = [(which, source) for which in ("train", "validation")
+                   if (source := data_source(self.data_args, self.env, which)) is not None]
+        if self.raw_train is None and self.raw_eval is None:
+            return None
+        files = tokenized_cache.data_files_fingerprint(sources, self.data_args.data_format)
+        digest, inputs = tokenized_cache.fingerprint(
+            data_files=files, tokenizer=self.tokenizer, model_identity=checkpoints.model_identity(
+                self.config, self.task.name), task=self.task, data_args=self.data_args)
+        # Replicated data: every host has the same fingerprint, the first writes; sharded: each its own.
+        writer = (self.sharded or self.env.host_index == 0) and distributed.local_rank() == 0
+        return tokenized_cache.TokenizedCache(self.args.checkpoint_dir, digest, inputs, writer=writer,
+                                              host=self.env.current_host if self.sharded else None)
 
     # --- who trains on what (sharding.py)
     def lay_out_training(self) -> None:
@@ -360,13 +416,32 @@ class TrainingRun:
     def decide_resume(self) -> None:
         args = self.args
         self.planner, self.decision = decide_resume(args, self.env, self.model, self.task.name)
+        self.clock.start_step = self.clock.step = self.decision.step or 0
         self.history = None
         if self.rank == 0:
             self.history = run_history.RunHistory(args.checkpoint_dir, job=self.env.job_name,
                                                   host=self.env.current_host, every_seconds=args.progress_every_seconds)
             _record_start(self.history, self.decision, self.env, self.world)
+        self._auto_interval()
         self.keep = args.save_total_limit
         args.save_total_limit = None  # rotation is ours (this run's verified checkpoints only)
+
+    def _auto_interval(self) -> None:
+        """save_interval auto (save_interval.py): every rank starts from rank 0's view of the run's history and
+        measured saves, then follows its own saves' blocking time (a save is due when it is due on any rank)."""
+        self.interval = None
+        if self.args.save_interval != "auto":
+            return
+        history = self.history
+        inputs = (history.read_history(), list(history.save_seconds)) if history is not None else None
+        history_data, saves = distributed.all_gather_objects(inputs)[0]
+        self.interval = save_interval.AutoInterval(
+            prior_hours=self.args.interruption_prior_hours, history=history_data, previous_saves=saves,
+            log=logger.info if self.rank == 0 else (lambda *a: None))
+        self.sigterm.interval = self.interval
+        self.clock.on_save.append(self.interval.record_save)  # each rank: its own blocking time
+        if history is not None:
+            self.clock.on_save.append(history.record_save_seconds)
 
     # --- trainer
     def prepare_trainer(self) -> None:
@@ -404,6 +479,7 @@ class TrainingRun:
             compute_metrics=self.compute_metrics,
             callbacks=self._callbacks(),
             train_loader_factory=train_loader,
+            goodput_clock=self.clock,
         )
         trainer.remove_callback(PrinterCallback)  # METRIC lines carry the same numbers
         return trainer
@@ -420,6 +496,7 @@ class TrainingRun:
             LogLinesCallback(),
             ProgressLineCallback(),
             NcclTransportCallback(),  # which network NCCL chose (EFA or a TCP fallback)
+            GoodputCallback(self.clock),  # last: the markers and rotation of CheckpointCallback count as save time
         ]
 
     # --- train: from the agreed checkpoint, falling back to an older one when it fails to load
@@ -443,16 +520,19 @@ class TrainingRun:
     def _train_once(self, trainer, total_steps: int) -> dict:
         decision = self.decision
         if decision.step is None or decision.step < total_steps:
+            self.clock.restore_started()
             result = trainer.train(resume_from_checkpoint=decision.load_path)
             return {k: v for k, v in result.metrics.items() if isinstance(v, int | float)}
         # the previous attempt finished training but not the final save: don't train a step more
         logger.info("training finished at %s already: writing the final model from it", decision.path)
+        self.clock.restore_started()
         if trainer.is_fsdp_enabled and fsdp.version(self.args) == 2:
             fsdp.wrap_without_training(trainer)  # the Trainer loads shards into wrapped models only
             trainer._load_from_checkpoint(decision.load_path, trainer.model_wrapped)
         else:
             trainer._load_from_checkpoint(decision.load_path)
         self.planner.release(decision)
+        self.clock.first_step_begins()  # start-up ends here: zero steps, then the final evaluation and model
         return {"train_global_step": float(decision.step)}
 
     # --- outputs
@@ -468,19 +548,21 @@ class TrainingRun:
     def evaluate(self, trainer, metrics: dict) -> None:
         if self.eval_features is None or not self.args.eval_at_end:
             return
-        scores = trainer.evaluate(**self.task.final_eval_kwargs(self.args))
-        metrics.update({k: v for k, v in scores.items() if isinstance(v, int | float)})
-        if self.rank == 0:
-            trivial = baselines.compute(self.task, self.raw_train, self.raw_eval)
-            emit_metrics(trivial)
-            metrics.update(trivial)
+        with self.clock.final("eval"):
+            scores = trainer.evaluate(**self.task.final_eval_kwargs(self.args))
+            metrics.update({k: v for k, v in scores.items() if isinstance(v, int | float)})
+            if self.rank == 0:
+                trivial = baselines.compute(self.task, self.raw_train, self.raw_eval)
+                emit_metrics(trivial)
+                metrics.update(trivial)
 
     def write_outputs(self, trainer, metrics: dict) -> None:
         """The final model, written once by global rank 0 (all ranks join for sharded models), and metrics.json."""
         env = self.env
-        fsdp.save_final_model(trainer, env.model_dir)
-        if self.rank == 0:
-            export.make_readable_by_transformers4(env.model_dir)  # the registered inference image is transformers 4.x
+        with self.clock.final("save"):
+            fsdp.save_final_model(trainer, env.model_dir)
+            if self.rank == 0:
+                export.make_readable_by_transformers4(env.model_dir)  # the inference image is transformers 4.x
             metrics["total_runtime_seconds"] = time.time() - self.started
             os.makedirs(env.output_data_dir, exist_ok=True)
             with open(os.path.join(env.output_data_dir, "metrics.json"), "w") as handle:
@@ -494,14 +576,13 @@ def _first_rows(dataset, limit):
     return dataset
 
 
-def run(model_args, data_args, training_args) -> int:
-    job = TrainingRun(model_args, data_args, training_args)
-    job.setup()
-    job.load_data()
-    job.load_model_and_tokenizer()
-    job.tokenize()
-    job.lay_out_training()
-    job.decide_resume()
+def run(model_args, data_args, training_args, clock: GoodputClock | None = None) -> int:
+    job = TrainingRun(model_args, data_args, training_args, clock)
+    for phase, step in (("setup", job.setup), ("data_load", job.load_data), ("model_load", job.load_model_and_tokenizer),
+                        ("tokenize", job.tokenize), ("layout", job.lay_out_training),
+                        ("resume_verify", job.decide_resume)):
+        with job.clock.phase(phase):  # the start-up parts of the goodput ledger (goodput.py)
+            step()
     job.prepare_trainer()
     trainer, metrics = job.train()
     if not job.stopped_by_sigterm(trainer):
@@ -509,6 +590,7 @@ def run(model_args, data_args, training_args) -> int:
         job.write_outputs(trainer, metrics)
     job.sigterm.uninstall()
     distributed.barrier()
+    job.clock.end()
     return 0
 
 

@@ -18,8 +18,9 @@ def make_trainer_class(base):
         """The task's Trainer, reading training batches from the agreed layout and honouring
         zero-weight batches (see sharding.py)."""
 
-        def __init__(self, *a, train_loader_factory=None, **kw):
+        def __init__(self, *a, train_loader_factory=None, goodput_clock=None, **kw):
             self._train_loader_factory = train_loader_factory
+            self._goodput = goodput_clock  # goodput.py: save and evaluation time during training
             super().__init__(*a, **kw)
             settle_loss_scaling(self)  # loss and gradient divided once by the accumulation (loss_scaling.py)
 
@@ -36,6 +37,15 @@ def make_trainer_class(base):
             if self._train_loader_factory is None:
                 return super().get_train_dataloader()
             return self._train_loader_factory()
+
+        def _evaluate(self, *a, **kw):
+            if self._goodput is None:
+                return super()._evaluate(*a, **kw)
+            self._goodput.eval_begins()
+            try:
+                return super()._evaluate(*a, **kw)
+            finally:
+                self._goodput.eval_ends()
 
         def _guarded_load(self, what: str, checkpoint, load):
             """Run one load on every rank; if it fails on any, all raise CheckpointLoadError together (the
@@ -68,6 +78,8 @@ def make_trainer_class(base):
             self._guarded_load("model weights", resume_from_checkpoint, load)
 
         def _save_checkpoint(self, model, trial):
+            if self._goodput is not None:
+                self._goodput.save_begins(self.state.global_step)  # ends in GoodputCallback.on_save
             try:
                 return super()._save_checkpoint(model, trial)
             except Exception as err:  # a full volume says so (volume.py); anything else as it is

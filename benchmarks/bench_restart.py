@@ -1,0 +1,118 @@
+"""Restart start-up with and without the tokenized data set kept with the run (hftrain/tokenized_cache.py).
+
+    PYTHONPATH=. python benchmarks/bench_restart.py               # 100,000 generated QA examples (SQuAD-like lengths)
+    PYTHONPATH=. python benchmarks/bench_restart.py --smoke       # 2,000 examples
+
+One job base dir (a `train` and a `validation` channel of generated SQuAD-format JSON lines, a tiny BERT built
+from a config), train.py run as its own process on one CPU rank:
+1. the first attempt tokenizes, keeps the tokenized data set beside its checkpoints, trains one step;
+2. then restarts, alternately with the cache and without it (`tokenized_cache false`), each resuming from the
+   newest checkpoint and training one more step, `--rounds` times each. Every run gets an empty Hugging Face
+   datasets cache, as a restarted instance has: what a restart pays without the cache is tokenizing again.
+Measured from each run's GOODPUT `startup` line: the start-up (process start to the first optimizer step) and its
+phases. Printed: median start-up and tokenize phase of each arm and their ratio; JSON in --out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+TRAIN_PY = REPO / "training_code" / "train.py"
+
+
+def generate(base: Path, rows: int) -> dict:
+    from local_mode import synthetic
+
+    train = synthetic.qa_examples(rows, seed=1, squad_lengths=True)
+    for i in range(4):
+        synthetic.write_jsonl(base / "input" / "data" / "train" / f"part-{i}.jsonl", train[i::4])
+    synthetic.write_jsonl(base / "input" / "data" / "validation" / "part-0.jsonl",
+                          synthetic.qa_examples(max(64, rows // 100), seed=2, squad_lengths=True))
+    model = synthetic.build_model_dir("bert", base.parent / "tiny-bert")
+    size = sum(p.stat().st_size for p in (base / "input" / "data").rglob("*.jsonl"))
+    return {"rows": rows, "megabytes": round(size / 1e6, 1), "model": str(model)}
+
+
+def run(base: Path, model: str, max_steps: int, cache: bool) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SM_", "PYTHONPATH"))}
+    hf_cache = Path(tempfile.mkdtemp(prefix="hf-cache-", dir=base.parent))  # a fresh instance's empty cache
+    env.update({"SAGEMAKER_BASE_DIR": str(base), "HF_DATASETS_CACHE": str(hf_cache), "HF_HUB_OFFLINE": "1",
+                "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
+                "PYTHONUNBUFFERED": "1", "TRANSFORMERS_VERBOSITY": "error"})
+    args = ["--task", "question-answering", "--model_name_or_path", model, "--max_steps", str(max_steps),
+            "--save_steps", "1", "--per_device_train_batch_size", "16", "--max_seq_length", "128",
+            "--doc_stride", "32", "--eval_at_end", "false", "--tokenized_cache", str(cache).lower()]
+    started = time.time()
+    proc = subprocess.run([sys.executable, str(TRAIN_PY), *args], env=env, capture_output=True, text=True,
+                          timeout=3600)
+    shutil.rmtree(hf_cache, ignore_errors=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"train.py failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    startup = next(json.loads(line[len("GOODPUT "):]) for line in proc.stdout.splitlines()
+                   if line.startswith("GOODPUT ") and '"event":"startup"' in line)
+    kept = re.search(r"tokenized data set kept at \S+ \((\d+) file\(s\), ([0-9.]+) MB\)", proc.stderr + proc.stdout)
+    return {"cache": cache, "max_steps": max_steps, "wall_seconds": round(time.time() - started, 2),
+            "cache_megabytes": float(kept.group(2)) if kept else None,
+            "startup_seconds": round(startup["first_step_at"] - startup["script_started_at"], 3),
+            "phases": startup["startup"], "tokenize_cache": startup["tokenize_cache"]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rows", type=int, default=100_000)
+    parser.add_argument("--rounds", type=int, default=2, help="restarts per arm, interleaved")
+    parser.add_argument("--smoke", action="store_true", help="2,000 examples, one round")
+    parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results")
+    args = parser.parse_args(argv)
+    rows, rounds = (2000, 1) if args.smoke else (args.rows, args.rounds)
+    with tempfile.TemporaryDirectory(prefix="bench-restart-") as tmp:
+        base = Path(tmp) / "job"
+        data = generate(base, rows)
+        print(f"data: {data['rows']:,} generated QA examples, {data['megabytes']} MB of JSON lines")
+        first = run(base, data["model"], 1, cache=True)
+        print(f"first attempt: start-up {first['startup_seconds']:.1f} s (tokenize {first['phases']['tokenize']:.1f} s, "
+              f"cache {first['tokenize_cache']}: {first['cache_megabytes']} MB kept with the checkpoints)")
+        restarts = []
+        step = 1
+        for _ in range(rounds):
+            for cache in (True, False):
+                step += 1
+                restarts.append(run(base, data["model"], step, cache=cache))
+                r = restarts[-1]
+                print(f"restart {'with' if cache else 'without'} the cache: start-up {r['startup_seconds']:.1f} s "
+                      f"(tokenize {r['phases']['tokenize']:.2f} s, data_load {r['phases']['data_load']:.1f} s, "
+                      f"cache {r['tokenize_cache']})")
+    arms = {}
+    for cache in (True, False):
+        runs = [r for r in restarts if r["cache"] is cache]
+        arms["with" if cache else "without"] = {
+            "startup_seconds": statistics.median(r["startup_seconds"] for r in runs),
+            "tokenize_seconds": statistics.median(r["phases"]["tokenize"] for r in runs), "runs": runs}
+    with_, without = arms["with"], arms["without"]
+    print(f"\n| restart start-up | median | tokenize phase |\n|---|---|---|\n"
+          f"| without the cache | {without['startup_seconds']:.1f} s | {without['tokenize_seconds']:.2f} s |\n"
+          f"| with the cache | {with_['startup_seconds']:.1f} s | {with_['tokenize_seconds']:.2f} s |\n"
+          f"start-up without / with: {without['startup_seconds'] / with_['startup_seconds']:.2f}x; tokenize phase "
+          f"without / with: {without['tokenize_seconds'] / max(with_['tokenize_seconds'], 1e-6):.1f}x")
+    args.out.mkdir(parents=True, exist_ok=True)
+    result = {"data": data, "first": first, "arms": arms, "tokenize_seconds": without["tokenize_seconds"],
+              "cache_load_seconds": with_["tokenize_seconds"]}
+    path = args.out / f"bench_restart{'_smoke' if args.smoke else ''}.json"
+    path.write_text(json.dumps(result, indent=1))
+    print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
