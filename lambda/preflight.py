@@ -7,6 +7,7 @@
 - `training_request_problems` / `processing_request_problems`: the SageMaker API limits the service model does
   not check client-side (names, hyperparameter sizes, channels, VPC, stopping condition, container arguments).
 - `storage_problems`: S3 prefixes exist and hold enough objects (ShardedByS3Key: one per instance at least).
+- `data_preflight.problems`: a bounded sample of every channel parses and has the columns the task reads.
 - `job_name_problems`: the planned job names are still free in the account.
 - `subnet_problems`: the subnets have the free private IPs the EFA attempts need.
 - spend limits (lambda/spend.py): the worst case of every built request (cost.worst_case_cost) within
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import data_preflight
 import efa
 import hyperparameters
 import naming
@@ -279,6 +281,7 @@ def check(run: dict[str, Any], requests: list[tuple[str, dict[str, Any]]], setti
     problems += spend.cost_problems(run, requests, settings)
     if s3 is not None:
         problems += storage_problems(spec, settings, s3)
+        problems += data_preflight.problems(spec, settings, s3)
     if sagemaker is not None:
         problems += job_name_problems(run, sagemaker)
     if ec2 is not None and not problems:  # one more API call only for runs that could otherwise start

@@ -15,6 +15,7 @@ import json
 from typing import Any
 
 import hyperparameters
+import runtime_limits
 import strict_json
 from charsets import DESCRIPTION, NO_CONTROL, TAG, VISIBLE, Charset
 from errors import SpecError
@@ -354,7 +355,7 @@ def hyperparameters_fit(spec: dict[str, Any], ctx: Context) -> None:
             ctx.problems.add(path, message)
 
 
-RULES = (channel_source, strategy_fits, tokenizer_fits, watchdog_fits, hyperparameters_fit)
+RULES = (channel_source, strategy_fits, tokenizer_fits, watchdog_fits, hyperparameters_fit, runtime_limits.runtime_fits)
 
 
 def parse_spec_text(text: str | bytes) -> Any:

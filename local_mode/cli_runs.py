@@ -111,13 +111,14 @@ def _run_example(session: LocalSession, name: str, work_dir: Path, *, verbose: b
     path = EXAMPLES / f"{name}.json"
     spec = read_spec(path)
     inputs = work_dir / "inputs"
-    print(f"\nexample {name}: {path.relative_to(REPO)} as shipped, with these local overrides "
-          "(the file is not changed):")
     plan = spec_inputs.local_overrides(spec, session.dep.settings, inputs)
+    print(f"\nexample {name}: {path.relative_to(REPO)} as shipped, with {len(plan.notes)} local override(s) "
+          "(the file is not changed):")
     for note in plan.notes:
         print(f"  - {note}")
     counts = [plan.spec.get("compute", {}).get("instance_count", 1),
               (plan.spec.get("tokenizer") or {}).get("instance_count", 1)]
+    print("generated inputs:")
     for line in spec_inputs.write_spec_data(plan.spec, inputs, parts=max(2, *counts)):
         print(f"  - {line}")
     print(f"uploaded {session.upload_folder(inputs)} generated files to s3://{session.dep.data_bucket}/")

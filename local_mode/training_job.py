@@ -41,7 +41,7 @@ from local_mode.s3_channels import (
 from local_mode.training_hosts import install_code, training_processes
 
 TRAINING_MEMBERS = output_members("DescribeTrainingJob")
-WINDOW_PREFIXES = ("[train] ", "[eval] ")  # the training code's per-logging-window lines
+WINDOW_PREFIXES = ("[train] ", "[eval] ", "[setup] ")  # the training code's start-up and logging-window lines
 END_STATES = {
     "stopped": ("Stopped", "Training job stopped"),
     "max_runtime": ("MaxRuntimeExceeded", "Training job stopped: MaxRuntimeInSeconds exceeded"),

@@ -14,6 +14,10 @@ import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 
 from runctl import core, observe
+from runctl.lambda_code import lambda_module
+
+_verdict = lambda_module("verdict")
+NOT_BEATEN, NOT_BEATEN_PHRASE = _verdict.NOT_BEATEN, _verdict.NOT_BEATEN_PHRASE
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -40,8 +44,14 @@ def _parser() -> argparse.ArgumentParser:
                                                            "job names, instances, requests, worst-case cost")
     plan.add_argument("spec", help="run spec JSON file (docs/run_spec.md)")
     plan.add_argument("--name", help="run name, overriding the spec's `name`")
-    plan.add_argument("--settings", help="PIPELINE_SETTINGS JSON file instead of the deployed Prepare function's")
-    plan.add_argument("--offline", action="store_true", help="skip the checks that call AWS (data in S3, job names)")
+    plan.add_argument("--settings", help="PIPELINE_SETTINGS JSON file instead of the environment's")
+    plan.add_argument("--cdk-out", default="cdk.out", help="the synthesized app whose settings --env names "
+                                                           "(default: cdk.out; `make synth ENV=NAME` writes it)")
+    plan.add_argument("--deployed", action="store_true", help="the deployed Prepare function's settings instead of "
+                                                              "cdk.out's, and the checks that call AWS (data in S3, "
+                                                              "job names); needs AWS credentials")
+    plan.add_argument("--offline", action="store_true", help="with --deployed or --settings: skip the checks that "
+                                                             "call AWS (data in S3, job names)")
     plan.add_argument("--brief", action="store_true", help="leave out the full requests")
     listing = sub.add_parser("list", parents=[common], help="recent runs with state, duration and cost")
     listing.add_argument("--limit", type=int, default=20)
@@ -62,7 +72,9 @@ def _print(args: argparse.Namespace, data: dict[str, Any], lines: list[str]) -> 
 
 
 def _status_lines(info: dict[str, Any]) -> list[str]:
-    lines = [f"Run:        {info.get('run_id') or '(not planned yet)'}", f"Status:     {info['status']}",
+    judged = (info.get("result") or {}).get("verdict") or {}
+    ended = f" ({NOT_BEATEN_PHRASE})" if judged.get("verdict") == NOT_BEATEN else ""
+    lines = [f"Run:        {info.get('run_id') or '(not planned yet)'}", f"Status:     {info['status']}{ended}",
              f"Execution:  {info['execution_arn']}", f"Started:    {info['started']}"]
     if info.get("stopped"):
         lines.append(f"Stopped:    {info['stopped']}")
@@ -79,7 +91,9 @@ def _status_lines(info: dict[str, Any]) -> list[str]:
         result = info["result"]
         lines += [f"Model:      {result.get('model_uri')}", f"Package:    {result.get('model_package_arn')}",
                   f"Metrics:    {json.dumps(result.get('metrics'))}"]
-    lines.append(f"Console:    {info['console_url']}")
+        if judged:
+            lines.append(f"Verdict:    {judged.get('text')}")
+    lines.append(f"Report:     {info['report']}" if info.get("report") else f"Console:    {info['console_url']}")
     return lines
 
 
@@ -112,18 +126,31 @@ def _user() -> str:
         return os.environ.get("USER", "unknown user")
 
 
+def _plan_deployed(args: argparse.Namespace) -> bool:
+    """plan reads the deployed stack (and calls AWS) only when asked to: --deployed or a state machine ARN."""
+    return bool(args.deployed or args.state_machine_arn or os.environ.get(core.ARN_ENV))
+
+
 def _plan(args: argparse.Namespace, clients: core.Clients | None, arn: str | None) -> int:
     from runctl import plan
 
     spec = core.load_spec(args.spec, args.name)
+    offline = args.offline or clients is None
     if args.settings:
         try:
             settings_text = Path(args.settings).read_text()
         except OSError as err:
             raise core.RunctlError(f"cannot read {args.settings}: {err.strerror}") from err
+    elif clients is None:
+        from runctl import synthesized
+
+        environment = args.env or os.environ.get(core.ENVIRONMENT_ENV, "dev")
+        settings_text = synthesized.settings_text(Path(args.cdk_out), environment)
     else:
         settings_text = plan.deployed_settings_text(clients, arn)
-    result = plan.plan(clients, spec, settings_text=settings_text, offline=args.offline)
+    result = plan.plan(clients, spec, settings_text=settings_text, offline=offline)
+    if clients is None and not args.settings:
+        result["settings_source"] = f"{args.cdk_out} (synthesized; no AWS call)"
     _print(args, result, plan.plan_lines(result, show_requests=not args.brief))
     return 0 if result["ok"] else 1
 
@@ -131,7 +158,8 @@ def _plan(args: argparse.Namespace, clients: core.Clients | None, arn: str | Non
 def main(argv: list[str] | None = None, clients: core.Clients | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        if args.command == "plan" and args.settings and args.offline:
+        if args.command == "plan" and (not _plan_deployed(args) and not args.settings or args.settings and
+                                       args.offline):
             return _plan(args, None, None)  # no AWS at all
         clients = clients or _clients(args)
         arn = core.resolve_state_machine_arn(clients, arn=args.state_machine_arn, project=args.project,

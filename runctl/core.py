@@ -201,7 +201,7 @@ def status(clients: Clients, execution_arn: str) -> dict[str, Any]:
         summary = output.get("result") if isinstance(output, dict) else None
         if isinstance(summary, dict):
             result["result"] = {k: summary.get(k) for k in ("model_uri", "model_package_arn", "metrics", "cost",
-                                                            "interruptions", "checkpoints")}
+                                                            "interruptions", "checkpoints", "verdict")}
     return result
 
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from transformers import Seq2SeqTrainingArguments
 
-from . import hp_rules, smenv
+from . import data, hp_rules, smenv
 from .tasks import REGISTRY, TASKS, column_declarations, metric_names, verdicts
 
 DATA_FORMATS = ("auto", "jsonl", "json", "csv", "parquet")
@@ -482,6 +482,8 @@ def hyperparameter_schema() -> dict[str, dict[str, Any]]:
             entry["metrics"] = metric_names()
             entry["columns"] = column_declarations()  # which hyperparameters name columns (data pre-flight)
             entry["verdict"] = verdicts()  # the headline metric and margin over the trivial baseline
+        if action.dest == "data_format":  # file extension -> format, as the channels' files are read
+            entry["extensions"] = dict(data.EXTENSIONS)
         if action.dest == "accelerator_config":  # the Trainer builds AcceleratorConfig(**value): no other keys
             from transformers.trainer_pt_utils import AcceleratorConfig
 
