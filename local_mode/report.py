@@ -44,6 +44,7 @@ def _loss_curve(folder: Path, outcome: RunOutcome) -> list[str]:
     fig, ax = plt.subplots(figsize=(6, 3.5))
     ax.plot(steps, losses, marker="o", markersize=3)
     ax.set_ylim(bottom=0, top=max(losses) * 1.1)  # from 0: a small change looks small
+    ax.set_xlim(left=0)
     ax.set_xlabel("global step")
     ax.set_ylabel("training loss")
     ax.set_title(f"training loss: {losses[0]:.4g} -> {losses[-1]:.4g} ({_change(losses[0], losses[-1])})")
@@ -83,6 +84,7 @@ def _eval_curve(folder: Path, outcome: RunOutcome) -> list[str]:
         top = max(top, baseline)
         ax.legend(loc="lower right", fontsize=8)
     ax.set_ylim(bottom=0, top=top * 1.1 or 1)
+    ax.set_xlim(left=0, right=max(steps) * 1.05 or 1)
     ax.set_xlabel("global step")
     ax.set_ylabel(str(metric))
     ax.set_title(f"evaluation: {metric}")

@@ -318,6 +318,15 @@ class LocalSession:
         self._durable = (step if step is not None else self._durable[0], stale)
         return lines
 
+    def keep_for_runctl(self, outcome: RunOutcome, report: Path) -> Path:
+        """What `runctl list/status/logs --local` print for this run, asked of the emulator while it is up
+        (runctl/local_runs.py), written beside the report."""
+        from runctl import core, local_runs
+
+        clients = core.Clients(boto3.session.Session(region_name=self.dep.region))
+        record = local_runs.capture(clients, self.dep.fine_tune_arn, outcome.execution_arn, report)
+        return local_runs.write(report.parent, record)
+
     def sagemaker_client(self) -> Any:
         return boto3.client("sagemaker", region_name=self.dep.region)
 

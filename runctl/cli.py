@@ -13,7 +13,7 @@ from typing import Any
 import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 
-from runctl import core, observe
+from runctl import core, local_runs, observe
 from runctl.lambda_code import lambda_module
 
 _verdict = lambda_module("verdict")
@@ -29,15 +29,20 @@ def _parser() -> argparse.ArgumentParser:
     common.add_argument("--region", help="AWS region (default: the AWS configuration)")
     common.add_argument("--profile", help="AWS profile")
     common.add_argument("--json", action="store_true", help="print JSON instead of text")
+    local = argparse.ArgumentParser(add_help=False)
+    local.add_argument("--local", action="store_true", help="a local run (python -m local_mode), read from "
+                                                            "--local-runs; no AWS call")
+    local.add_argument("--local-runs", type=Path, default=local_runs.DEFAULT_ROOT,
+                       help=f"where local runs are (default: {local_runs.DEFAULT_ROOT})")
     parser = argparse.ArgumentParser(prog="python -m runctl", description="Start, watch and stop fine-tuning runs.")
     sub = parser.add_subparsers(dest="command", required=True)
     submit = sub.add_parser("submit", parents=[common], help="start a run from a run spec file")
     submit.add_argument("spec", help="run spec JSON file (docs/run_spec.md)")
     submit.add_argument("--name", help="run name, overriding the spec's `name`")
     submit.add_argument("--execution-name", help="execution name (default: the new run id)")
-    status = sub.add_parser("status", parents=[common], help="show a run's state")
+    status = sub.add_parser("status", parents=[common, local], help="show a run's state")
     status.add_argument("run", help="run id (the execution name) or execution ARN")
-    stop = sub.add_parser("stop", parents=[common], help="stop a run and its SageMaker jobs")
+    stop = sub.add_parser("stop", parents=[common, local], help="stop a run and its SageMaker jobs")
     stop.add_argument("run", help="run id (the execution name) or execution ARN")
     stop.add_argument("--keep-jobs", action="store_true", help="stop only the execution, not running jobs")
     plan = sub.add_parser("plan", parents=[common], help="validate and plan a spec without starting anything: "
@@ -53,10 +58,17 @@ def _parser() -> argparse.ArgumentParser:
     plan.add_argument("--offline", action="store_true", help="with --deployed or --settings: skip the checks that "
                                                              "call AWS (data in S3, job names)")
     plan.add_argument("--brief", action="store_true", help="leave out the full requests")
-    listing = sub.add_parser("list", parents=[common], help="recent runs with state, duration and cost")
+    listing = sub.add_parser("list", parents=[common, local], help="recent runs with state, duration and cost")
     listing.add_argument("--limit", type=int, default=20)
-    logs = sub.add_parser("logs", parents=[common], help="CloudWatch logs of every job, host and attempt of a "
-                                                           "run, in time order")
+    logs = sub.add_parser("logs", parents=[common, local], help="CloudWatch logs of every job, host and attempt of "
+                                                                  "a run, in time order")
+    staging = sub.add_parser("stage-model", parents=[common], help="download a Hub model here and upload it under "
+                                                                     "base-models/ of the environment's data bucket")
+    staging.add_argument("hub_id", help="Hugging Face Hub id, e.g. FacebookAI/roberta-base")
+    staging.add_argument("--revision", help="branch, tag or commit (default: main); the commit is in the S3 path")
+    staging.add_argument("--from-dir", type=Path, help="upload this model folder instead of downloading")
+    staging.add_argument("--bucket", help="the data bucket (default: the one cdk.out names for --env)")
+    staging.add_argument("--cdk-out", type=Path, default=Path("cdk.out"), help="synthesized app (default: cdk.out)")
     logs.add_argument("run", help="run id (the execution name) or execution ARN")
     logs.add_argument("--follow", "-f", action="store_true", help="keep printing until the run ends")
     logs.add_argument("--interval", type=float, default=5.0, help="seconds between looks with --follow")
@@ -155,9 +167,44 @@ def _plan(args: argparse.Namespace, clients: core.Clients | None, arn: str | Non
     return 0 if result["ok"] else 1
 
 
+def _stage_model(args: argparse.Namespace, clients: core.Clients | None) -> int:
+    from runctl import stage_model
+
+    environment = args.env or os.environ.get(core.ENVIRONMENT_ENV, "dev")
+    bucket, region = (args.bucket, args.region) if args.bucket else stage_model.data_bucket(args.cdk_out, environment)
+    clients = clients or core.Clients(boto3.session.Session(profile_name=args.profile, region_name=args.region or
+                                                            region))
+    result = stage_model.stage(clients, bucket, args.hub_id, revision=args.revision, from_dir=args.from_dir,
+                               say=(lambda _: None) if args.json else print)
+    if args.json:
+        print(json.dumps(result, indent=2))
+    return 0
+
+
+def _local(args: argparse.Namespace) -> int:
+    """list/status/logs of local runs (runctl/local_runs.py): what each run kept, printed as for AWS runs."""
+    root = args.local_runs
+    if args.command == "list":
+        rows, lines = local_runs.list_lines(root, args.limit)
+        _print(args, {"runs": rows}, lines)
+    elif args.command == "status":
+        info = local_runs.status(root, args.run)
+        _print(args, info, _status_lines(info))
+    elif args.command == "logs":
+        print("\n".join(local_runs.log_lines(root, args.run)))
+    else:
+        raise core.RunctlError("a local run ends with its `python -m local_mode` command (Ctrl-C stops it): there "
+                               "is nothing to stop")
+    return 0
+
+
 def main(argv: list[str] | None = None, clients: core.Clients | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
+        if getattr(args, "local", False):
+            return _local(args)
+        if args.command == "stage-model":
+            return _stage_model(args, clients)
         if args.command == "plan" and (not _plan_deployed(args) and not args.settings or args.settings and
                                        args.offline):
             return _plan(args, None, None)  # no AWS at all

@@ -82,6 +82,10 @@ def _pipeline(stack: Stack, config: EnvironmentConfig) -> None:
         _iam5(_policy(fn.role), "*", XRAY + extra)
     fns = stack.lambda_constructs
     _iam5(_policy(fns["prepare"].role), f"{data}/runs/*", "Prepare reads the uploaded run specs under runs/.")
+    _iam5(_policy(fns["prepare"].role), f"{data}/*", "Prepare's data check reads a bounded sample (ranged GETs of "
+                                                     "the first objects) of every channel in the data bucket.")
+    _iam5(_policy(fns["prepare"].role), f"{artifacts}/outputs/*", "Prepare's data check reads a bounded sample of "
+                                                                  "channels under the artifacts bucket's outputs/.")
     for name in ("prepare", "start_training", "check_job", "finish", "stop_run_jobs"):
         _iam5(_policy(fns[name].role), training_jobs, JOB_NAMES)
     for name in ("start_processing", "check_job", "finish", "stop_run_jobs"):

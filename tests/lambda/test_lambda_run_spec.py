@@ -198,7 +198,7 @@ def test_examples_cover_every_task_and_a_tokenizer_stage():
 
 def test_preflight_static_problems_name_fields(settings):
     raw = {**MINIMAL, "compute": {"instance_type": "ml.g4dn.xlarge", "instance_count": 9},
-           "distribution": {"strategy": "smddp"}, "spot": {"enabled": True, "max_wait_seconds": 60},
+           "distribution": {"strategy": "smddp"}, "spot": {"enabled": True, "max_wait_seconds": 3000},
            "max_runtime_seconds": 3600, "model": "s3://someone-elses-bucket/model/",
            "data": {"train": {"s3": "s3://hfsm-dev-data/x/"}, "validation": {"fsx": "/val"}},
            "fallback": {"options": [{"instance_type": "ml.g5.2xlarge"}]}}
@@ -211,7 +211,7 @@ def test_preflight_static_problems_name_fields(settings):
         in text
     assert "distribution.strategy: smddp: the training image (huggingface-pytorch-training:2.9.0-" in text
     assert "compute.instance_count: 9 is over environment dev's limit of 4" in text
-    assert "spot.max_wait_seconds: 60 is less than max_runtime_seconds=3600" in text
+    assert "spot.max_wait_seconds: 3000 is less than max_runtime_seconds=3600" in text
     assert "data.validation.fsx: environment dev has no FSx for Lustre file system" in text
     assert "model: bucket someone-elses-bucket is not one of this environment's buckets" in text
 

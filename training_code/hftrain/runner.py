@@ -509,6 +509,9 @@ def _startup_lines(job: TrainingRun, phase: str, seconds: float) -> None:
 def run(model_args, data_args, training_args) -> int:
     job = TrainingRun(model_args, data_args, training_args)
     job.setup()
+    if job.rank == 0:
+        progress.setup_line(f"{job.task.name} on {job.env.num_hosts} host(s), {job.world} process(es), device "
+                            f"{training_args.device.type}")
     for phase, step in (("data", job.load_data), ("model", job.load_model_and_tokenizer),
                         ("tokenize", job.tokenize), ("layout", job.lay_out_training), ("resume", job.decide_resume)):
         began = time.time()
