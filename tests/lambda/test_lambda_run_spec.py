@@ -276,3 +276,26 @@ def test_checkpoint_time_interval_and_watchdog(settings):
     assert problem.startswith("checkpoint.watchdog: needs checkpoint.every_minutes > 0")
     (problem,) = problems_of({**MINIMAL, "hyperparameters": {"save_every_minutes": 5}}, settings)
     assert "set by the pipeline from checkpoint.every_minutes" in problem
+
+
+@pytest.mark.parametrize(("fields", "path", "floor"), [
+    ({"max_runtime_seconds": 5}, "max_runtime_seconds", 2400),
+    ({"max_runtime_seconds": 500, "checkpoint": {"every_minutes": 0}}, "max_runtime_seconds", 600),
+    ({"max_runtime_seconds": 3000, "spot": {"enabled": True, "max_wait_seconds": 1000}}, "spot.max_wait_seconds",
+     2400),
+    ({"spot": {"enabled": False}, "fallback": {"options": [{"spot": True}]}, "max_runtime_seconds": 2400,
+      "checkpoint": {"every_minutes": 60}}, "max_runtime_seconds", 4200),
+])
+def test_a_runtime_limit_below_start_up_and_one_checkpoint_is_refused(settings, fields, path, floor):
+    with pytest.raises(SpecError) as info:
+        prepare_run({**MINIMAL, **fields}, settings)
+    (problem,) = info.value.problems
+    assert problem.startswith(f"{path}: ") and f"is below {floor} s: 600 s for the job's start-up" in problem
+    assert f"raise it to at least {floor}" in problem
+
+
+def test_a_runtime_limit_at_the_floor_is_accepted(settings):
+    assert prepare_run({**MINIMAL, "max_runtime_seconds": 2400}, settings)
+    # no attempt on spot: the wait is never used, so it is not held to the floor
+    assert prepare_run({**MINIMAL, "max_runtime_seconds": 2400, "spot": {"enabled": False, "max_wait_seconds": 60}},
+                       settings)
