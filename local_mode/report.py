@@ -1,6 +1,6 @@
 """The run report, written for every run, failed ones too: `report.md` (the same summary the console shows, the
-loss curve as `loss.png` and the evaluation curve as `eval.png` where there are points for them, the states
-visited) and `run.json` (everything machine-readable: execution status, error and cause, the jobs' Describe
+loss curve as `loss.png` and the evaluation curve as `eval.png` where there are points for them, links to every
+host's log, the states visited) and `run.json` (everything machine-readable: execution status, error and cause, the jobs' Describe
 responses, host log paths, the notifications received).
 
 Plots do not exaggerate: the y-axis starts at 0 and the caption gives the relative change, so a loss that moved
@@ -119,6 +119,10 @@ def write_report(folder: Path, outcome: RunOutcome, model_dir: Path | None = Non
           ""]
     if outcome.jobs:
         md += ["## Evaluation", "", *_eval_curve(folder, outcome), ""]
+    logs = [f"- {job} {path.stem}: [{path}]({path.as_uri()})" for job, paths in outcome.host_logs.items()
+            for path in paths if path.is_absolute()]
+    if logs:
+        md += ["## Host logs", "", *logs, ""]
     md += ["## States visited", "", " -> ".join(dict.fromkeys(outcome.states)) or "(none)", ""]
     for heading, lines in sections or []:
         md += [f"## {heading}", "", *[f"- {line}" for line in lines], ""]

@@ -68,8 +68,12 @@ def test_a_run_that_failed_in_prepare_is_named_after_its_spec_and_gets_no_traini
 def test_a_run_that_did_not_beat_the_baseline_says_so_and_plots_the_baseline(tmp_path: Path) -> None:
     result = {"run_id": "x-1", "metrics": {"eval_rougeL": 0.0, "eval_baseline_rougeL": 50.2},
               "verdict": {"verdict": "did-not-beat-baseline", "metric": "eval_rougeL", "text": "..."}}
-    outcome = _outcome(output={"result": result}, evals=[(20, "eval_loss", 6.2), (20, "eval_rougeL", 0.0)])
-    text = write_report(tmp_path, outcome).read_text()
+    log = tmp_path / "logs" / "algo-1.log"
+    outcome = _outcome(output={"result": result}, evals=[(20, "eval_loss", 6.2), (20, "eval_rougeL", 0.0)],
+                       host_logs={"hfsm-dev-x-1-train0": [log]})
+    text = write_report(tmp_path / "report", outcome).read_text()
+    tmp_path = tmp_path / "report"
+    assert f"- hfsm-dev-x-1-train0 algo-1: [{log}]({log.as_uri()})" in text
     assert text.startswith("# Run x-1: completed, but did not beat the trivial baseline\n")
     assert "![evaluation](eval.png)" in text and (tmp_path / "eval.png").stat().st_size > 1000
     assert "1 evaluation(s); eval_rougeL 0 at step 20 (trivial baseline 50.2); the y-axis starts at 0." in text
