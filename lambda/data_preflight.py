@@ -203,7 +203,7 @@ def _csv(text: str, whole: bool) -> tuple[list[str], list[dict[str, Any]]]:
 
 
 def read_sample(s3: Any, bucket: str, key: str, size: int, fmt: str) -> Sample:
-    uri = f"s3://{bucket}/{key}"
+    uri = printable(f"s3://{bucket}/{key}")
     sample = Sample(uri=uri, fmt=fmt)
     try:
         if fmt == "parquet":
@@ -245,18 +245,25 @@ def _listing(s3: Any, uri: str) -> list[dict[str, Any]]:
         return s3.list_objects_v2(Bucket=bucket, Prefix=prefix, MaxKeys=LIST_KEYS).get("Contents", [])
 
 
+def printable(text: str) -> str:
+    """Data-chosen text (keys, labels) for a message: control characters escaped."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 def _names(columns: list[str]) -> str:
     shown = ", ".join(repr(c) for c in columns[:SHOWN])
     return shown + (f" and {len(columns) - SHOWN} more" if len(columns) > SHOWN else "") if columns else "no columns"
 
 
-def _fix(name: str | None, columns: list[str], setting: str, what: str) -> str:
-    """The end of a missing-column message: a did-you-mean when a column is close, and what to set."""
+def _fix(name: str | None, channel: Channel, setting: str, what: str) -> str:
+    """The end of a missing-column message: a did-you-mean when a column is close, what to set, then the columns
+    found (last: a long list is what a length limit may cut)."""
+    columns = channel.columns
     folded = {c.lower(): c for c in columns}
     close = [] if not name else [folded[name.lower()]] if name.lower() in folded else difflib.get_close_matches(
         name, columns, n=2)
-    hint = f". Did you mean {' or '.join(map(repr, close))}?" if close else "."
-    return f"{hint} Set {setting} to the column that holds the {what}"
+    hint = f" (did you mean {' or '.join(map(repr, close))}?)" if close else ""
+    return f"{hint}. Set {setting} to the column that holds the {what}; {channel.shown} has {_names(columns)}"
 
 
 def _channel_files(name: str, uri: str, listing: list[dict[str, Any]], table: dict[str, str],
@@ -265,7 +272,7 @@ def _channel_files(name: str, uri: str, listing: list[dict[str, Any]], table: di
     prefix = uri.removeprefix("s3://").partition("/")[2]
     files, empty, unknown = [], [], []
     for obj in listing:
-        key, relative = obj["Key"], obj["Key"][len(prefix):]
+        key, relative = obj["Key"], printable(obj["Key"][len(prefix):])
         if key.endswith("/") or any(part.startswith((".", "_")) for part in relative.split("/") if part):
             continue
         fmt = detect_format(key, table) if data_format == "auto" else data_format
@@ -302,18 +309,18 @@ def _resolve(task: str, channel: Channel, given: dict[str, Any], defaults: dict[
             if value in columns:
                 resolved[hp] = value
             elif hp in given and (col["required"] or value != defaults.get(hp)):
-                problems.append(f"hyperparameters.{hp}: {value!r} is not a column of {where} ({channel.shown} has "
-                                f"{_names(columns)}){_fix(value, columns, 'hyperparameters.' + hp, what)}")
+                problems.append(f"hyperparameters.{hp}: {value!r} is not a column of {where}"
+                                f"{_fix(value, channel, 'hyperparameters.' + hp, what)}")
             elif col["required"]:
-                problems.append(f"{where}: no {what} column {value!r} (the default of {hp}) in {channel.shown}, "
-                                f"which has {_names(columns)}{_fix(value, columns, 'hyperparameters.' + hp, what)}")
+                problems.append(f"{where}: no {what} column {value!r} (the default of {hp})"
+                                f"{_fix(value, channel, 'hyperparameters.' + hp, what)}")
             continue
         found = next((c for c in col["candidates"] if c in columns), None)
         if found:
             resolved[hp] = found
         elif col["required"]:
-            problems.append(f"{where}: cannot find the {what} column: none of {_names(col['candidates'])} is in "
-                            f"{channel.shown}, which has {_names(columns)}{_fix(None, columns, 'hyperparameters.' + hp, what)}")
+            problems.append(f"{where}: cannot find the {what} column (tried {_names(col['candidates'])})"
+                            f"{_fix(None, channel, 'hyperparameters.' + hp, what)}")
     return resolved, problems
 
 
@@ -340,7 +347,8 @@ def _label_problems(path: str, column: str, samples: list[Sample], num_labels: A
                 f"(hyperparameters.num_labels={num_labels}); fix num_labels or the labels"] if outside else []
     if len(labels) > num_labels:
         return [f"{path}: the sample of {where} already has {len(labels)} distinct named labels "
-                f"({', '.join(sorted(labels)[:10])}) but hyperparameters.num_labels={num_labels}; named labels must "
+                f"({', '.join(repr(printable(v)) for v in sorted(labels)[:10])}) but hyperparameters.num_labels="
+                f"{num_labels}; named labels must "
                 f"be at most num_labels names"]
     return []
 
@@ -474,7 +482,6 @@ def _column_problems(spec: dict[str, Any], checked: dict[str, Channel], given: d
     tok = spec.get("tokenizer")
     channel = checked.get(tok["channel"]) if tok else None
     if channel and channel.readable and tok["text_field"] not in channel.columns:
-        out.append(f"tokenizer.text_field: {tok['text_field']!r} is not a field of data.{channel.name} "
-                   f"({channel.shown} has {_names(channel.columns)})"
-                   f"{_fix(tok['text_field'], channel.columns, 'tokenizer.text_field', 'text')}")
+        out.append(f"tokenizer.text_field: {tok['text_field']!r} is not a field of data.{channel.name}"
+                   f"{_fix(tok['text_field'], channel, 'tokenizer.text_field', 'text')}")
     return out

@@ -59,15 +59,16 @@ def test_good_data_passes(cls_data, settings):
 
 def test_a_wrong_label_column_names_the_hyperparameter_and_the_columns(cls_data, settings):
     (problem,) = problems(spec(label_column="sentiment"), settings)
-    assert problem == (f"hyperparameters.label_column: 'sentiment' is not a column of data.train (s3://{BUCKET}/"
-                       "datasets/d/train/part-0.jsonl has 'id', 'text', 'label'). Set hyperparameters.label_column "
-                       "to the column that holds the label")
+    assert problem == ("hyperparameters.label_column: 'sentiment' is not a column of data.train. Set "
+                       "hyperparameters.label_column to the column that holds the label; "
+                       f"s3://{BUCKET}/datasets/d/train/part-0.jsonl has 'id', 'text', 'label'")
 
 
 def test_a_wrong_text_column_gets_a_did_you_mean(cls_data, settings):
     (problem,) = problems(spec(text_column="txt"), settings)
     assert problem.startswith("hyperparameters.text_column: 'txt' is not a column of data.train")
-    assert "Did you mean 'text'? Set hyperparameters.text_column to the column that holds the text" in problem
+    assert "(did you mean 'text'?). Set hyperparameters.text_column to the column that holds the text; s3://" \
+        in problem
 
 
 def test_a_missing_answers_column_by_default_names_the_channel_and_the_hyperparameter(aws_account, settings):
@@ -75,8 +76,9 @@ def test_a_missing_answers_column_by_default_names_the_channel_and_the_hyperpara
     put("datasets/d/train/a.jsonl", jsonl(rows))
     put("datasets/d/val/a.jsonl", jsonl(QA_ROWS))
     (problem,) = problems(spec("question-answering"), settings)
-    assert problem.startswith("data.train: no answers column 'answers' (the default of answers_column) in ")
-    assert problem.endswith("Set hyperparameters.answers_column to the column that holds the answers")
+    assert problem.startswith("data.train: no answers column 'answers' (the default of answers_column). Set "
+                              "hyperparameters.answers_column to the column that holds the answers; s3://")
+    assert problem.endswith("/datasets/d/train/a.jsonl has 'id', 'question', 'context'")
 
 
 def test_validation_must_have_the_columns_resolved_on_train(aws_account, settings):
@@ -100,8 +102,9 @@ def test_parquet_columns_come_from_the_footer(aws_account, settings):
     put("datasets/d/train/a.parquet", _parquet([{"id": r["id"], "text": r["text"]} for r in CLS_ROWS]))
     put("datasets/d/val/a.parquet", _parquet(CLS_ROWS))
     (problem,) = problems(spec(), settings)
-    assert problem.startswith("data.train: no label column 'label' (the default of label_column) in "
-                              f"s3://{BUCKET}/datasets/d/train/a.parquet, which has 'id', 'text'.")
+    assert problem == ("data.train: no label column 'label' (the default of label_column). Set "
+                       "hyperparameters.label_column to the column that holds the label; "
+                       f"s3://{BUCKET}/datasets/d/train/a.parquet has 'id', 'text'")
     put("datasets/d/train/a.parquet", _parquet(CLS_ROWS))
     assert prepare_run(spec(), settings, s3=aws.client("s3"))
 
@@ -139,7 +142,7 @@ def test_num_labels_against_the_sampled_labels(aws_account, settings):
     named = [{**r, "label": ["a", "b", "c"][i % 3]} for i, r in enumerate(CLS_ROWS)]
     put("datasets/d/train/a.jsonl", jsonl(named))
     put("datasets/d/val/a.jsonl", jsonl(named))
-    assert any("already has 3 distinct named labels (a, b, c) but hyperparameters.num_labels=2" in p
+    assert any("already has 3 distinct named labels ('a', 'b', 'c') but hyperparameters.num_labels=2" in p
                for p in problems(spec(num_labels=2), settings))
 
 
@@ -176,8 +179,8 @@ def test_the_tokenizer_text_field(aws_account, settings):
     put("datasets/d/val/a.jsonl", jsonl(CLS_ROWS))
     raw = {**spec(), "tokenizer": {"type": "bpe", "text_field": "body"}}
     (problem,) = problems(raw, settings)
-    assert problem.startswith("tokenizer.text_field: 'body' is not a field of data.train")
-    assert problem.endswith("Set tokenizer.text_field to the column that holds the text")
+    assert problem.startswith("tokenizer.text_field: 'body' is not a field of data.train. Set tokenizer.text_field "
+                              "to the column that holds the text; s3://")
 
 
 def test_a_channel_the_job_does_not_read_is_not_checked(aws_account, settings):

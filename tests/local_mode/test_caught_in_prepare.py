@@ -73,15 +73,18 @@ def _inputs(data: Path, dev_outdir: Path, specs: Path) -> dict[str, dict]:
 
 # case -> (error, the problem as Prepare states it)
 CAUGHT = {
-    "wrong-label": ("PreflightError", f"hyperparameters.label_column: 'sentiment' is not a column of data.train "
-                                      f"(s3://{BUCKET}/datasets/local-text-classification/train/part-0.jsonl has 'id', "
-                                      "'text', 'label'). Set hyperparameters.label_column to the column that holds "
-                                      "the label"),
+    "wrong-label": ("PreflightError", "hyperparameters.label_column: 'sentiment' is not a column of data.train. "
+                                      "Set hyperparameters.label_column to the column that holds the label; "
+                                      f"s3://{BUCKET}/datasets/local-text-classification/train/part-0.jsonl has "
+                                      "'id', 'text', 'label'"),
     "wrong-text": ("PreflightError", "hyperparameters.text_column: 'txt' is not a column of data.train"),
-    "qa-no-answers": ("PreflightError", "data.train: no answers column 'answers' (the default of answers_column) in "
-                                        f"s3://{BUCKET}/datasets/qa/train/part-0.jsonl"),
-    "parquet-no-label": ("PreflightError", "data.train: no label column 'label' (the default of label_column) in "
-                                           f"s3://{BUCKET}/datasets/pq/train/part-0.parquet, which has 'id', 'text'"),
+    "qa-no-answers": ("PreflightError", "data.train: no answers column 'answers' (the default of answers_column). "
+                                        "Set hyperparameters.answers_column to the column that holds the answers; "
+                                        f"s3://{BUCKET}/datasets/qa/train/part-0.jsonl has 'id', 'question', "
+                                        "'context'"),
+    "parquet-no-label": ("PreflightError", "data.train: no label column 'label' (the default of label_column). Set "
+                                           "hyperparameters.label_column to the column that holds the label; "
+                                           f"s3://{BUCKET}/datasets/pq/train/part-0.parquet has 'id', 'text'"),
     "empty-object": ("PreflightError", f"data.train: 1 empty object(s) (0 bytes) under s3://{BUCKET}/datasets/empty/"
                                        "train/: part-1.jsonl; remove them or upload their content"),
     "short-runtime": ("SpecError", "max_runtime_seconds: 5 is below 2400 s: 600 s for the job's start-up"),
