@@ -27,7 +27,6 @@ channels, data read from `train_path`/`validation_path` or a Hub dataset, Parque
 from __future__ import annotations
 
 import csv
-import difflib
 import io
 import json
 import zlib
@@ -258,6 +257,8 @@ def _names(columns: list[str]) -> str:
 def _fix(name: str | None, channel: Channel, setting: str, what: str) -> str:
     """The end of a missing-column message: a did-you-mean when a column is close, what to set, then the columns
     found (last: a long list is what a length limit may cut)."""
+    import difflib  # only for a missing column (its import costs every cold start otherwise)
+
     columns = channel.columns
     folded = {c.lower(): c for c in columns}
     close = [] if not name else [folded[name.lower()]] if name.lower() in folded else difflib.get_close_matches(
