@@ -54,3 +54,15 @@ def test_bench_gpu_smoke_and_skip_without_cuda(tmp_path):
     if not torch.cuda.is_available():  # what `make bench` does on a machine without a GPU
         proc = _run("bench_gpu.py", cwd=tmp_path)
         assert proc.returncode == 0 and "no CUDA device here: skipped" in proc.stdout
+
+
+def test_bench_preflight_smoke(tmp_path):
+    """Prepare's data check on a small moto channel: both arms run, the added time and the bytes read print."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["PYTHONPATH"] = str(REPO)  # as `make bench` runs it
+    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "bench_preflight.py"), "--objects", "20",
+                           "--object-mb", "0.5", "--repeat", "1"], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "Prepare with data check" in proc.stdout and "Prepare without (baseline)" in proc.stdout
+    assert "added by the data check: " in proc.stdout and "read 1.05 MB of 0.01 GB" in proc.stdout
