@@ -12,8 +12,10 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 .PHONY: setup synth test test-fast lint demo bench clean
 
 # Set-up is stamped on the requirement files: it re-runs only when a pin changes.
+# The tokenizer's native merge loop is installed from its source folder: a change to it re-installs.
 $(VENV)/.stamp: requirements.txt requirements-dev.txt training_code/requirements.txt \
-		training_code/requirements-processing.txt
+		training_code/requirements-processing.txt $(wildcard training_code/tokenizer_mr/native/*.*) \
+		$(wildcard training_code/tokenizer_mr/native/tokenizer_mr_native/*.py)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip==25.3
 	$(PY) -m pip install -q -r requirements-dev.txt

@@ -16,6 +16,7 @@ import re
 from functools import lru_cache
 from typing import Any
 
+import instance_types
 import strict_json
 from charsets import LINE_TERMINATORS
 from settings import Settings
@@ -36,12 +37,10 @@ PIPELINE = {
 }
 # Never as hyperparameters: they are visible to anyone who can call DescribeTrainingJob.
 SECRETS = ("hub_token",)
-# Instance families whose GPUs have no bf16/TF32 (before NVIDIA Ampere): the `bf16_gpu` fact of hp_rules.
-NO_BF16_FAMILIES = ("ml.p2", "ml.p3", "ml.p3dn", "ml.g3", "ml.g3s", "ml.g4dn", "ml.g4ad")
 # argparse takes an argument starting with '-' as a value only when it looks like a negative number.
 _NEGATIVE_NUMBER = re.compile(r"-\d+|-\d*\.\d+")
 # A string value as the JSON Schema states it (ASCII digits: stricter than argparse's \d, never looser).
-STRING_VALUE = r"(?!-)[^\n\r\u0085\u2028\u2029]*|-[0-9]+|-[0-9]*\.[0-9]+"
+STRING_VALUE = r"(?!-)[^\u0000\n\r\u0085\u2028\u2029]*|-[0-9]+|-[0-9]*\.[0-9]+"
 
 
 @lru_cache(maxsize=1)
@@ -85,11 +84,15 @@ def pipeline_values(spec: dict[str, Any]) -> dict[str, Any]:
 def argument(name: str, value: Any) -> Any:
     """The value to JSON-encode for SageMaker so the script's parser receives exactly it.
 
-    Objects travel as compact JSON text (the toolkit would render a dict as `k=v,k=v`), a one-element array as
-    its element, and a negative number in exponent form (`-1e-05`, which argparse would take for an option) as
-    plain decimal text (`"-0.00001"`).
+    Objects travel as compact JSON text (the toolkit would render a dict as `k=v,k=v`), also when the spec gives
+    them as JSON text (re-encoded: its line breaks and indentation do not reach the script), a one-element array
+    as its element, and a negative number in exponent form (`-1e-05`, which argparse would take for an option)
+    as plain decimal text (`"-0.00001"`).
     """
     kind = schema().get(name, {}).get("type")
+    if kind == "object" and isinstance(value, str):
+        parsed, problems = strict_json.loads(value, name)
+        value = parsed if not problems and isinstance(parsed, dict) else value
     if kind == "object" and isinstance(value, dict):
         return json.dumps(value, sort_keys=True, separators=(",", ":"))
     if kind == "array" and isinstance(value, list) and len(value) == 1:
@@ -102,6 +105,9 @@ def argument(name: str, value: Any) -> Any:
 
 
 def _string_problem(value: str) -> str | None:
+    if "\x00" in value:
+        return ("holds a NUL character, which no command-line argument can carry (the SageMaker toolkit passes "
+                "each hyperparameter to the script as one)")
     if LINE_TERMINATORS & set(value):
         return "holds a line break, which SageMaker refuses in hyperparameter values (its pattern `.*` stops there)"
     if value.startswith("-") and not _NEGATIVE_NUMBER.fullmatch(value):
@@ -235,12 +241,15 @@ def value_schema(name: str) -> dict[str, Any]:
 
 def _facts(spec: dict[str, Any], values: dict[str, Any]) -> tuple[dict[str, bool], list[str]]:
     """hp_rules.FACTS as the spec tells them, and the instance types without bf16 (for the message)."""
-    types = [spec["compute"]["instance_type"]] + [o["instance_type"] for o in spec["fallback"]["options"]
-                                                  if "instance_type" in o]
-    old_gpus = sorted({t for t in types if t.startswith(tuple(f + "." for f in NO_BF16_FAMILIES))})
+    options = spec["fallback"]["options"]
+    types = [spec["compute"]["instance_type"]] + [o["instance_type"] for o in options if "instance_type" in o]
+    old_gpus = sorted({t for t in types if not instance_types.has_bf16(t)})
     validation = "validation" in spec["data"] or values.get("validation_path") or (
         values.get("dataset_name") and values.get("validation_split"))
-    return {"validation_data": bool(validation), "bf16_gpu": not old_gpus}, old_gpus
+    stop = spec["checkpoint"]["watchdog"]["action"] == "stop"
+    spot = spec["spot"]["enabled"] or any(o.get("spot") for o in options)
+    return {"validation_data": bool(validation), "bf16_gpu": not old_gpus, "resumes": spot or stop,
+            "watchdog_stop": stop}, old_gpus
 
 
 def rule_problems(spec: dict[str, Any]) -> list[tuple[str, str]]:
@@ -257,7 +266,7 @@ def rule_problems(spec: dict[str, Any]) -> list[tuple[str, str]]:
         paths = [f"hyperparameters.{f}" for f in rule["fields"] if f in given]
         paths += [PIPELINE[f] for f in rule["fields"] if f in PIPELINE] + ["hyperparameters"]
         if old_gpus and any("@bf16_gpu" in c for c in rule["then"]):
-            message += f" ({', '.join(old_gpus)}: no bf16 or TF32)"
+            message += f" ({', '.join(map(instance_types.describe, old_gpus))}: no bf16 or TF32)"
         problems.append((paths[0], message))
     return problems
 

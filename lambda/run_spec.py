@@ -15,6 +15,7 @@ import json
 from typing import Any
 
 import hyperparameters
+import instance_types
 import runtime_limits
 import strict_json
 from charsets import DESCRIPTION, NO_CONTROL, TAG, VISIBLE, Charset
@@ -95,7 +96,27 @@ def _sharding_pattern() -> str:
 
 
 def _in_data_bucket(value: str, ctx: Context) -> str:
-    return value if value.startswith("s3://") else f"s3://{ctx.settings.data_bucket}/{value}"
+    """A channel's location as a folder: a prefix without its final '/' would also read its siblings
+    (`datasets/x` matches `datasets/x-other/...`), so the '/' is added."""
+    uri = value if value.startswith("s3://") else f"s3://{ctx.settings.data_bucket}/{value}"
+    return uri if uri.endswith("/") else uri + "/"
+
+
+def _model_folder(value: str, ctx: Context) -> str:
+    """An S3 model is a model.tar.gz object or a folder (as for channels, the '/' is added)."""
+    return value if value.endswith(("/", ".tar.gz", ".tgz")) else value + "/"
+
+
+# S3 keys are literal: no segment is resolved, no escape decoded. Such segments are refused, not normalised (what
+# was meant is not certain); only the final '/' is added (see _in_data_bucket).
+S3_SEGMENTS = (
+    (r"[\s\S]*/\.{1,2}(?:/[\s\S]*)?", "a '.' or '..' segment: S3 keys are literal (datasets/./x is not "
+                                     "datasets/x, and '..' does not go up); write the prefix without it"),
+    (r"(?:s3://|(?!s3://))[\s\S]*//[\s\S]*", "an empty segment ('//'): S3 keys are literal (datasets//x is not "
+                                       "datasets/x); write each '/' once"),
+    (r"[\s\S]*%[0-9A-Fa-f]{2}[\s\S]*", "a percent escape such as %2F: S3 keys are literal (%2F is three "
+                                   "characters, not a '/'); write the characters themselves"),
+)
 
 
 def _default_wait(siblings: dict[str, Any], ctx: Context) -> int:
@@ -116,7 +137,9 @@ def _instance_type(what: str, default: Any = ABSENT, doc: str = "") -> Str:
 CHANNEL = Obj(doc="a channel: exactly one of `s3` or `fsx`, plus `distribution` and `input_mode`", fields={
     "s3": Str(what="s3://bucket/prefix/, or a key prefix (datasets/squad/train/) in the data bucket",
               pattern=f"{S3_URI}|{S3_KEY}", charset=VISIBLE, max_len=960, normalize=_in_data_bucket,
-              doc="must be in the data or artifacts bucket"),
+              forbid=S3_SEGMENTS, doc="must be in the data or artifacts bucket; a folder: a final '/' is added "
+                                      "(`datasets/x` reads `datasets/x/...`, never `datasets/x-other/`); `.`, `..`, "
+                                      "empty (`//`) segments and percent escapes are refused"),
     "fsx": Str(what="an absolute path under the FSx mount, e.g. /datasets/squad", pattern=FSX_PATH, max_len=1000,
                forbid=((r"[\s\S]*/\.\.(?:/[\s\S]*)?", "'..' is not allowed"),),
                doc="only where the environment has FSx for Lustre; the job then runs in the file system's subnet"),
@@ -139,7 +162,7 @@ SPEC = Obj(fields={
                         "the `model` channel and must be in the data or artifacts bucket",
                     with_prefix=Str(what=f"an s3://bucket/prefix/ or s3://.../model.tar.gz URI of at most 256 "
                                          f"{MODEL_URI_CHARS.doc}", pattern=S3_URI, max_len=256,
-                                    charset=MODEL_URI_CHARS),
+                                    charset=MODEL_URI_CHARS, forbid=S3_SEGMENTS, normalize=_model_folder),
                     otherwise=Str(what="a Hugging Face Hub id such as 'org/name' (the Hub's rules: [A-Za-z0-9_.-], "
                                        "1-96 per part, starting and ending with a letter, digit or '_', no '--' or "
                                        "'..'), or an s3:// URI of a saved model", pattern=HUB_ID, max_len=193)),
@@ -346,16 +369,50 @@ def watchdog_fits(spec: dict[str, Any], ctx: Context) -> None:
                                                        f"{attempts}; raise it to at least 2 (or use 'warn')")
 
 
+def _whole(value: Any) -> bool:
+    """No INVALID anywhere inside (a field that failed its own check)."""
+    if isinstance(value, dict):
+        return all(_whole(v) for v in value.values())
+    if isinstance(value, list):
+        return all(_whole(v) for v in value)
+    return valid(value)
+
+
 def hyperparameters_fit(spec: dict[str, Any], ctx: Context) -> None:
     """The hyperparameters, with those the pipeline sets, pass the training script's rules across
     hyperparameters (training_code/hftrain/hp_rules.py), e.g. not fp16 with bf16, evaluation only with
-    validation data, doc_stride below max_seq_length."""
-    if not ctx.problems:  # the rules read many fields: only once each is valid on its own
+    validation data, doc_stride below max_seq_length, bf16 only where every attempt's GPUs have it, and the
+    pipeline's own: nothing that silently undoes the spec's checkpoints."""
+    read = ("task", "model", "data", "compute", "distribution", "spot", "checkpoint", "fallback", "hyperparameters")
+    if all(_whole(spec.get(key, ABSENT)) for key in read):  # also when other fields have problems: report all
         for path, message in hyperparameters.rule_problems(spec):
             ctx.problems.add(path, message)
 
 
-RULES = (channel_source, strategy_fits, tokenizer_fits, watchdog_fits, hyperparameters_fit, runtime_limits.runtime_fits)
+def processes_fit(spec: dict[str, Any], ctx: Context) -> None:
+    """`compute.processes_per_host` is at most the GPUs of the first attempt's instance type and of every
+    `fallback.options` entry's (lambda/instance_types.py; torchrun would start ranks without a GPU)."""
+    compute, fallback = spec.get("compute"), spec.get("fallback")
+    if not valid(compute) or "processes_per_host" not in compute or not valid(compute["processes_per_host"],
+                                                                               compute.get("instance_type", ABSENT)):
+        return
+    wanted, first = compute["processes_per_host"], compute["instance_type"]
+    attempts = [("compute.processes_per_host", first)]
+    if valid(fallback) and valid(fallback.get("options")):
+        attempts += [(f"fallback.options[{i}].instance_type", option["instance_type"])
+                     for i, option in enumerate(fallback["options"])
+                     if valid(option) and valid(option.get("instance_type")) and "instance_type" in option]
+    for path, instance_type in attempts:
+        gpus = instance_types.gpus(instance_type)
+        if gpus is not None and wanted > gpus:
+            which = "the first attempt's" if path.startswith("compute") else "this fallback option's"
+            ctx.problems.add(path, f"compute.processes_per_host={wanted}, but {which} instance type "
+                                   f"{instance_types.describe(instance_type)} has {gpus} GPU(s): one process per GPU "
+                                   f"at most; lower processes_per_host to {gpus} (or leave it unset: one per GPU)")
+
+
+RULES = (channel_source, strategy_fits, tokenizer_fits, watchdog_fits, processes_fit, hyperparameters_fit,
+         runtime_limits.runtime_fits)
 
 
 def parse_spec_text(text: str | bytes) -> Any:

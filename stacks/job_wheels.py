@@ -10,6 +10,9 @@ and runproc.sh installs training_code/requirements-processing.txt with `--no-ind
 
 An sdist-only package (rouge-score publishes no wheel) is downloaded by its locked sdist hash and built into a
 pure-Python wheel here, with SOURCE_DATE_EPOCH fixed so the bytes do not depend on the time of the build.
+The project's own compiled helper (`tokenizer-mr-native`, the tokenizer reduce's merge loop in C) has a lock entry
+with a `source` folder in this repository instead of a hash: it is built here the same way (a C compiler and the
+registry's setuptools are all it needs); the wheel folder's name covers its source files, so a change rebuilds it.
 
 `python -m stacks.job_wheels --lock NAME==VERSION ...` rewrites the lock (after an image change: README,
 Deploying).
@@ -46,7 +49,8 @@ class Locked:
     name: str
     version: str
     file: str
-    sha256: str
+    sha256: str = ""  # of the downloaded file; empty for a package built from `source`
+    source: str = ""  # a folder of this repository to build the wheel from (the project's own packages)
 
     @property
     def is_sdist(self) -> bool:
@@ -83,6 +87,7 @@ def _download(entry: Locked, target: Path) -> Path:
 
 
 def _build_wheel(sdist: Path, target: Path) -> None:
+    """A wheel from an sdist file or a source folder, with no index (setuptools from this environment)."""
     env = {**os.environ, "SOURCE_DATE_EPOCH": SOURCE_DATE_EPOCH, "PYTHONHASHSEED": "0"}
     cmd = [sys.executable, "-m", "pip", "--disable-pip-version-check", "wheel", "--no-deps",
            "--no-build-isolation", "--no-index", "-w", str(target), str(sdist)]
@@ -92,11 +97,25 @@ def _build_wheel(sdist: Path, target: Path) -> None:
 
 
 def lock_digest(path: Path = LOCK) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+    """Names the wheel folder: the lock, and the files of the packages built from this repository."""
+    digest = hashlib.sha256(path.read_bytes())
+    for entry in read_lock(path):
+        if entry.source:
+            files = (REPO / entry.source).rglob("*")
+            for file in sorted(p for p in files if p.is_file() and "__pycache__" not in p.parts):
+                digest.update(file.relative_to(REPO).as_posix().encode() + b"\0" + file.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def _build_local(entry: Locked, target: Path) -> None:
+    _build_wheel(REPO / entry.source, target)
+    if not (target / entry.file).exists():
+        built = ", ".join(p.name for p in target.glob(f"{entry.name.replace('-', '_')}-*.whl")) or "nothing"
+        raise WheelError(f"{entry.name}=={entry.version} from {entry.source}: expected {entry.file}, built {built}")
 
 
 def wheel_dir(lock: Path = LOCK, cache: Path = CACHE) -> Path:
-    """The folder of wheels for the lock (downloaded and verified on first use, then reused)."""
+    """The folder of wheels for the lock (downloaded and verified, or built, on first use, then reused)."""
     folder = cache / lock_digest(lock)
     if (folder / ".complete").exists():
         return folder
@@ -104,7 +123,9 @@ def wheel_dir(lock: Path = LOCK, cache: Path = CACHE) -> Path:
     shutil.rmtree(tmp, ignore_errors=True)
     (tmp / "sdist").mkdir(parents=True)
     for entry in read_lock(lock):
-        if entry.is_sdist:
+        if entry.source:
+            _build_local(entry, tmp)
+        elif entry.is_sdist:
             _build_wheel(_download(entry, tmp / "sdist"), tmp)
         else:
             _download(entry, tmp)
@@ -135,6 +156,8 @@ def write_lock(requirements: list[str], path: Path = LOCK) -> None:
                 _pip("download", "--no-deps", "--no-cache-dir", "--no-binary=:all:", "-d", str(target), requirement)
             (file,) = list(target.iterdir())
             packages.append({"name": name, "version": version, "file": file.name, "sha256": _sha256(file)})
+    packages += [{"name": e.name, "version": e.version, "file": e.file, "source": e.source}
+                 for e in (read_lock(path) if path.exists() else []) if e.source]  # kept: built here, not resolved
     path.write_text(json.dumps({"python": PYTHON_VERSION, "platforms": list(PLATFORMS), "packages": packages},
                                indent=1) + "\n")
 

@@ -24,7 +24,8 @@ import hftrain_smhost as smhost  # noqa: E402
 # What the job images lack (stacks/job_images.py) or hold at another version than the one the jobs pin; the
 # stand-ins hide them so that only the shipped wheels can provide them.
 TRAINING_IMAGE_LACKS = ("rouge-score", "nltk", "defusedxml", "tokenizers", "accelerate")
-PROCESSING_IMAGE_LACKS = ("tokenizers", "transformers", "datasets", "accelerate", "rouge-score", "nltk")
+PROCESSING_IMAGE_LACKS = ("tokenizers", "tokenizer-mr-native", "transformers", "datasets", "accelerate", "rouge-score",
+                          "nltk")
 
 
 @pytest.fixture(scope="module")
@@ -85,7 +86,14 @@ def test_tokenizer_processing_job_starts_with_no_package_index(tmp_path, sourced
                           env=env, capture_output=True, text=True, timeout=300)
     log = proc.stdout + proc.stderr
     assert proc.returncode == 0, log[-4000:]
-    assert "tokenizers-0.22.2" in _installed_line(log)
+    assert "tokenizers-0.22.2" in _installed_line(log) and "tokenizer-mr-native-1.0.0" in _installed_line(log)
     assert list((base / "processing" / "output" / "counts").glob("counts-algo-1.*"))
+    # the reduce in the same image: the merge loop from the shipped (compiled) wheel, not the Python fallback
+    out = base / "processing" / "output" / "tokenizer"
+    proc = subprocess.run([str(python), str(code / "tokenizer_reduce.py"), "--tokenizer-type", "bpe", "--text-field",
+                           "text", "--vocab-size", "300", "--input-dir", str(base / "processing" / "output" / "counts"),
+                           "--output-dir", str(out)], env=env, capture_output=True, text=True, timeout=300, cwd=code)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    assert json.loads((out / "tokenizer_stats.json").read_text())["learning"]["implementation"] == "native"
     with tarfile.open(sourcedir) as tar:
         assert any(name.startswith("wheels/tokenizers-0.22.2-") for name in tar.getnames())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
@@ -76,3 +77,21 @@ def put_objects(prefix_uri: str, count: int, body: bytes = ANY_TASK_ROW) -> None
 @pytest.fixture
 def put_data() -> Any:
     return put_objects
+
+
+# --- hostile run specs: how many cases each class tried (tests/lambda/test_lambda_hostile_runs.py, issue 24) ---
+HOSTILE_CASES = pytest.StashKey[Counter]()
+
+
+@pytest.fixture(scope="session")
+def hostile_cases(request: pytest.FixtureRequest) -> Counter:
+    """class name -> cases tried; printed at the end of the session."""
+    return request.config.stash.setdefault(HOSTILE_CASES, Counter())
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    counts = config.stash.get(HOSTILE_CASES, None)
+    if counts:
+        terminalreporter.write_sep("-", "hostile run specs: cases per class (issue 24)")
+        for name, count in sorted(counts.items()):
+            terminalreporter.write_line(f"{name}: {count}")

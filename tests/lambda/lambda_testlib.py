@@ -11,6 +11,7 @@ from typing import Any
 
 import botocore.session
 import hyperparameters
+import instance_types
 import job_requests
 import regex  # Java-style \p{L} classes in the service model's patterns (installed with transformers)
 import run_spec
@@ -159,7 +160,12 @@ def _hp_value(name: str, meta: dict[str, Any]) -> st.SearchStrategy[Any]:
         return st.integers(low, int(bounds.get("maximum", 10**6)))
     if kind == "number":
         low = bounds.get("minimum", bounds.get("exclusiveMinimum", -10))
-        values = st.floats(low, 10, allow_nan=False, allow_infinity=False) | st.integers(max(int(low) + 1, 0), 10)
+        high = min(10, bounds.get("maximum", 10))
+        if "exclusiveMaximum" in bounds:
+            values = st.floats(low, bounds["exclusiveMaximum"], exclude_max=True, allow_nan=False)
+        else:
+            values = st.floats(low, high, allow_nan=False, allow_infinity=False) | st.integers(
+                max(int(low) + 1, 0), int(high))
         return values if low >= 0 else values | st.sampled_from([-1e-05, -2.5e-07, -3.0])
     if kind == "boolean":
         return st.booleans()
@@ -168,7 +174,7 @@ def _hp_value(name: str, meta: dict[str, Any]) -> st.SearchStrategy[Any]:
         return st.dictionaries(keys, st.integers(-10**9, 10**9) | st.booleans(), max_size=3)
     if kind == "array":
         return st.builds(lambda v: [v], WORDS)
-    text = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",), exclude_characters=LINE_BREAKS),
+    text = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",), exclude_characters=LINE_BREAKS + "\x00"),
                    max_size=40)
     return text.filter(lambda t: not t.startswith("-")) | st.sampled_from(["-1", "-0.5", ""])
 
@@ -201,8 +207,6 @@ def valid_specs(draw: Any, with_fsx: bool = False) -> dict[str, Any]:
     count = 1 if strategy == "none" else draw(st.integers(1, SETTINGS["max_instance_count"]))
     compute: dict[str, Any] = {"instance_type": draw(st.sampled_from(types)), "instance_count": count}
     _maybe(draw, compute, "volume_size_gb", st.integers(1, 2000))
-    if strategy != "none":
-        _maybe(draw, compute, "processes_per_host", st.integers(1, 8))
     spec["compute"] = compute
     distribution: dict[str, Any] = {"strategy": strategy}
     if strategy == "fsdp" and draw(st.booleans()):
@@ -242,6 +246,10 @@ def valid_specs(draw: Any, with_fsx: bool = False) -> dict[str, Any]:
     fallback: dict[str, Any] = {"options": options}
     _maybe(draw, fallback, "max_attempts", st.integers(1, run_spec.MAX_ATTEMPTS_LIMIT))
     spec["fallback"] = fallback
+    if strategy != "none":  # at most the GPUs of every attempt's instance type (lambda/instance_types.py)
+        gpus = min(instance_types.GPUS[t] for t in [compute["instance_type"]]
+                   + [o["instance_type"] for o in options if "instance_type" in o])
+        _maybe(draw, compute, "processes_per_host", st.integers(1, gpus))
     spec["hyperparameters"] = draw(HYPERPARAMETERS)
     spec["tags"] = draw(TAGS)
     s3_channels = [n for n, c in data.items() if "s3" in c]

@@ -21,9 +21,9 @@ EXAMPLES = sorted((REPO / "examples").glob("*.json"))
 FULL = {"version": 1, "name": "x", "description": "d", "task": "summarization", "model": "t5-small",
         "data": {"train": {"s3": "datasets/a/", "distribution": "ShardedByS3Key", "input_mode": "File"},
                  "validation": {"fsx": "/val"}},
-        "tokenizer": {"type": "bpe"}, "compute": {"processes_per_host": 2},
+        "tokenizer": {"type": "bpe"}, "compute": {"instance_type": "ml.g5.12xlarge", "processes_per_host": 2},
         "distribution": {"strategy": "fsdp", "fsdp": {}}, "spot": {}, "max_runtime_seconds": 3600,
-        "checkpoint": {}, "fallback": {"options": [{"instance_type": "ml.g5.2xlarge", "spot": False}]},
+        "checkpoint": {}, "fallback": {"options": [{"instance_type": "ml.g5.12xlarge", "spot": False}]},
         "hyperparameters": {}, "tags": {}, "local": {"interrupt_at_step": 1}}
 
 

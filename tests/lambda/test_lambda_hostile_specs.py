@@ -119,10 +119,14 @@ def started_uploads(aws_account, monkeypatch):
 
 
 def _prepare_fails(payload: dict[str, Any], path: str) -> SpecError:
-    start = time.process_time()
-    with pytest.raises(SpecError) as info:
-        handlers.prepare(payload)
-    seconds = time.process_time() - start
+    # The faster of two calls: the first call in a process also pays one-off lazy imports and model loads
+    # (over 1 s of CPU on a loaded CI runner); a hostile spec that is slow to refuse is slow both times.
+    seconds = float("inf")
+    for _ in range(2):
+        start = time.process_time()
+        with pytest.raises(SpecError) as info:
+            handlers.prepare(payload)
+        seconds = min(seconds, time.process_time() - start)
     error = info.value
     assert type(error).__name__ == "SpecError"  # the Step Functions error name
     first = error.problems[0]

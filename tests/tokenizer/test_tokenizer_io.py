@@ -110,7 +110,7 @@ def test_counts_file_round_trip(tmp_path):
     table = pq.read_table(path)
     assert table.column("word").to_pylist() == sorted(["Ġb", "a", "日本"], key=lambda w: w.encode())
     merged = merge_counts([path, _copy_as(path, "algo-2", tmp_path)], s)
-    assert dict(zip(merged.words, merged.counts.tolist(), strict=True)) == {"Ġb": 4, "a": 10, "日本": 2}
+    assert dict(zip(merged.words.to_pylist(), merged.counts.tolist(), strict=True)) == {"Ġb": 4, "a": 10, "日本": 2}
 
 
 def _copy_as(path, host, tmp_path):

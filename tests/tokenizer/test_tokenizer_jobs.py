@@ -241,3 +241,69 @@ def test_runproc_code_dir_override_and_missing_script(tmp_path, runproc_env):
     assert proc.returncode == 0 and f"hello from {code}" in proc.stdout
     proc = subprocess.run(["/bin/bash", str(script)], env=env, capture_output=True, text=True)
     assert proc.returncode == 2 and "no script given" in proc.stderr
+
+
+def _two_hosts_of_counts(tmp_path: Path) -> tuple[Path, list[dict]]:
+    from tokenizer_mr.container import HostInfo
+    from tokenizer_mr.counts import find_counts_files, read_header
+    from tokenizer_mr.jobs import run_map
+
+    lines = corpus_lines("zipf") + corpus_lines("unicode")
+    for i, host in enumerate(HOSTS[:2]):
+        data = tmp_path / host
+        data.mkdir()
+        (data / "a.txt").write_text("".join(lines[i::2]), encoding="utf-8")
+        run_map(TokenizerSettings(), data, tmp_path / "counts", host=HostInfo(host, HOSTS[:2]))
+    return tmp_path / "counts", [read_header(f) for f in find_counts_files(tmp_path / "counts")]
+
+
+def test_reduce_refuses_from_the_counts_headers_before_merging(tmp_path, capsys, monkeypatch):
+    """One host's counts already need more memory than there is: refused before any counts file is read."""
+    from tokenizer_mr import jobs
+    from tokenizer_mr.bpe import memory_estimate
+
+    counts, headers = _two_hosts_of_counts(tmp_path)
+    largest = max(headers, key=lambda h: h["unique_words"])
+    monkeypatch.setattr(jobs, "available_memory_bytes",
+                        lambda: memory_estimate(largest["unique_words"], largest["characters"]) - 1)
+    rc = tokenizer_reduce.main(["--vocab-size", "1000", "--input-dir", str(counts), "--output-dir", str(tmp_path / "t")])
+    assert rc == 2
+    captured = capsys.readouterr()
+    line = next(ln for ln in captured.err.splitlines() if ln.startswith("ERROR: "))
+    assert f"counts file counts-{largest['host']}.part00000.parquet already hold(s) {largest['unique_words']} unique " \
+           f"words ({largest['characters']} characters)" in line
+    assert "use a reduce instance type with more memory (run spec: tokenizer.instance_type" in line
+    assert "read counts-" not in captured.out + captured.err  # no counts file was loaded
+    assert not (tmp_path / "t").exists()
+
+
+def test_reduce_refuses_after_merging_before_learning(tmp_path, capsys, monkeypatch):
+    """Each host's counts fit, all of them merged do not: refused before the learning allocates anything."""
+    from tokenizer_mr import jobs
+    from tokenizer_mr.bpe import memory_estimate
+
+    counts, headers = _two_hosts_of_counts(tmp_path)
+    largest = max(headers, key=lambda h: h["unique_words"])
+    monkeypatch.setattr(jobs, "available_memory_bytes",
+                        lambda: memory_estimate(largest["unique_words"], largest["characters"]))
+    monkeypatch.setattr(jobs, "learn_bpe", lambda *a, **k: pytest.fail("learning started"))
+    rc = tokenizer_reduce.main(["--vocab-size", "1000", "--input-dir", str(counts), "--output-dir", str(tmp_path / "t")])
+    assert rc == 2
+    line = _error_line(capsys)
+    assert "unique words" in line and "already hold" not in line and "need about" in line
+    merged = int(line.split("ERROR: ")[1].split(" unique words")[0].split()[-1])
+    assert merged > largest["unique_words"]
+
+
+def test_merge_counts_shows_growing_lower_bounds_before_spending_memory(tmp_path):
+    from tokenizer_mr.counts import find_counts_files, merge_counts
+
+    counts, headers = _two_hosts_of_counts(tmp_path)
+    seen = []
+    merged = merge_counts(find_counts_files(counts), TokenizerSettings(), row_budget=1,
+                          check=lambda n, c, what: seen.append((n, c, what)))
+    largest = max(headers, key=lambda h: h["unique_words"])
+    first = min(headers, key=lambda h: h["host"])
+    assert seen == [(largest["unique_words"], largest["characters"], f"counts file counts-{largest['host']}.part00000.parquet"),
+                    (first["unique_words"], first["characters"], "the first 1 files")]
+    assert len(merged.words) > largest["unique_words"] and merged.characters > largest["characters"]

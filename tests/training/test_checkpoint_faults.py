@@ -11,7 +11,10 @@ import io
 import json
 import logging
 import os
+import pickle
 import shutil
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -313,3 +316,139 @@ def test_every_minutes_saves_by_time_when_steps_are_far_apart(saved_run, tmp_pat
     assert dirs(base) == ["checkpoint-1", "checkpoint-2", "checkpoint-3", "checkpoint-4"]
     assert "minutes since the last one (save_every_minutes)" in log
     assert all(ck.verify(str(ckpt(base, s))).ok for s in (1, 2, 3, 4))
+
+
+# --- issue 24 / issue 23: a resume loads only what the markers vouch for; a full volume says so ----------------
+# An audit hook (Python's "open" event: builtins.open, io.open, torch.load's own open) records every file opened
+# under the job while `OPENED` is a list: what the Trainer and the verification really read.
+OPENED: list[str] | None = None
+
+
+def _record_opens(event: str, args: tuple) -> None:
+    if event == "open" and OPENED is not None and isinstance(args[0], str | bytes | os.PathLike):
+        OPENED.append(os.fsdecode(args[0]))
+
+
+sys.addaudithook(_record_opens)
+
+
+@contextlib.contextmanager
+def opened_files():
+    global OPENED
+    OPENED = []
+    try:
+        yield OPENED
+    finally:
+        OPENED = None
+
+
+class Payload:
+    """A pickle that, when an unrestricted unpickler loads it, creates `flag` (harmless, and visible)."""
+
+    def __init__(self, flag: Path) -> None:
+        self.flag = str(flag)
+
+    def __reduce__(self):
+        return (os.makedirs, (self.flag,))
+
+
+def test_files_the_marker_does_not_list_are_named_and_never_opened(saved_run, tmp_path):
+    """checkpoint-8's marker lists no RNG file (as when another world size saved it); an rng_state.pth put there
+    later, which the Trainer reads on a single-process resume, is left alone and never opened."""
+    base = interrupted_copy(saved_run, tmp_path)
+    (ckpt(base, 8) / "rng_state.pth").unlink()
+    remark(ckpt(base, 8))
+    planted = ckpt(base, 8) / "rng_state.pth"
+    planted.write_bytes(pickle.dumps(Payload(tmp_path / "payload-ran")))
+    with opened_files() as opened:
+        code, log = train(base, saved_run[1])
+    assert code == 0, log[-3000:]
+    resumed_from(base, 8, log)
+    inside = sorted({p for p in opened if p.startswith(str(ckpt(base, 8)) + os.sep)})
+    assert str(planted) not in inside, f"the unlisted {planted.name} was opened: {inside}"
+    assert "1 file(s) its completion markers do not list are not loaded and are left as they are: rng_state.pth" \
+        in log
+    assert planted.read_bytes() == pickle.dumps(Payload(tmp_path / "payload-ran"))  # left alone
+    assert not (tmp_path / "payload-ran").exists()
+    assert not (base / ".hftrain-verified" / "checkpoints" / "checkpoint-8").exists(), "the staged copy is removed"
+
+
+def test_a_pickled_file_swapped_after_verification_is_not_what_the_trainer_loads(saved_run, tmp_path, monkeypatch):
+    """Issue 23: the hashes are verified before anything pickled is opened, on the very files then loaded. Here
+    optimizer.pt is swapped (a new file under the same name) after the resume decision and before the Trainer
+    loads: the Trainer still loads the verified bytes, never the swapped file."""
+    from hftrain import runner
+
+    base = interrupted_copy(saved_run, tmp_path)
+    swapped = ckpt(base, 8) / "optimizer.pt"
+    decide = runner.decide_resume
+
+    def decide_then_swap(*args, **kwargs):
+        planned = decide(*args, **kwargs)
+        replacement = swapped.with_name("optimizer.pt.new")
+        replacement.write_bytes(pickle.dumps(Payload(tmp_path / "payload-ran")))
+        os.replace(replacement, swapped)
+        return planned
+
+    monkeypatch.setattr(runner, "decide_resume", decide_then_swap)
+    with opened_files() as opened:
+        code, log = train(base, saved_run[1])
+    assert code == 0, log[-3000:]
+    assert str(swapped) not in opened, "the swapped optimizer.pt was opened"
+    assert "loading failed" not in log
+    assert [s["resumed_from_step"] for s in history(base)["starts"][-1:]] == [8]
+    assert not (tmp_path / "payload-ran").exists()
+    assert_same_weights(base, saved_run[2])
+
+
+def test_a_full_volume_at_save_names_the_volume_and_the_setting(saved_run, tmp_path, monkeypatch):
+    """ENOSPC inside torch's writer (its message: `unexpected pos ...`, no errno), the volume nearly full: the
+    failure reason says the volume is full, how much the save needed and which spec field sizes the volume."""
+    import torch
+
+    base = interrupted_copy(saved_run, tmp_path)
+    real_save = torch.save
+
+    def full_disk_save(obj, f, *args, **kwargs):
+        if str(f).endswith("optimizer.pt"):
+            raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 704 vs 598")
+        return real_save(obj, f, *args, **kwargs)
+
+    monkeypatch.setattr(torch, "save", full_disk_save)
+    gib = 1024**3
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: shutil._ntuple_diskusage(8 * gib, 8 * gib - 4096, 4096))
+    code, log = train(base, saved_run[1])
+    assert code == 2, log[-3000:]
+    failure = (base / "output" / "failure").read_text()
+    assert failure.startswith("the instance's volume is full: saving checkpoint-12 needs about "), failure
+    assert "Raise compute.volume_size_gb in the run spec (the volume is 8 GB" in failure
+    assert "unexpected pos" not in failure
+    assert not (ckpt(base, 12) / "_complete.algo-1.json").exists()
+
+
+def _can_mount_tmpfs() -> bool:
+    probe = subprocess.run(["unshare", "--user", "--map-root-user", "--mount", "sh", "-c",
+                            "mount -t tmpfs -o size=64k tmpfs /mnt"], capture_output=True)
+    return probe.returncode == 0
+
+
+@pytest.mark.skipif(shutil.which("unshare") is None or not _can_mount_tmpfs(),
+                    reason="needs unprivileged user and mount namespaces (unshare -rm) for a small tmpfs")
+def test_a_really_full_volume_at_save(tiny_models, tmp_path):
+    """The real thing: train.py with its checkpoint dir on a tmpfs that holds the weights but not the optimizer
+    state (a mount namespace of its own: no root needed where unprivileged namespaces are allowed)."""
+    from hftrain_testkit import TRAIN_PY, subprocess_env
+
+    base = layout_job(tmp_path / "job", train=synth.cls_examples(16, 3))
+    (base / "checkpoints").mkdir()
+    size_kb = (Path(tiny_models["bert"]) / "model.safetensors").stat().st_size // 1024 + 64
+    hps = {**HPS, "model_name_or_path": tiny_models["bert"], "max_steps": 2, "save_steps": 1}
+    script = (f'mount -t tmpfs -o size={size_kb}k tmpfs "$0/checkpoints" && exec "$1" "$2" "${{@:3}}"')
+    proc = subprocess.run(["unshare", "--user", "--map-root-user", "--mount", "bash", "-c", script, str(base),
+                           sys.executable, str(TRAIN_PY), *to_argv(hps)],
+                          env={**subprocess_env(base), "OMP_NUM_THREADS": "1"}, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 2, (proc.stdout + proc.stderr)[-3000:]
+    failure = (base / "output" / "failure").read_text()
+    assert failure.startswith("the instance's volume is full: saving checkpoint-1 needs about "), failure
+    assert "free of" in failure and "Raise compute.volume_size_gb" in failure, failure

@@ -197,9 +197,27 @@ class CheckpointCallback(TrainerCallback):
                 logger.info("deleting %s (rotation: save_total_limit=%s keeps the newest verified checkpoints "
                             "%s of this run)", victim_path, self.keep,
                             ", ".join(str(s) for s in self.ours[-(self.keep or 0):]))
-                self.storage.remove_tree(victim_path)
+                kept = checkpoints.remove_checkpoint(victim_path, self.storage)  # only what its markers list
+                if kept:
+                    logger.warning("%s: kept %d file(s) its markers do not list: %s (the checkpoint's own files "
+                                   "are deleted; the directory stays for these)", victim_path, len(kept),
+                                   ", ".join(kept[:10]) + (" ..." if len(kept) > 10 else ""))
             self.deleted.append(checkpoints.checkpoint_name(victim))
         self.ours = [s for s in self.ours if s not in victims]
+        return control
+
+
+class ReleaseStagedCheckpoint(TrainerCallback):
+    """After the first optimizer step (every rank has loaded the resumed checkpoint by then), remove its staged
+    copy (resume.ResumePlanner.release): links or copies only, made for the load."""
+
+    def __init__(self, release) -> None:
+        self.release = release
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self.release is not None:
+            release, self.release = self.release, None
+            release()
         return control
 
 

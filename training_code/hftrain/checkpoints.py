@@ -17,20 +17,31 @@ every listed file exists with the listed size and hash, the markers agree on the
 identity, the identity is the run's (else it is *foreign*, refused by the caller), and it holds what a resume
 needs (weights, optimizer, scheduler, trainer state). Anything else under the checkpoint dir (user files,
 other names, checkpoints without a marker) is never deleted: rotation deletes only checkpoints of this run's
-lineage that are older than a newer verified one (see `rotation_victims`), and a checkpoint that failed
+lineage that are older than a newer verified one (see `rotation_victims`), and of those only the files their
+markers list (`remove_checkpoint`: a file someone added is kept, with its directory), and a checkpoint that failed
 verification is moved out of the way (`quarantine_name`) only when the run is about to save the same step.
+
+Symbolic links are never followed: the training code writes none, so a link inside a checkpoint (which could point
+anywhere) makes it corrupt, and a `checkpoint-<step>` that is itself a link is not a checkpoint (never resumed,
+never rotated). A resume loads only what the markers list and verify: `stage` gives the Trainer a directory of
+its own (`view_dir`, outside the synced checkpoint dir) holding hard links to (or, across file systems, links by
+name to) exactly the listed files, and the content hashes are checked on those, so a file added later (an `rng_state.pth`
+nobody saved) is never opened and a file swapped after verification is not the one loaded.
 
 The storage is abstracted (`LocalStorage`) so the logic is tested with a fake.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
 import os
 import re
 import shutil
+import stat
+import tempfile
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -150,21 +161,40 @@ class LocalStorage:
     """The few file operations checkpoints need (tests substitute a fake)."""
 
     def list_dirs(self, root: str) -> list[str]:
+        """Directories directly under root (a symbolic link to a directory is not one)."""
         try:
-            return sorted(entry.name for entry in os.scandir(root) if entry.is_dir())
+            return sorted(entry.name for entry in os.scandir(root) if entry.is_dir(follow_symlinks=False))
         except FileNotFoundError:
             return []
 
     def list_files(self, directory: str) -> dict[str, int]:
-        """relative path -> size, recursively."""
+        """relative path -> size of every regular file, recursively; symbolic links are neither followed nor
+        listed (see `list_links`)."""
         out: dict[str, int] = {}
-        base = Path(directory)
-        if not base.is_dir():
-            return out
-        for path in base.rglob("*"):
-            if path.is_file():
-                out[path.relative_to(base).as_posix()] = path.stat().st_size
+        for parent, _dirs, names in os.walk(directory):  # followlinks=False: a linked directory is not entered
+            for name in names:
+                path = os.path.join(parent, name)
+                info = os.lstat(path)
+                if stat.S_ISREG(info.st_mode):
+                    out[Path(path).relative_to(directory).as_posix()] = info.st_size
         return out
+
+    def list_links(self, directory: str) -> dict[str, str]:
+        """relative path -> target of every symbolic link inside `directory` (to files or directories)."""
+        out: dict[str, str] = {}
+        for parent, dirs, names in os.walk(directory):
+            for name in dirs + names:
+                path = os.path.join(parent, name)
+                if os.path.islink(path):
+                    out[Path(path).relative_to(directory).as_posix()] = os.readlink(path)
+        return out
+
+    def list_dir_links(self, root: str) -> list[str]:
+        """Names directly under root that are symbolic links."""
+        try:
+            return sorted(entry.name for entry in os.scandir(root) if entry.is_symlink())
+        except FileNotFoundError:
+            return []
 
     def read_text(self, path: str) -> str | None:
         try:
@@ -185,6 +215,45 @@ class LocalStorage:
 
     def remove_tree(self, path: str) -> None:
         shutil.rmtree(path, ignore_errors=True)
+
+    def remove_files(self, directory: str, names: Iterable[str]) -> list[str]:
+        """Unlink these relative paths (a link itself, never its target); returns the ones that could not be."""
+        failed = []
+        for name in names:
+            try:
+                os.unlink(os.path.join(directory, name))
+            except FileNotFoundError:
+                pass
+            except OSError:
+                failed.append(name)
+        return failed
+
+    def remove_empty_dirs(self, directory: str) -> bool:
+        """Remove `directory` and the directories under it that are empty (deepest first); True when it is gone."""
+        for parent, _dirs, _names in sorted(os.walk(directory), key=lambda item: -item[0].count(os.sep)):
+            with contextlib.suppress(OSError):
+                os.rmdir(parent)
+        return not os.path.lexists(directory)
+
+    def stage_files(self, source: str, names: Iterable[str], target: str) -> str:
+        """A fresh `target` holding these files of `source` and nothing else. Hard links (the same inodes: what is
+        verified there is what is loaded, and no space is used): returns "linked". Where hard links are
+        impossible (another file system), symbolic links to the files by name: returns "symlinked" (a copy could
+        need as much space as the checkpoint, on a volume that may not have it)."""
+        shutil.rmtree(target, ignore_errors=True)
+        os.makedirs(target)
+        how = "linked"
+        for name in names:
+            src, dst = os.path.join(source, name), os.path.join(target, name)
+            os.makedirs(os.path.dirname(dst), exist_ok=True)
+            if how == "linked":
+                try:
+                    os.link(src, dst, follow_symlinks=False)
+                    continue
+                except OSError:  # another file system, or hard links not supported
+                    how = "symlinked"
+            os.symlink(os.path.abspath(src), dst)
+        return how
 
     def rename(self, source: str, target: str) -> None:
         os.rename(source, target)
@@ -353,9 +422,15 @@ def inspect_structure(checkpoint_path: str, storage: LocalStorage | None = None)
     if step is not None and first.get("step") != step:
         return Verdict(name, step, "corrupt", f"markers say step {first.get('step')}, the directory {name}", markers)
     present = storage.list_files(checkpoint_path)
+    links = storage.list_links(checkpoint_path)
     owner: dict[str, str] = {}
     for marker in markers:
         for file, meta in marker["files"].items():
+            link = _linked_part(file, links)
+            if link is not None:
+                return Verdict(name, step, "corrupt", f"file {file} is reached through the symbolic link {link} -> "
+                                                      f"{links[link]} (the training code writes no links; a link "
+                                                      "can point outside the checkpoint)", markers)
             if file in owner:
                 return Verdict(name, step, "corrupt", f"file {file} is claimed by {owner[file]} and "
                                                       f"{marker.get('host')} (one would overwrite the other in S3)",
@@ -368,6 +443,25 @@ def inspect_structure(checkpoint_path: str, storage: LocalStorage | None = None)
                 return Verdict(name, step, "corrupt", f"file {file} has {present[file]} bytes, the marker says "
                                                       f"{meta.get('size')}", markers)
     return Verdict(name, step, "ok", "", markers)
+
+
+def _linked_part(file: str, links: dict[str, str]) -> str | None:
+    """The link among `file` and its parent directories, if any."""
+    parts = file.split("/")
+    return next(("/".join(parts[:i]) for i in range(1, len(parts) + 1) if "/".join(parts[:i]) in links), None)
+
+
+def listed_files(markers: Sequence[dict]) -> list[str]:
+    """Every file the markers list (relative paths), sorted."""
+    return sorted({f for m in markers for f in m.get("files", {})})
+
+
+def unlisted_files(checkpoint_path: str, markers: Sequence[dict], storage: LocalStorage | None = None) -> list[str]:
+    """Files and links inside a checkpoint that no marker lists (the markers themselves aside): never loaded."""
+    storage = storage or LocalStorage()
+    listed = set(listed_files(markers))
+    present = set(storage.list_files(checkpoint_path)) | set(storage.list_links(checkpoint_path))
+    return sorted(n for n in present - listed if not ("/" not in n and is_marker(n)))
 
 
 def missing_for_resume(files: Iterable[str]) -> list[str]:
@@ -398,24 +492,88 @@ def verify(checkpoint_path: str, *, identity: dict[str, Any] | None = None, stor
         return Verdict(verdict.name, verdict.step, "foreign",
                        f"saved for {describe_identity(verdict.identity)}; this run trains "
                        f"{describe_identity(identity)}", verdict.markers)
-    listed = {f for m in verdict.markers for f in m["files"]}
-    lacking = missing_for_resume(listed)
+    lacking = missing_for_resume(listed_files(verdict.markers))
     if lacking:
         return Verdict(verdict.name, verdict.step, "unusable", "no " + "; no ".join(lacking), verdict.markers)
-    if hash_files:
-        for marker in verdict.markers:
-            algorithm = marker.get("hash_algorithm", "")
-            for file, meta in sorted(marker["files"].items()):
-                try:
-                    actual = storage.hash_file(os.path.join(checkpoint_path, file), algorithm)
-                except (OSError, ValueError) as err:
-                    return Verdict(verdict.name, verdict.step, "corrupt", f"cannot hash {file}: {err}",
-                                   verdict.markers)
-                if actual != meta.get("hash"):
-                    return Verdict(verdict.name, verdict.step, "corrupt",
-                                   f"file {file} does not match its content hash ({algorithm} {actual[:16]}..., "
-                                   f"the marker says {str(meta.get('hash'))[:16]}...)", verdict.markers)
+    return verify_hashes(checkpoint_path, verdict, storage) if hash_files else verdict
+
+
+def verify_hashes(files_root: str, verdict: Verdict, storage: LocalStorage | None = None) -> Verdict:
+    """Every file the verdict's markers list, read under `files_root` (the checkpoint, or its staged copy), against
+    its content hash; the verdict itself when all match."""
+    storage = storage or LocalStorage()
+    for marker in verdict.markers:
+        algorithm = marker.get("hash_algorithm", "")
+        for file, meta in sorted(marker["files"].items()):
+            try:
+                actual = storage.hash_file(os.path.join(files_root, file), algorithm)
+            except (OSError, ValueError) as err:
+                return Verdict(verdict.name, verdict.step, "corrupt", f"cannot hash {file}: {err}", verdict.markers)
+            if actual != meta.get("hash"):
+                return Verdict(verdict.name, verdict.step, "corrupt",
+                               f"file {file} does not match its content hash ({algorithm} {actual[:16]}..., "
+                               f"the marker says {str(meta.get('hash'))[:16]}...)", verdict.markers)
     return verdict
+
+
+# ---------------------------------------------------------------- what a resume loads
+
+VIEW_DIR = ".hftrain-verified"
+
+
+def view_dir(root: str, name: str) -> str:
+    """Where checkpoint `name` of `root` is staged for loading: beside the checkpoint dir (the same file system,
+    so hard links work, and outside what SageMaker syncs to S3), else under the temp dir. Every rank of a node
+    computes the same path."""
+    parent = os.path.dirname(os.path.abspath(root))
+    if not os.access(parent, os.W_OK):
+        parent = os.path.join(tempfile.gettempdir(), f"hftrain-{hashlib.sha256(root.encode()).hexdigest()[:12]}")
+    return os.path.join(parent, VIEW_DIR, os.path.basename(os.path.abspath(root)), name)
+
+
+def stage(checkpoint_path: str, verdict: Verdict, target: str, storage: LocalStorage | None = None) -> Verdict:
+    """Stage the files the markers list into `target` and verify their content hashes there: what the Trainer
+    is given to load (`target`) holds exactly the verified files. A verdict of kind `unusable` when staging
+    fails, `corrupt` when a hash does not match."""
+    storage = storage or LocalStorage()
+    try:
+        how = storage.stage_files(checkpoint_path, listed_files(verdict.markers), target)
+    except OSError as err:
+        return Verdict(verdict.name, verdict.step, "unusable", f"cannot stage its verified files in {target}: {err}",
+                       verdict.markers)
+    if how == "linked" and storage.list_links(target):  # a listed file was swapped for a link meanwhile
+        return Verdict(verdict.name, verdict.step, "corrupt", "a listed file became a symbolic link while it was "
+                                                              "being staged", verdict.markers)
+    if how == "symlinked":
+        links = storage.list_links(checkpoint_path)
+        if any(_linked_part(name, links) for name in listed_files(verdict.markers)):
+            return Verdict(verdict.name, verdict.step, "corrupt", "a listed file became a symbolic link while it "
+                                                                  "was being staged", verdict.markers)
+        logger.warning("%s: no hard links possible in %s (another file system): the Trainer reads the listed files "
+                       "through links by name, verified now; a file replaced before it is loaded would not be "
+                       "noticed", checkpoint_path, target)
+    return verify_hashes(target, verdict, storage)
+
+
+def release_view(target: str, storage: LocalStorage | None = None) -> None:
+    """Remove a staged directory (links or copies only: the checkpoint itself is not touched)."""
+    if os.path.basename(os.path.dirname(os.path.dirname(target))) == VIEW_DIR:  # never anything else
+        (storage or LocalStorage()).remove_tree(target)
+
+
+def remove_checkpoint(path: str, storage: LocalStorage | None = None) -> list[str]:
+    """Rotation's delete: the markers first (the checkpoint stops counting), then the files they list, then the
+    directories left empty. Files no marker lists (someone's own) are kept, with the directories holding them;
+    returns them (empty: the checkpoint is gone)."""
+    storage = storage or LocalStorage()
+    markers, _ = read_markers(path, storage)
+    names = sorted(n for n in storage.list_files(path) if "/" not in n and n.startswith(MARKER_PREFIX))
+    failed = storage.remove_files(path, names)
+    failed += storage.remove_files(path, listed_files(markers))
+    if storage.remove_empty_dirs(path):
+        return []
+    left = sorted(set(storage.list_files(path)) | set(storage.list_links(path)))
+    return left or failed or ["(the directory itself)"]
 
 
 # ---------------------------------------------------------------- the checkpoint dir
@@ -442,9 +600,11 @@ def discover(root: str, storage: LocalStorage | None = None) -> list[Entry]:
 
 
 def other_entries(root: str, storage: LocalStorage | None = None) -> list[str]:
-    """Directories under root that are not `checkpoint-<step>` (user files, quarantined checkpoints)."""
+    """Directories under root that are not `checkpoint-<step>` (user files, quarantined checkpoints), and
+    symbolic links (a linked `checkpoint-<step>` was not written by the training code)."""
     storage = storage or LocalStorage()
-    return [name for name in storage.list_dirs(root) if step_of(name) is None]
+    links = [f"{name} (a symbolic link)" for name in storage.list_dir_links(root)]
+    return [name for name in storage.list_dirs(root) if step_of(name) is None] + links
 
 
 def quarantine_name(step: int, taken: Iterable[str]) -> str:
@@ -468,9 +628,10 @@ def choose_resume_step(verified_steps_per_node: Sequence[Iterable[int]]) -> int 
 def rotation_victims(ours_verified: Iterable[int], *, keep: int | None, protected: Iterable[int] = ()) -> list[int]:
     """Steps rotation may delete: checkpoints of this run's lineage known to verify, except the newest `keep`
     of them and the protected ones (the checkpoint this run resumed from). Only checkpoints older than a
-    newer verified one are ever returned; keep None/0 deletes nothing."""
+    newer verified one are ever returned; keep None or below 1 deletes nothing (transformers reads a
+    save_total_limit <= 0 as no limit; Prepare and the argument parser refuse it anyway)."""
     steps = sorted(set(ours_verified))
-    if not keep or len(steps) <= 1:
+    if keep is None or keep < 1 or len(steps) <= 1:
         return []
     newest = steps[-1]
     kept = set(steps[-keep:]) | set(protected) | {newest}

@@ -1,10 +1,13 @@
 """Hyperparameter rules beyond names, types and choices, declared once as data, with their interpreter.
 
-- `BOUNDS`: numeric limits of single hyperparameters (checked when the value is set).
+- `BOUNDS`: numeric limits of single hyperparameters (checked when the value is set), as JSON Schema keywords;
+  `BOUND_REASONS` says why, where the limit is a library's (the optimizer, the data loader, the process group).
 - `RULES`: combinations the training script stops on at start-up. `owner` says who enforces a rule in the job:
   `hftrain` rules are checked by `check()` from `hftrain.args.parse_args`; `transformers` rules are the ones
   TrainingArguments raises on by itself, written down here so that the pipeline refuses such a run before any
-  instance starts (tests/lambda/test_lambda_hp_equivalence.py proves this mirror against the real parser).
+  instance starts (tests/lambda/test_lambda_hp_equivalence.py proves this mirror against the real parser);
+  `pipeline` rules are combinations the job would run but that silently undo what the run spec asks for (only
+  Prepare checks them: the job cannot know whether it runs on spot).
 - `UNSETTABLE`: names the parser lists but a job cannot take as a hyperparameter.
 - `FACTS`: what a rule may depend on besides hyperparameters (the job knows it from its environment, the
   pipeline from the run spec).
@@ -31,6 +34,9 @@ FACTS = {
     "validation_data": "there is validation data: a `validation` channel, validation_path, or dataset_name with "
                        "a validation_split",
     "bf16_gpu": "every instance the job may run on has a GPU with bf16 and TF32 (NVIDIA Ampere or newer)",
+    "resumes": "the run counts on resuming from checkpoints: an attempt uses managed spot, or the durability "
+               "watchdog's action is stop",
+    "watchdog_stop": "the durability watchdog stops a job whose checkpoints stall (checkpoint.watchdog.action stop)",
 }
 
 BOUNDS: dict[str, dict[str, float]] = {
@@ -55,6 +61,29 @@ BOUNDS: dict[str, dict[str, float]] = {
     "progress_every_seconds": {"minimum": 0},
     "seed": {"minimum": 0, "maximum": 2**32 - 1},  # numpy's seed range (set_seed at start-up)
     "data_seed": {"minimum": 0, "maximum": 2**32 - 1},
+    "adam_beta1": {"minimum": 0, "exclusiveMaximum": 1},
+    "adam_beta2": {"minimum": 0, "exclusiveMaximum": 1},
+    "adam_epsilon": {"minimum": 0},
+    "neftune_noise_alpha": {"minimum": 0},
+    "num_train_epochs": {"maximum": 1_000_000},
+    "preprocessing_num_workers": {"minimum": 0},
+    "dataloader_prefetch_factor": {"minimum": 1},
+    "ddp_timeout": {"minimum": 1, "maximum": 2**31 - 1},
+    "ddp_bucket_cap_mb": {"maximum": 2**31 - 1},
+    "save_total_limit": {"minimum": 1},
+}
+BOUND_REASONS: dict[str, str] = {
+    "adam_beta1": "torch's Adam/AdamW refuse a beta outside [0, 1) when the optimizer is created",
+    "adam_beta2": "torch's Adam/AdamW refuse a beta outside [0, 1) when the optimizer is created",
+    "adam_epsilon": "torch's Adam/AdamW refuse a negative epsilon when the optimizer is created",
+    "neftune_noise_alpha": "NEFTune draws its noise from [-alpha, alpha]: a negative alpha fails at the first step",
+    "num_train_epochs": "epochs times steps per epoch must stay a finite number of steps",
+    "preprocessing_num_workers": "datasets' map refuses a negative num_proc",
+    "dataloader_prefetch_factor": "torch's DataLoader refuses a prefetch factor below 1 with workers",
+    "ddp_timeout": "the process group's timeout: 0 or less times out at once, more overflows torch's millisecond "
+                   "clock",
+    "ddp_bucket_cap_mb": "torch's DDP reducer takes the bucket size in bytes as a 64-bit integer",
+    "save_total_limit": "transformers reads 0 or less as no limit; leave it unset to keep every checkpoint",
 }
 
 UNSETTABLE = {
@@ -122,6 +151,16 @@ RULES: list[dict[str, Any]] = [
      "if": [["precision", "==", "bf16"], ["fp16", "!=", True]], "then": [["@bf16_gpu", "==", True]],
      "message": "precision bf16 needs an NVIDIA Ampere or newer GPU on every instance the run may use; use "
                 "precision auto"},
+    {"id": "checkpoints-for-resume", "owner": "pipeline", "fields": ["save_strategy"],
+     "if": [["save_strategy", "==", "no"], ["@resumes", "==", True]], "then": [],
+     "message": "save_strategy no turns off the checkpoints every checkpoint.every_steps steps that a spot restart "
+                "or a watchdog stop resumes from; leave save_strategy at steps (set checkpoint.every_steps high to "
+                "save by checkpoint.every_minutes only)"},
+    {"id": "stop-needs-sigterm-checkpoint", "owner": "pipeline", "fields": ["sigterm_checkpoint"],
+     "if": [["sigterm_checkpoint", "==", False], ["@watchdog_stop", "==", True]], "then": [],
+     "message": "checkpoint.watchdog.action stop stops the job so that the next attempt resumes from a checkpoint "
+                "the job saves when stopped; sigterm_checkpoint false saves none (the work since the last one is "
+                "lost at every stop); leave sigterm_checkpoint on or use watchdog action warn"},
     {"id": "no-save-on-each-node", "owner": "hftrain", "fields": ["save_on_each_node"],
      "if": [["save_on_each_node", "==", True]], "then": [],
      "message": "save_on_each_node would make every node write files of the same name into the shared "
@@ -195,12 +234,18 @@ def bound_problem(name: str, value: Any) -> str | None:
         return None
     # Written as "not inside" so that NaN (which argparse's float() reads) is outside every bound.
     if "minimum" in limits and not value >= limits["minimum"]:
-        return f"must be >= {limits['minimum']}, got {value}"
+        return _because(name, f"must be >= {limits['minimum']}, got {value}")
     if "exclusiveMinimum" in limits and not value > limits["exclusiveMinimum"]:
-        return f"must be > {limits['exclusiveMinimum']}, got {value}"
+        return _because(name, f"must be > {limits['exclusiveMinimum']}, got {value}")
     if "maximum" in limits and not value <= limits["maximum"]:
-        return f"must be <= {limits['maximum']}, got {value}"
+        return _because(name, f"must be <= {limits['maximum']}, got {value}")
+    if "exclusiveMaximum" in limits and not value < limits["exclusiveMaximum"]:
+        return _because(name, f"must be < {limits['exclusiveMaximum']}, got {value}")
     return None
+
+
+def _because(name: str, message: str) -> str:
+    return f"{message} ({BOUND_REASONS[name]})" if name in BOUND_REASONS else message
 
 
 class _Shown(dict):
@@ -209,7 +254,7 @@ class _Shown(dict):
 
 
 def broken_rules(values: dict[str, Any], facts: dict[str, Any],
-                 owners: tuple[str, ...] = ("hftrain", "transformers")) -> list[tuple[dict[str, Any], str]]:
+                 owners: tuple[str, ...] = ("hftrain", "transformers", "pipeline")) -> list[tuple[dict[str, Any], str]]:
     """(rule, message) for every rule of `owners` that `values` (after defaults) break."""
     shown = _Shown({k: _plain(v) for k, v in values.items() if v is not None})
     broken = []

@@ -2,7 +2,9 @@
 
 On start each node's local rank 0 verifies candidates newest first (content hashes, identity, resumability,
 the weights' names and shapes against the model) and the ranks exchange their verdicts; the first step every
-node verifies is resumed. A checkpoint that fails is reported by name and reason, kept where it is, and the
+node verifies is resumed. Nothing of a checkpoint is opened before its markers and structure are checked, and the
+Trainer loads from a staged directory (`checkpoints.stage`) holding only the files the markers list, whose content
+hashes were verified there: files nobody listed are named in the log and never loaded. A checkpoint that fails is reported by name and reason, kept where it is, and the
 next older one is tried. A checkpoint saved for another model config or task stops the run before training
 (`CheckpointMismatchError`, naming both). When checkpoints exist but none verifies, starting from scratch is
 logged as a decision and nothing is deleted. If loading a verified checkpoint still fails inside the Trainer,
@@ -107,7 +109,7 @@ def probe_trainer_state(path: str, step: int | None, storage: checkpoints.LocalS
 
 @dataclass
 class ResumeDecision:
-    path: str | None
+    path: str | None  # the checkpoint (for messages and records)
     step: int | None
     lineage: str
     ours: list[int]  # this run's checkpoints known intact (rotation candidates), the resumed one included
@@ -116,6 +118,7 @@ class ResumeDecision:
     verify_seconds: float = 0.0
     saved_at_unix: float | None = None
     world_size: int | None = None
+    load_path: str | None = None  # what the Trainer loads: the verified, staged files of `path` only
 
     def record(self) -> dict[str, Any]:
         """The start record for `_history.json`."""
@@ -136,6 +139,7 @@ class ResumePlanner:
         self.verify_seconds = 0.0
         self._candidates: list[int] = []
         self._entries: list[checkpoints.Entry] = []
+        self._unlisted: list[str] = []
 
     # --- one node's checks -------------------------------------------------------------------------------
     def _leader(self) -> bool:
@@ -146,16 +150,47 @@ class ResumePlanner:
         if not self.storage.exists(path):
             return checkpoints.Verdict(checkpoints.checkpoint_name(step), step, "incomplete",
                                        "not present on this node")
+        return self._verify_and_stage(path, step)
+
+    def _verify_and_stage(self, path: str, step: int | None) -> checkpoints.Verdict:
+        """Markers, structure, identity and resumability (no file of the checkpoint opened but its markers), then
+        the listed files staged and hashed where the Trainer will load them, then the probes on those."""
         started = time.perf_counter()
-        verdict = checkpoints.verify(path, identity=self.identity, storage=self.storage)
+        verdict = checkpoints.verify(path, identity=self.identity, storage=self.storage, hash_files=False)
+        view = self._view(path)
         if verdict.ok:
-            problem = probe_trainer_state(path, step, self.storage)
+            verdict = checkpoints.stage(path, verdict, view, self.storage)
+        if verdict.ok:
+            problem = probe_trainer_state(view, step, self.storage)
             if not problem and self.model is not None:
-                problem = probe_weights(path, self.model)
+                problem = probe_weights(view, self.model)
             if problem:
                 verdict = checkpoints.Verdict(verdict.name, step, "unusable", problem, verdict.markers)
+        if verdict.ok:
+            self._unlisted = checkpoints.unlisted_files(path, verdict.markers, self.storage)
+        else:
+            checkpoints.release_view(view, self.storage)
         self.verify_seconds += time.perf_counter() - started
         return verdict
+
+    def _view(self, path: str) -> str:
+        return checkpoints.view_dir(self.root, os.path.basename(path.rstrip("/")))
+
+    def _log_unlisted(self, path: str) -> None:
+        """Name the files of the resumed checkpoint that no marker lists (rank 0, every node's): left alone."""
+        names = sorted({n for node in self._gather(self._unlisted) for n in node})
+        if names and distributed.rank() == 0:
+            shown = ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
+            logger.warning("%s: %d file(s) its completion markers do not list are not loaded and are left as they "
+                           "are: %s", path, len(names), shown)
+
+    def release(self, decision: ResumeDecision) -> None:
+        """After the Trainer loaded the checkpoint (every rank calls this together): remove the staged files."""
+        if decision.load_path is None:
+            return
+        distributed.barrier()  # every rank of the node has finished loading from it
+        if self._leader():
+            checkpoints.release_view(decision.load_path, self.storage)
 
     def _gather(self, value):
         """Every node leader's value (non-leaders send None and are dropped); same list on every rank."""
@@ -192,22 +227,19 @@ class ResumePlanner:
 
     def verify_explicit(self, path: str) -> ResumeDecision:
         """resume_from_checkpoint given by the user: it must verify, or the run stops with the reason."""
-        started = time.perf_counter()
-        verdict = checkpoints.verify(path, identity=self.identity, storage=self.storage) if self._leader() else None
-        if verdict is not None and verdict.ok:
-            problem = probe_trainer_state(path, verdict.step, self.storage) or (
-                probe_weights(path, self.model) if self.model is not None else "")
-            if problem:
-                verdict = checkpoints.Verdict(verdict.name, verdict.step, "unusable", problem, verdict.markers)
-        self.verify_seconds += time.perf_counter() - started
+        step = checkpoints.step_of(os.path.basename(path.rstrip("/")))
+        verdict = self._verify_and_stage(path, step) if self._leader() else None
         verdicts = self._gather(None if verdict is None else (verdict.kind, verdict.reason))
         bad = [reason for kind, reason in verdicts if kind != "ok"]
         if bad:
+            if verdict is not None and verdict.ok:
+                checkpoints.release_view(self._view(path), self.storage)
             raise CheckpointMismatchError(f"resume_from_checkpoint {path} cannot be resumed: {bad[0]}")
+        self._log_unlisted(path)
         lineage = self._gather(verdict.lineage if verdict is not None else None)[0] or uuid.uuid4().hex
-        step = checkpoints.step_of(os.path.basename(path.rstrip("/")))
         return ResumeDecision(path=path, step=step, lineage=lineage, ours=[], decision=f"resume from {path} "
-                              "(resume_from_checkpoint)", verify_seconds=self.verify_seconds)
+                              "(resume_from_checkpoint)", verify_seconds=self.verify_seconds,
+                              load_path=self._view(path))
 
     # --- internals -----------------------------------------------------------------------------------------
     def _foreign_report(self) -> list[str]:
@@ -233,13 +265,16 @@ class ResumePlanner:
             verdict = self._check(step) if self._leader() else None
             verdicts = self._gather(None if verdict is None else (verdict.kind, verdict.reason))
             failing = [(kind, reason) for kind, reason in verdicts if kind != "ok"]
+            path = os.path.join(self.root, checkpoints.checkpoint_name(step))
             if failing:
+                if verdict is not None and verdict.ok:  # verified here, not on another node
+                    checkpoints.release_view(self._view(path), self.storage)
                 self._reject(checkpoints.checkpoint_name(step), *failing[0])
                 continue
             meta = self._gather(None if verdict is None else (verdict.lineage, verdict.saved_at_unix,
                                                                verdict.world_size))[0]
             lineage, saved_at, saved_world = meta
-            path = os.path.join(self.root, checkpoints.checkpoint_name(step))
+            self._log_unlisted(path)
             ours = self._ours(lineage, step)
             decision = f"resume from {checkpoints.checkpoint_name(step)}"
             if distributed.rank() == 0:
@@ -252,7 +287,7 @@ class ResumePlanner:
             return ResumeDecision(path=path, step=step, lineage=lineage or uuid.uuid4().hex, ours=ours,
                                   rejected=list(self.rejected), decision=decision,
                                   verify_seconds=self.verify_seconds, saved_at_unix=saved_at,
-                                  world_size=saved_world)
+                                  world_size=saved_world, load_path=self._view(path))
         if self._candidates:
             names = ", ".join(f"{r['checkpoint']} ({r['reason']})" for r in self.rejected)
             decision = (f"start from scratch: {len(self._candidates)} checkpoint(s) exist but none verifies: "

@@ -28,8 +28,16 @@ from . import (
     run_history,
     sharding,
     smenv,
+    volume,
 )
-from .callbacks import CheckpointCallback, EpochCallback, LogLinesCallback, SigtermCallback, emit_metrics
+from .callbacks import (
+    CheckpointCallback,
+    EpochCallback,
+    LogLinesCallback,
+    ReleaseStagedCheckpoint,
+    SigtermCallback,
+    emit_metrics,
+)
 from .data import DataError, load_hub, load_local
 from .failure import write_failure
 from .nccl import NcclTransportCallback
@@ -40,7 +48,8 @@ from .tasks.base import ModelTaskMismatch
 
 logger = logging.getLogger("hftrain")
 
-USER_ERRORS = (hp.ArgumentError, DataError, ModelTaskMismatch, resume.CheckpointMismatchError)
+USER_ERRORS = (hp.ArgumentError, DataError, ModelTaskMismatch, resume.CheckpointMismatchError,
+               volume.VolumeFullError)
 
 
 # ---------------------------------------------------------------- model location
@@ -408,6 +417,7 @@ class TrainingRun:
                                keep=self.keep, resumed_step=decision.step, ours=decision.ours,
                                identity=self.planner.identity, lineage=decision.lineage, history=self.history),
             EpochCallback(self.sampler, self.layout.plan.num_batches),
+            ReleaseStagedCheckpoint(lambda: self.planner.release(decision)),
             LogLinesCallback(),
             ProgressLineCallback(),
             NcclTransportCallback(),  # which network NCCL chose (EFA or a TCP fallback)
@@ -425,6 +435,7 @@ class TrainingRun:
             except resume.CheckpointLoadError as err:
                 if self.decision.step is None or args.resume_from_checkpoint:
                     raise
+                self.planner.release(self.decision)
                 self.decision = self.planner.next_after(self.decision.step, err.reason)
                 if self.history is not None:
                     _record_start(self.history, self.decision, self.env, self.world)
@@ -433,15 +444,16 @@ class TrainingRun:
     def _train_once(self, trainer, total_steps: int) -> dict:
         decision = self.decision
         if decision.step is None or decision.step < total_steps:
-            result = trainer.train(resume_from_checkpoint=decision.path)
+            result = trainer.train(resume_from_checkpoint=decision.load_path)
             return {k: v for k, v in result.metrics.items() if isinstance(v, int | float)}
         # the previous attempt finished training but not the final save: don't train a step more
         logger.info("training finished at %s already: writing the final model from it", decision.path)
         if trainer.is_fsdp_enabled and fsdp.version(self.args) == 2:
             fsdp.wrap_without_training(trainer)  # the Trainer loads shards into wrapped models only
-            trainer._load_from_checkpoint(decision.path, trainer.model_wrapped)
+            trainer._load_from_checkpoint(decision.load_path, trainer.model_wrapped)
         else:
-            trainer._load_from_checkpoint(decision.path)
+            trainer._load_from_checkpoint(decision.load_path)
+        self.planner.release(decision)
         return {"train_global_step": float(decision.step)}
 
     # --- outputs

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 
-from . import compat, distributed, fsdp, packing, resume
+from . import compat, distributed, fsdp, packing, resume, volume
 from .loss_scaling import settle as settle_loss_scaling
 
 logger = logging.getLogger("hftrain")
@@ -66,6 +66,16 @@ def make_trainer_class(base):
                     compat.reload_legacy_named_weights(resume_from_checkpoint, model if model is not None else self.model)
 
             self._guarded_load("model weights", resume_from_checkpoint, load)
+
+        def _save_checkpoint(self, model, trial):
+            try:
+                return super()._save_checkpoint(model, trial)
+            except Exception as err:  # a full volume says so (volume.py); anything else as it is
+                full = volume.save_failure(err, self.args.checkpoint_dir, f"checkpoint-{self.state.global_step}",
+                                           lambda: volume.state_bytes(self.model, self.optimizer))
+                if full is None:
+                    raise
+                raise full from err
 
         def _load_rng_state(self, checkpoint):
             try:

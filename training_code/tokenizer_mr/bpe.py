@@ -48,6 +48,10 @@ from dataclasses import dataclass, field
 from heapq import heappop, heappush
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from . import native_merge
 
 log = logging.getLogger("tokenizer_mr.bpe")
 
@@ -82,13 +86,18 @@ class BpeResult:
         return {tok: i for i, tok in enumerate(self.vocab)}
 
 
-def memory_estimate(n_words: int, n_chars: int) -> int:
-    """Upper estimate in bytes of `learn_bpe`'s peak memory for `n_words` unique words of `n_chars` characters.
+def memory_estimate(n_words: int, n_chars: int, *, native: bool = True) -> int:
+    """Upper estimate in bytes of the reduce's peak memory for `n_words` unique words of `n_chars` characters.
 
-    Measured peak (byte-level BPE, 32k vocabulary, 0.97 M words of 9.0 M characters): 66 bytes per character
-    (int32 symbol arrays and NumPy set-up, 12-60 bytes per character; word offsets and counts; the pair-count
-    dictionary and queue, about 150 bytes per pair created while merging). The estimate adds 40% headroom.
+    Compiled merge loop (`native`): int32 token ids per character, the loop's per-word record (24 bytes), word
+    lists per pair (int32), pair-count hash table and queue; with the interpreter, the libraries and the merged
+    Arrow table. Measured (byte-level BPE, 32 k vocabulary): 0.78 GB peak for 1.82 M words of 16.7 M characters,
+    and the cost curve of benchmarks/bench_tokenizer.py (docs/tokenizer.md); the estimate keeps 25% or more above
+    every measured peak. Python/NumPy loop: 66 bytes per character measured for the learner alone (0.97 M words),
+    plus 40% headroom.
     """
+    if native:
+        return 24 * n_chars + 200 * n_words + (320 << 20)
     return 90 * n_chars + 100 * n_words + (64 << 20)
 
 
@@ -129,27 +138,31 @@ def _initial_alphabet(cfg: BpeConfig, uniq_cps: np.ndarray, char_weights: np.nda
     return [chr(cp) for cp in sorted(cp for cp, _ in kept)]
 
 
-def _char_table(cps: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Distinct code points (ascending), the index of each character among them, and each one's total weight.
-    Counting by code point (no sort); `weights` per character (its word's count)."""
+def _char_weights(cps: np.ndarray, lengths: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct code points (ascending) and each one's count over the corpus (its occurrences in each word
+    times the word's count). Counted by code point (no sort), a few million characters at a time."""
     if cps.size == 0:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
     top = int(cps.max()) + 1
-    present = np.bincount(cps, minlength=top) > 0
-    uniq = np.flatnonzero(present)
-    lut = np.zeros(top, dtype=np.int64)
-    lut[uniq] = np.arange(uniq.size)
-    inverse = lut[cps]
-    if float(weights.sum(dtype=np.float64)) < 2**53:  # float64 sums are exact below 2**53
-        sums = np.rint(np.bincount(inverse, weights=weights.astype(np.float64), minlength=uniq.size)).astype(np.int64)
-    else:
-        sums = np.zeros(uniq.size, dtype=np.int64)
-        np.add.at(sums, inverse, weights)
-    return uniq, inverse, sums
+    exact_float = float(counts.astype(np.float64) @ lengths.astype(np.float64)) < 2**53  # float64 sums exact
+    sums = np.zeros(top, dtype=np.float64 if exact_float else np.int64)
+    ends = np.cumsum(lengths)
+    w0 = 0
+    while w0 < lengths.size:  # chunks of about 4 M characters (whole words) bound the temporary arrays
+        w1 = max(w0 + 1, int(np.searchsorted(ends, ends[w0] - lengths[w0] + (1 << 22), side="right")))
+        c0, c1 = int(ends[w0] - lengths[w0]), int(ends[w1 - 1])
+        weights = np.repeat(counts[w0:w1], lengths[w0:w1])
+        if exact_float:
+            sums += np.bincount(cps[c0:c1], weights=weights.astype(np.float64), minlength=top)
+        else:
+            np.add.at(sums, cps[c0:c1].astype(np.int64), weights)
+        w0 = w1
+    uniq = np.flatnonzero(sums)
+    return uniq, np.rint(sums[uniq]).astype(np.int64) if exact_float else sums[uniq]
 
 
 def _first_appearance(
-    words: Sequence[str],
+    sorted_order: np.ndarray,
     lengths: np.ndarray,
     word_start: np.ndarray,
     decorated: np.ndarray,
@@ -158,8 +171,8 @@ def _first_appearance(
 ) -> list[int]:
     """For each decorated-character kind, the position of its first occurrence when the words are visited in
     sorted order (characters left to right): the order tokenizers would give if its word map iterated sorted."""
-    order = np.array(sorted(range(len(words)), key=words.__getitem__), dtype=np.int64)
-    start_when_sorted = np.empty(len(words), dtype=np.int64)
+    order = sorted_order
+    start_when_sorted = np.empty(lengths.size, dtype=np.int64)
     start_when_sorted[order] = np.cumsum(lengths[order]) - lengths[order]
     char_pos = np.flatnonzero(decorated)
     word_of = np.searchsorted(word_start, char_pos, side="right") - 1
@@ -178,50 +191,52 @@ def _ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     return np.repeat(starts - (ends - lengths), lengths) + np.arange(total, dtype=np.int64)
 
 
+Words = Sequence[str] | pa.Array | pa.ChunkedArray
+
+
 def learn_bpe(
-    words: Sequence[str],
+    words: Words,
     counts: Sequence[int] | np.ndarray,
     cfg: BpeConfig,
     *,
     prefixed_order: Sequence[str] | None = None,
     progress: Callable[[int, int], None] | None = None,
     check_initial: Callable[[int], None] | None = None,
+    native: bool | None = None,
 ) -> BpeResult:
-    """Learn a BPE vocabulary and merges from unique `words` with their `counts` (see the module docstring).
+    """Learn a BPE vocabulary and merges from unique `words` (strings, or an Arrow string array) with their
+    `counts` (see the module docstring).
 
     `progress(merges_done, merges_wanted)` is called every 10 seconds or so from the merge loop;
     `check_initial(n)` with the number of tokens before any merge, before the pair counting (it may raise).
+    `native`: run the compiled merge loop (True), the Python/NumPy one (False), or the compiled one where it is
+    installed (None); both give the same result.
     """
     t0 = time.perf_counter()
-    words, counts_arr, lengths = _checked_input(words, counts)
+    table = _WordTable.build(words, counts)
     tokens = _Tokens()
-    ids, word_of_slot, slot_start, slot_len = _word_symbols(
-        words, counts_arr, lengths, cfg, tokens, prefixed_order, check_initial
-    )
+    ids, word_start = _char_ids(table, cfg, tokens, prefixed_order)
+    if check_initial is not None:
+        check_initial(len(tokens))
     initial_size = len(tokens)
-    pairs = _count_pairs(ids, word_of_slot, slot_start, slot_len, counts_arr)
-    del word_of_slot
-    symbols = _Symbols(ids, slot_start, slot_len, counts_arr, pairs.counts)
-    del ids  # the symbols live on in `symbols` only (memory is what bounds the reduce)
-    queue = _MergeQueue(pairs)
-    del pairs
-    t_setup = time.perf_counter() - t0
-    merges, n_reused = _merge_loop(cfg, tokens, symbols, queue, progress)
+    use_native = native_merge.available() if native is None else native
+    if native is None and not use_native:
+        log.warning("the native merge loop (tokenizer-mr-native) is not installed: learning in Python/NumPy (slower)")
+    want = max(0, cfg.vocab_size - initial_size)
+    merges, n_reused, run_stats = (_merge_native if use_native else _merge_python)(
+        cfg, tokens, ids, word_start, table.counts, lambda done: progress(done, want) if progress else None
+    )
     merge_strings = _ranked_merges(tokens.strings, merges)
     stats = {
-        "words": len(words),
-        "characters": int(lengths.sum()),
-        "tokens": int(counts_arr.sum()) if len(words) else 0,
+        "implementation": "native" if use_native else "python",
+        "words": table.n_words,
+        "characters": int(table.lengths.sum()),
+        "tokens": int(table.counts.sum()) if table.n_words else 0,
         "initial_vocab": initial_size,
-        "initial_pairs": queue.n_static,
         "merges": len(merges),
-        "word_merges": symbols.word_merges,
-        "numpy_steps": symbols.numpy_steps,
         "merges_reusing_a_token": n_reused,
         "repeated_merges": len(merges) - len(merge_strings),
-        "i32_wrap": queue.wrap,  # some pair count reached 2**31 (see _MergeQueue)
-        "queue_entries_pushed": len(queue.dyn_pos),
-        "setup_seconds": round(t_setup, 3),
+        **run_stats,
         "seconds": round(time.perf_counter() - t0, 3),
     }
     return BpeResult(vocab=tokens.strings, merges=merge_strings, initial_size=initial_size, stats=stats)
@@ -247,91 +262,90 @@ class _Tokens:
         return idx
 
 
-def _checked_input(words: Sequence[str], counts: Sequence[int] | np.ndarray) -> tuple[Sequence[str], np.ndarray, np.ndarray]:
-    """The words without empty ones (they hold no character and no pair), their counts and lengths."""
-    counts_arr = np.asarray(counts, dtype=np.int64).reshape(-1)
-    if counts_arr.shape[0] != len(words):
-        raise ValueError("words and counts differ in length")
-    lengths = np.fromiter(map(len, words), dtype=np.int64, count=len(words))
-    if lengths.size and not lengths.all():
-        nonempty = np.flatnonzero(lengths)
-        words = [words[i] for i in nonempty.tolist()]
-        counts_arr = counts_arr[nonempty]
-        lengths = lengths[nonempty]
-    if len(words) and int(counts_arr.min()) < 1:
-        raise ValueError("word counts must be >= 1")
-    return words, counts_arr, lengths
+@dataclass
+class _WordTable:
+    """The non-empty words as code points (all words concatenated, uint32), their lengths and counts; their
+    sorted order on demand (only WordPiece needs it). Empty words hold no character and no pair: dropped."""
+
+    cps: np.ndarray
+    lengths: np.ndarray  # int64, > 0
+    counts: np.ndarray  # int64, >= 1
+    words: pa.Array  # the same words, for sorting
+
+    @property
+    def n_words(self) -> int:
+        return int(self.lengths.size)
+
+    @classmethod
+    def build(cls, words: Words, counts: Sequence[int] | np.ndarray) -> _WordTable:
+        arr = words if isinstance(words, pa.Array | pa.ChunkedArray) else pa.array(list(words), type=pa.string())
+        if isinstance(arr, pa.ChunkedArray):
+            arr = arr.combine_chunks() if arr.num_chunks else pa.array([], pa.string())
+        if not pa.types.is_string(arr.type) and not pa.types.is_large_string(arr.type):
+            raise ValueError(f"words must be strings, got {arr.type}")
+        counts_arr = np.asarray(counts, dtype=np.int64).reshape(-1)
+        if counts_arr.shape[0] != len(arr):
+            raise ValueError("words and counts differ in length")
+        if arr.null_count:
+            raise ValueError("words must not be null")
+        lengths = pc.utf8_length(arr).to_numpy(zero_copy_only=False).astype(np.int64)
+        if lengths.size and not lengths.all():
+            keep = np.flatnonzero(lengths)
+            arr, counts_arr, lengths = arr.take(pa.array(keep)), counts_arr[keep], lengths[keep]
+        if lengths.size and int(counts_arr.min()) < 1:
+            raise ValueError("word counts must be >= 1")
+        return cls(cps=_code_points(arr), lengths=lengths, counts=counts_arr, words=arr)
+
+    def sorted_order(self) -> np.ndarray:
+        """Word indices in sorted order (UTF-8 byte order, which is code-point order, as Python sorts str)."""
+        return pc.sort_indices(self.words).to_numpy(zero_copy_only=False).astype(np.int64)
 
 
-def _word_symbols(
-    words: Sequence[str],
-    counts_arr: np.ndarray,
-    lengths: np.ndarray,
-    cfg: BpeConfig,
-    tokens: _Tokens,
-    prefixed_order: Sequence[str] | None,
-    check_initial: Callable[[int], None] | None,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Steps 1-3, then the symbols the merges work on: the ids of all symbols of the words that have >= 2 of
-    them, word after word (int32), the word of each symbol, and each word's first slot and symbol count (0: the
-    word holds no pair). Characters outside the alphabet are dropped."""
-    ids, word_start = _char_ids(words, counts_arr, lengths, cfg, tokens, prefixed_order)
-    if check_initial is not None:
-        check_initial(len(tokens))
-    n_words = len(words)
-    known = ids >= 0
-    kept_len = np.add.reduceat(known.astype(np.int64), word_start[:-1]) if ids.size else np.zeros(n_words, np.int64)
-    kept_len[lengths == 0] = 0
-    word_of_char = np.repeat(np.arange(n_words, dtype=np.int64), lengths)
-    live = known & (kept_len[word_of_char] >= 2)
-    ids = ids[live].astype(np.int32)
-    word_of_slot = word_of_char[live]
-    del known, word_of_char, live
-    slot_len = np.where(kept_len >= 2, kept_len, 0)
-    slot_start = np.zeros(n_words + 1, dtype=np.int64)
-    np.cumsum(slot_len, out=slot_start[1:])
-    return ids, word_of_slot, slot_start, slot_len
+def _code_points(arr: pa.Array) -> np.ndarray:
+    """All characters of a string array, concatenated, as uint32 code points."""
+    if len(arr) == 0:
+        return np.zeros(0, np.uint32)
+    offsets_type = np.int64 if pa.types.is_large_string(arr.type) else np.int32
+    offsets = np.frombuffer(arr.buffers()[1], dtype=offsets_type)[arr.offset : arr.offset + len(arr) + 1]
+    data = arr.buffers()[2]
+    text = str(memoryview(data)[int(offsets[0]) : int(offsets[-1])], "utf-8") if data is not None else ""
+    return np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
 
 
 def _char_ids(
-    words: Sequence[str],
-    counts_arr: np.ndarray,
-    lengths: np.ndarray,
+    table: _WordTable,
     cfg: BpeConfig,
     tokens: _Tokens,
     prefixed_order: Sequence[str] | None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Steps 1-3: the special tokens, the alphabet and the decorated characters get their ids; returns the id of
-    every character of every word (-1: outside the alphabet) and the words' offsets. A character belongs to the
-    alphabet when its one-char string is a token (a one-char special token counts too, as in tokenizers)."""
+    every character of every word (int32; -1: outside the alphabet) and the words' offsets (int64). A character
+    belongs to the alphabet when its one-char string is a token (a one-char special token counts too, as in
+    tokenizers)."""
     for tok in cfg.special_tokens:
         tokens.add(tok)
-    # All characters as code points; the distinct ones with their counts (weighted by the word counts).
-    joined = "".join(words)
-    cps = np.frombuffer(joined.encode("utf-32-le"), dtype=np.uint32).astype(np.int64) if joined else np.zeros(0, np.int64)
-    del joined
-    uniq_cps, inverse, char_weights = _char_table(cps, np.repeat(counts_arr, lengths))
-    del cps
+    uniq_cps, char_weights = _char_weights(table.cps, table.lengths, table.counts)
     for ch in _initial_alphabet(cfg, uniq_cps, char_weights):
         tokens.add(ch)
     del char_weights
-    word_start = np.zeros(len(words) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=word_start[1:])
-    base_ids = np.array([tokens.ids.get(chr(cp), -1) for cp in uniq_cps.tolist()], dtype=np.int64)
-    ids = base_ids[inverse]
+    word_start = np.zeros(table.n_words + 1, dtype=np.int64)
+    np.cumsum(table.lengths, out=word_start[1:])
+    lut = np.full(int(uniq_cps[-1]) + 1 if uniq_cps.size else 0, -1, dtype=np.int32)
+    lut[uniq_cps] = [tokens.ids.get(chr(cp), -1) for cp in uniq_cps.tolist()]
+    ids = np.empty(table.cps.size, dtype=np.int32)
+    for c0 in range(0, ids.size, 1 << 22):  # in slices: indexing makes an int64 copy of the index
+        ids[c0 : c0 + (1 << 22)] = lut[table.cps[c0 : c0 + (1 << 22)]]
     prefix = cfg.continuing_subword_prefix or None
     suffix = cfg.end_of_word_suffix or None
     if prefix is not None or suffix is not None:
-        _decorate(ids, inverse, uniq_cps, words, lengths, word_start, prefix, suffix, tokens, prefixed_order)
+        _decorate(ids, table, word_start, prefix, suffix, tokens, prefixed_order)
+    table.cps = np.zeros(0, np.uint32)  # not needed any more: memory for the merges
     return ids, word_start
 
 
 def _decorate(
     ids: np.ndarray,
-    inverse: np.ndarray,
-    uniq_cps: np.ndarray,
-    words: Sequence[str],
-    lengths: np.ndarray,
+    table: _WordTable,
     word_start: np.ndarray,
     prefix: str | None,
     suffix: str | None,
@@ -340,25 +354,26 @@ def _decorate(
 ) -> None:
     """Step 3's `prefix + char` (every non-first character) and `char + suffix` (the last one): new tokens, in
     the order of first appearance (or `prefixed_order`), written into `ids` in place."""
+    lengths = table.lengths
     variant = np.zeros(ids.size, dtype=np.int8)  # 1: prefixed (not first), 2: suffixed (last), 3: both
     if prefix is not None:
         variant[:] = 1
-        variant[word_start[:-1][lengths > 0]] = 0
+        variant[word_start[:-1]] = 0
     if suffix is not None:
-        variant[word_start[1:][lengths > 0] - 1] += 2
+        variant[word_start[1:] - 1] += 2
     decorated = (ids >= 0) & (variant != 0)
     if not decorated.any():
         return
-    combo = inverse[decorated].astype(np.int64) * 4 + variant[decorated]
+    combo = table.cps[decorated].astype(np.int64) * 4 + variant[decorated]
     del variant
     uniq_combo, combo_idx = np.unique(combo, return_inverse=True)
-    strings = [_decorated(chr(int(uniq_cps[code // 4])), code, prefix, suffix) for code in uniq_combo.tolist()]
+    strings = [_decorated(chr(code // 4), code, prefix, suffix) for code in uniq_combo.tolist()]
     if prefixed_order is not None:  # replay a given order (e.g. the one a tokenizers run used)
         rank = {s: i for i, s in enumerate(prefixed_order)}
         first_seen = [rank.get(s, len(rank) + i) for i, s in enumerate(strings)]
     else:  # first appearance, visiting the words in sorted order and each word left to right
-        first_seen = _first_appearance(words, lengths, word_start, decorated, combo_idx, len(strings))
-    new_ids = np.empty(len(strings), dtype=np.int64)
+        first_seen = _first_appearance(table.sorted_order(), lengths, word_start, decorated, combo_idx, len(strings))
+    new_ids = np.empty(len(strings), dtype=np.int32)
     for i in sorted(range(len(strings)), key=first_seen.__getitem__):
         new_ids[i] = tokens.add(strings[i])
     ids[decorated] = new_ids[combo_idx]
@@ -370,6 +385,97 @@ def _decorated(ch: str, code: int, prefix: str | None, suffix: str | None) -> st
     if code & 2:
         ch = ch + suffix
     return ch
+
+
+# ---- steps 4-5, compiled (native/bpe_merge.c) ---------------------------------------------------------------------
+def _merge_native(
+    cfg: BpeConfig,
+    tokens: _Tokens,
+    ids: np.ndarray,
+    word_start: np.ndarray,
+    counts: np.ndarray,
+    progress: Callable[[int], None],
+) -> tuple[list[tuple[int, int]], int, dict]:
+    """The merges (id pairs, in order), how many reused a token, and statistics, from the compiled loop. The
+    characters outside the alphabet are dropped first (the Python loop skips them the same way)."""
+    t0 = time.perf_counter()
+    known = ids >= 0
+    if not known.all():
+        kept = np.add.reduceat(known.astype(np.int64), word_start[:-1]) if ids.size else np.zeros(0, np.int64)
+        ids = ids[known]
+        word_start = np.zeros(kept.size + 1, dtype=np.int64)
+        np.cumsum(kept, out=word_start[1:])
+    del known
+    prefix = cfg.continuing_subword_prefix or None
+    strings, add = tokens.strings, tokens.add
+    merges: list[tuple[int, int]] = []
+    reused = [0]
+
+    def new_token(a: int, b: int) -> int:
+        part_b = strings[b]
+        if prefix is not None and part_b.startswith(prefix):
+            part_b = part_b[len(prefix) :]
+        n_before = len(strings)
+        merges.append((a, b))
+        new = add(strings[a] + part_b)
+        reused[0] += len(strings) == n_before
+        return new
+
+    stats = native_merge.merge(ids, word_start, counts, len(strings), cfg.vocab_size, cfg.min_frequency, new_token,
+                               lambda: progress(len(merges)))
+    if stats["i32_wrap"]:
+        _warn_wrap(stats["wrap_count"])
+    run_stats = {k: stats[k] for k in ("initial_pairs", "word_merges", "queue_entries_pushed", "pairs", "native_bytes")}
+    run_stats["i32_wrap"] = bool(stats["i32_wrap"])
+    run_stats["merge_seconds"] = round(time.perf_counter() - t0, 3)
+    return merges, reused[0], run_stats
+
+
+# ---- steps 4-5 in Python/NumPy (where the compiled loop is not installed; the tests compare both) -----------------
+def _merge_python(
+    cfg: BpeConfig,
+    tokens: _Tokens,
+    ids: np.ndarray,
+    word_start: np.ndarray,
+    counts: np.ndarray,
+    progress: Callable[[int], None],
+) -> tuple[list[tuple[int, int]], int, dict]:
+    t0 = time.perf_counter()
+    sym, word_of_slot, slot_start, slot_len = _word_symbols(ids, word_start)
+    pairs = _count_pairs(sym, word_of_slot, slot_start, slot_len, counts)
+    del word_of_slot
+    symbols = _Symbols(sym, slot_start, slot_len, counts, pairs.counts)
+    del sym  # the symbols live on in `symbols` only
+    queue = _MergeQueue(pairs)
+    del pairs
+    merges, n_reused = _merge_loop(cfg, tokens, symbols, queue, progress)
+    return merges, n_reused, {
+        "initial_pairs": queue.n_static,
+        "word_merges": symbols.word_merges,
+        "numpy_steps": symbols.numpy_steps,
+        "i32_wrap": queue.wrap,  # some pair count reached 2**31 (see _MergeQueue)
+        "queue_entries_pushed": len(queue.dyn_pos),
+        "merge_seconds": round(time.perf_counter() - t0, 3),
+    }
+
+
+def _word_symbols(ids: np.ndarray, word_start: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The symbols the merges work on: the ids of all symbols of the words that have >= 2 of them, word after
+    word (int32), the word of each symbol, and each word's first slot and symbol count (0: the word holds no
+    pair). Characters outside the alphabet are dropped."""
+    n_words = word_start.size - 1
+    lengths = np.diff(word_start)
+    known = ids >= 0
+    kept_len = np.add.reduceat(known.astype(np.int64), word_start[:-1]) if ids.size else np.zeros(n_words, np.int64)
+    word_of_char = np.repeat(np.arange(n_words, dtype=np.int64), lengths)
+    live = known & (kept_len[word_of_char] >= 2)
+    sym = ids[live].astype(np.int32)
+    word_of_slot = word_of_char[live]
+    del known, word_of_char, live
+    slot_len = np.where(kept_len >= 2, kept_len, 0)
+    slot_start = np.zeros(n_words + 1, dtype=np.int64)
+    np.cumsum(slot_len, out=slot_start[1:])
+    return sym, word_of_slot, slot_start, slot_len
 
 
 # ---- step 4: pair counts ------------------------------------------------------------------------------------------
@@ -516,7 +622,7 @@ def _merge_loop(
     tokens: _Tokens,
     symbols: _Symbols,
     queue: _MergeQueue,
-    progress: Callable[[int, int], None] | None,
+    progress: Callable[[int], None],
 ) -> tuple[list[tuple[int, int]], int]:
     """Merge the best pair until `vocab_size` tokens, an empty queue, or a count under `min_frequency`; the new
     token is `left + right` (the right part without its continuing prefix), reusing the id of an existing equal
@@ -525,7 +631,6 @@ def _merge_loop(
     strings, add, pop, push, merge = tokens.strings, tokens.add, queue.pop, queue.push, symbols.merge
     merges: list[tuple[int, int]] = []
     n_reused = 0
-    want = max(0, cfg.vocab_size - len(strings))
     next_report = time.monotonic() + 10.0
     while len(strings) < cfg.vocab_size:
         top = pop()
@@ -544,8 +649,8 @@ def _merge_loop(
         n_reused += len(strings) == n_before
         merges.append((a, b))
         push(merge(pos, a, b, new, len(strings)))
-        if progress is not None and time.monotonic() >= next_report:
-            progress(len(merges), want)
+        if time.monotonic() >= next_report:
+            progress(len(merges))
             next_report = time.monotonic() + 10.0
     return merges, n_reused
 

@@ -18,7 +18,7 @@ import json
 import logging
 import os
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -105,7 +105,9 @@ def write_counts(path: Path, counts: dict[str, int], header: dict[str, Any]) -> 
     table = pa.table({"word": words, "count": values})
     if table.num_rows:
         table = table.take(pc.sort_indices(table, sort_keys=[("word", "ascending")]))
-    header = {**header, "unique_words": table.num_rows, "words": int(pc.sum(values).as_py() or 0)}
+    characters = int(pc.sum(pc.utf8_length(words)).as_py() or 0)  # lets the reduce size its memory up front
+    header = {**header, "unique_words": table.num_rows, "characters": characters,
+              "words": int(pc.sum(values).as_py() or 0)}
     table = table.replace_schema_metadata({META_KEY: json.dumps(header, sort_keys=True).encode("utf-8")})
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
@@ -149,13 +151,17 @@ def check_header(path: Path, header: dict[str, Any], settings: TokenizerSettings
 
 @dataclass
 class MergedCounts:
-    words: list[str]
-    counts: Any  # numpy int64 array
+    words: pa.Array  # unique words (string), in no particular order
+    counts: Any  # numpy int64 array, one count per word
     files: int
     hosts: list[str]
     total_words: int
     input_bytes: int
     sequences: int
+
+    @property
+    def characters(self) -> int:
+        return int(pc.sum(pc.utf8_length(self.words)).as_py() or 0)
 
 
 def find_counts_files(input_dir: Path) -> list[Path]:
@@ -190,12 +196,26 @@ def check_complete(headers: list[tuple[Path, dict[str, Any]]]) -> list[str]:
     return sorted(parts)
 
 
-def merge_counts(files: list[Path], settings: TokenizerSettings, row_budget: int = 4_000_000) -> MergedCounts:
-    """Sum the counts of all files (streaming: holds the running table plus about `row_budget` rows)."""
+def merge_counts(
+    files: list[Path],
+    settings: TokenizerSettings,
+    row_budget: int = 8_000_000,
+    *,
+    check: Callable[[int, int, str], None] | None = None,
+) -> MergedCounts:
+    """Sum the counts of all files (streaming: holds the running table plus about `row_budget` rows).
+
+    `check(unique_words, characters, what)` sees lower bounds of the final table as they become known, before
+    memory is spent on them: first from the files' headers (the largest file), then after each aggregation
+    round (the words merged so far); it may raise to stop (the reduce's memory check)."""
     headers = [(f, read_header(f)) for f in files]
     for f, h in headers:
         check_header(f, h, settings)
     hosts = check_complete(headers)
+    if check is not None and headers:
+        largest = max(headers, key=lambda fh: int(fh[1].get("unique_words", 0)))
+        if "characters" in largest[1]:
+            check(int(largest[1]["unique_words"]), int(largest[1]["characters"]), f"counts file {largest[0].name}")
     running: pa.Table | None = None
     pending: list[pa.Table] = []
     pending_rows = 0
@@ -207,13 +227,19 @@ def merge_counts(files: list[Path], settings: TokenizerSettings, row_budget: int
         if pending_rows >= max(row_budget, running.num_rows if running is not None else 0) or i == len(headers):
             parts = ([running] if running is not None else []) + pending
             combined = pa.concat_tables(parts)
-            summed = combined.group_by("word").aggregate([("count", "sum")])
+            pending, pending_rows, parts = [], 0, []
+            # one thread: as fast here as several, and less CPU (the reduce is a one-core job)
+            summed = combined.group_by("word", use_threads=False).aggregate([("count", "sum")])
+            del combined
+            pa.default_memory_pool().release_unused()  # the allocator keeps freed blocks otherwise
             running = summed.select(["word", "count_sum"]).rename_columns(["word", "count"])
-            pending, pending_rows = [], 0
+            if check is not None and i < len(headers):
+                words = running.column("word")
+                check(running.num_rows, int(pc.sum(pc.utf8_length(words)).as_py() or 0), f"the first {i} files")
     if running is None:
         running = pa.table({"word": pa.array([], pa.string()), "count": pa.array([], pa.int64())})
     return MergedCounts(
-        words=running.column("word").to_pylist(),
+        words=running.column("word").combine_chunks(),
         counts=running.column("count").to_numpy(),
         files=len(files),
         hosts=hosts,

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import native_merge
 from .bpe import BpeConfig, learn_bpe, memory_estimate
 from .container import (
     HostInfo,
@@ -157,16 +158,21 @@ class ReduceSummary:
         )
 
 
-def check_memory(n_words: int, n_chars: int, *, skip: bool) -> None:
-    need = memory_estimate(n_words, n_chars)
+def check_memory(n_words: int, n_chars: int, *, skip: bool, what: str = "") -> None:
+    """Refuse (JobError) when learning from `n_words` unique words of `n_chars` characters cannot fit in the memory
+    available. `what`: where a lower bound came from, when the numbers are one (the final table is larger)."""
+    need = memory_estimate(n_words, n_chars, native=native_merge.available())
     avail = available_memory_bytes()
-    log.info("memory: the vocabulary learning needs about %s, %s available", human_bytes(need),
-             human_bytes(avail) if avail is not None else "unknown")
+    if not what:
+        log.info("memory: the vocabulary learning needs about %s, %s available", human_bytes(need),
+                 human_bytes(avail) if avail is not None else "unknown")
     if avail is not None and need > avail and not skip:
+        held = f"{what} already hold(s) {n_words} unique words ({n_chars} characters), which" if what else \
+            f"{n_words} unique words ({n_chars} characters)"
         raise JobError(
-            f"{n_words} unique words ({n_chars} characters) need about {human_bytes(need)} of memory but only "
-            f"{human_bytes(avail)} is available: use a reduce instance type with more memory (or "
-            "--skip-memory-check to try anyway)"
+            f"{held} need about {human_bytes(need)} of memory but only {human_bytes(avail)} is available: use a "
+            "reduce instance type with more memory (run spec: tokenizer.instance_type; docs/tokenizer.md, Memory) "
+            "or --skip-memory-check to try anyway"
         )
 
 
@@ -214,14 +220,16 @@ def run_reduce(
             f"no counts files (counts-*.parquet) under {input_dir}: point the reduce's input at the map job's output"
         )
     log.info("merging %d counts file(s) from %s; settings %s", len(files), input_dir, settings.describe())
-    merged = merge_counts(files, settings)
+    merged = merge_counts(
+        files, settings, check=lambda n, c, what: check_memory(n, c, skip=skip_memory_check, what=what)
+    )
     t_merge = time.perf_counter() - t0
     if merged.total_words == 0:
         raise JobError(
             f"no text at all: {merged.files} counts file(s) from {len(merged.hosts)} host(s) hold no words "
             f"({merged.sequences} sequences read); check the input prefix, the file formats and --text-field"
         )
-    n_chars = sum(map(len, merged.words))
+    n_chars = merged.characters
     log.info(
         "%d words, %d unique (%d characters) from %s of input in %.1f s",
         merged.total_words, len(merged.words), n_chars, human_bytes(merged.input_bytes), t_merge,
