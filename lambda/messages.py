@@ -99,9 +99,11 @@ def success_notification(settings: Settings, summary: dict[str, Any]) -> tuple[s
 
 
 def _hint(summary: dict[str, Any]) -> str:
-    """What to do; a hint that points at a link says so only when the links below hold one."""
+    """What to do; a hint that points at a link says so only when the links below hold that link (the job's logs
+    for a hint about logs, the execution for the event history)."""
     hint = HINTS.get(summary["error"], DEFAULT_HINT)
-    return hint if summary.get("links") else hint.replace(" (link below)", "")
+    wanted = "execution" if "event history" in hint else "logs"
+    return hint if (summary.get("links") or {}).get(wanted) else hint.replace(" (link below)", "")
 
 
 def failure_notification(settings: Settings, summary: dict[str, Any]) -> tuple[str, str]:

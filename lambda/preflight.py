@@ -90,7 +90,8 @@ def _source_problems(spec: dict[str, Any], settings: Settings) -> list[str]:
                      for name, channel in spec["data"].items() if "fsx" in channel]
     if not settings.internet_access and not spec["model"].startswith("s3://"):
         problems.append(f"model: environment {env} has no internet access (no NAT gateway), so the Hub model "
-                        f"{spec['model']} cannot be downloaded; save it to S3 and give its s3:// URI")
+                        f"{spec['model']} cannot be downloaded; stage it in the data bucket (`python -m runctl stage-model "
+                        f"{spec['model']} --env {env}` prints the s3:// URI) and give that URI as model")
     uris = [(f"data.{n}.s3", c["s3"]) for n, c in spec["data"].items() if "s3" in c]
     if spec["model"].startswith("s3://"):
         uris.append(("model", spec["model"]))

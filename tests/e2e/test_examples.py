@@ -39,7 +39,7 @@ def test_every_example_runs_locally_as_shipped(dev_outdir: Path, tmp_path: Path)
                   if line.startswith("  [") and "s] " in line]
         assert clocks == sorted(clocks), block[:3000]
         assert block.index("state Prepare") < block.index("state StartTraining") < block.index(": Downloading")
-        for phase in ("data loaded: ", "model loaded: ", "tokenized ", "no checkpoint to restore"):
+        for phase in ("train.py started: importing torch", "data loaded: ", "model loaded: ", "tokenized ", "no checkpoint to restore"):
             assert f"train0: [setup] {phase}" in block, phase
 
     # the overrides, said aloud: the Hub models, the tokenizer example's 4 hosts

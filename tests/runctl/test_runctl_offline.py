@@ -49,6 +49,8 @@ def test_plan_env_dev_from_cdk_out_without_aws(dev_outdir: Path, prod_outdir: Pa
     done = offline_runctl("plan", "examples/question-answering.json", "--env", "dev", "--cdk-out", str(dev_outdir))
     assert done.returncode == 1 and "PreflightError in environment dev: nothing would start." in done.stdout
     assert "no internet access (no NAT gateway)" in done.stdout and "AWS error" not in done.stderr
+    assert "(`python -m runctl stage-model distilbert/distilbert-base-uncased --env dev` prints the s3:// URI)" \
+        in done.stdout  # the command that stages it
 
     done = offline_runctl("plan", str(tmp_path / "spec.json"), "--env", "dev", "--cdk-out", str(prod_outdir))
     assert done.returncode == 2
