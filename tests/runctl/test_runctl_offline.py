@@ -14,7 +14,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from runctl import core, stage_model
+from runctl import core, observe, stage_model
 from runctl.cli import _status_lines, main
 
 REPO = Path(__file__).resolve().parents[2]
@@ -116,3 +116,12 @@ def test_status_of_a_run_that_did_not_beat_its_baseline() -> None:
     assert "Status:     SUCCEEDED (completed, but did not beat the trivial baseline)" in lines
     assert "Verdict:    eval_rougeL 0 did not beat ..." in lines
     assert _status_lines({**info, "report": "/r/report.md"})[-1] == "Report:     /r/report.md"
+
+
+def test_list_notes_a_run_that_did_not_beat_its_baseline() -> None:
+    row = {"run_id": "r-1", "execution": "r-1", "status": "SUCCEEDED", "started": None, "seconds": 61.0,
+           "cost_usd": 0.22, "billable_instance_seconds": 114, "error": None, "verdict": "did-not-beat-baseline"}
+    lines = observe.list_lines([row, {**row, "run_id": "r-2", "verdict": "beat-baseline"},
+                                {**row, "run_id": "r-3", "status": "RUNNING", "verdict": None}])
+    assert lines[1].split(None, 5)[-1] == "did not beat the trivial baseline"
+    assert lines[2].endswith("$0.22") and lines[3].endswith("in progress")
