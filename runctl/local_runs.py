@@ -67,7 +67,12 @@ def _find(root: Path, run: str) -> tuple[Path, dict[str, Any]]:
 
 
 def list_lines(root: Path, limit: int) -> tuple[list[dict[str, Any]], list[str]]:
-    rows = [record["row"] for _, record in _runs(root) if record.get("row")][:limit]
+    rows = []
+    for _, record in _runs(root):
+        if record.get("row"):
+            verdict = (((record.get("status") or {}).get("result") or {}).get("verdict") or {}).get("verdict")
+            rows.append({"verdict": verdict, **record["row"]})  # a record kept before rows had the verdict
+    rows = rows[:limit]
     return rows, observe.list_lines(rows)
 
 

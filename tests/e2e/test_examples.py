@@ -87,6 +87,8 @@ def test_every_example_runs_locally_as_shipped(dev_outdir: Path, tmp_path: Path)
 
     rows = runctl("list").splitlines()
     assert len(rows) == 1 + len(EXAMPLES) and all(" SUCCEEDED " in row for row in rows[1:])
+    (row,) = [row for row in rows if row.startswith(result["run_id"])]
+    assert row.endswith("  did not beat the trivial baseline")
     status = runctl("status", result["run_id"])
     assert "Status:     SUCCEEDED (completed, but did not beat the trivial baseline)" in status
     logs = runctl("logs", result["run_id"]).splitlines()
