@@ -24,6 +24,7 @@ from typing import Any
 MARKER_RE = re.compile(r"checkpoint-([0-9]+)/_complete\.([^/]+)\.json")  # fullmatch
 MARKER_FORMAT = 2
 HISTORY_KEY = "_history.json"
+PROGRESS_KEY = "_progress.json"  # the step the training code reached, at most progress_every_seconds old
 MAX_MARKER_READS = 20  # newest steps looked at per check
 
 
@@ -122,6 +123,15 @@ def read_history(s3: Any, uri: str) -> dict[str, Any]:
     except Exception:  # noqa: BLE001 - a missing or unreadable history only leaves the summary shorter
         return {}
     return value if isinstance(value, dict) else {}
+
+
+def read_progress(s3: Any, uri: str) -> dict[str, Any] | None:
+    """The training code's `_progress.json` (the step reached) from the checkpoint prefix, or None."""
+    try:
+        value = _read_json(s3, uri, PROGRESS_KEY)
+    except Exception:  # noqa: BLE001 - unknown progress is said as unknown
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def training_since(desc: dict[str, Any]) -> datetime | None:

@@ -40,6 +40,8 @@ import planning
 import registry
 import request_guard
 import run_claims
+import runtime_limits
+import verdict
 from aws import aws_errors, client, error_code, is_already_exists, is_not_found
 from botocore.exceptions import ClientError
 from errors import JobConflictError, JobFailedError, PreflightError, SpecError
@@ -267,6 +269,9 @@ def check_job(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
     if job["job_type"] == "training" and job.get("checkpoint_uri"):
         previous = event.get("previous") if isinstance(event.get("previous"), dict) else {}
         _watch_durability(sm, job, desc, status, previous.get("durability"))
+        if desc.get("SecondaryStatus") == "MaxRuntimeExceeded":  # say which limit, where it stopped, what survived
+            progress = durability.read_progress(client("s3"), job["checkpoint_uri"])
+            status["failure_reason"] = runtime_limits.stopped_at_limit(desc, progress, status.get("durability"))
     _log("job checked", **{k: status[k] for k in ("job_name", "status", "secondary_status", "state")},
          last_durable_step=(status.get("durability") or {}).get("last_durable_step"))
     return status
@@ -373,8 +378,9 @@ def finish(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
     model_uri = desc["ModelArtifacts"]["S3ModelArtifacts"]
     frozen = registry.freeze_model_artifact(client("s3"), settings, run["run_id"], job["job_name"], model_uri, desc)
     _put_json(settings, run["uris"]["metrics"], metrics)
+    judged = verdict.judge(spec["task"], metrics)
     metadata = {"run_id": run["run_id"], "training_job": job["job_name"], "task": spec["task"],
-                "base_model": spec["model"], "attempts": str(attempt + 1),
+                "base_model": spec["model"], "attempts": str(attempt + 1), "verdict": judged["verdict"],
                 "model_etag": frozen["etag"] or "-", "model_version_id": frozen["version_id"] or "-",
                 "source_version_id": frozen["source_version_id"] or "-"}
     for name, value in list(metrics.items())[: 50 - len(metadata)]:
@@ -382,6 +388,7 @@ def finish(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
     description = f"{spec['task']} fine-tune of {spec['model']}, run {run['run_id']}"
     if spec.get("description"):
         description += f": {spec['description']}"
+    description = f"[{judged['text']}] {description}"  # the verdict first: the description is cut at 1024
     with aws_errors():
         package_arn = sm.create_model_package(
             ModelPackageGroupName=settings.model_package_group,
@@ -413,6 +420,7 @@ def finish(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
         else history_interruptions,
         "checkpoints": checkpoints,
         "goodput": ledger,
+        "verdict": judged,
     }
     _put_json(settings, run["uris"]["summary"], summary)
     subject, message = messages.success_notification(settings, summary)

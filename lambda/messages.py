@@ -9,6 +9,7 @@ import durability
 import goodput
 import naming
 import summary_text
+import verdict
 from settings import Settings
 
 SUBJECT_MAX = 100
@@ -97,7 +98,17 @@ def success_notification(settings: Settings, summary: dict[str, Any]) -> tuple[s
         "Links:",
         *[f"  {k}: {v}" for k, v in summary["links"].items()],
     ]
-    return _subject(settings, f"run {summary['run_id']} succeeded"), _clip("\n".join(lines))
+    outcome = verdict.outcome(summary)
+    subject = f"run {summary['run_id']} succeeded" if outcome == "succeeded" else f"{outcome}: run {summary['run_id']}"
+    return _subject(settings, subject), _clip("\n".join(lines))
+
+
+def _hint(summary: dict[str, Any]) -> str:
+    """What to do; a hint that points at a link says so only when the links below hold that link (the job's logs
+    for a hint about logs, the execution for the event history)."""
+    hint = HINTS.get(summary["error"], DEFAULT_HINT)
+    wanted = "execution" if "event history" in hint else "logs"
+    return hint if (summary.get("links") or {}).get(wanted) else hint.replace(" (link below)", "")
 
 
 def failure_notification(settings: Settings, summary: dict[str, Any]) -> tuple[str, str]:
@@ -108,7 +119,7 @@ def failure_notification(settings: Settings, summary: dict[str, Any]) -> tuple[s
         "",
         summary["reason"],
         "",
-        f"What to do: {HINTS.get(summary['error'], DEFAULT_HINT)}",
+        f"What to do: {_hint(summary)}",
     ]
     source = summary.get("source")
     if source:

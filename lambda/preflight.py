@@ -7,6 +7,7 @@
 - `training_request_problems` / `processing_request_problems`: the SageMaker API limits the service model does
   not check client-side (names, hyperparameter sizes, channels, VPC, stopping condition, container arguments).
 - `storage_problems`: S3 prefixes exist and hold enough objects (ShardedByS3Key: one per instance at least).
+- `data_preflight.problems`: a bounded sample of every channel parses and has the columns the task reads.
 - `job_name_problems`: the planned job names are still free in the account.
 - `subnet_problems`: the subnets have the free private IPs the EFA attempts need.
 - spend limits (lambda/spend.py): the worst case of every built request (cost.worst_case_cost) within
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import data_preflight
 import efa
 import hyperparameters
 import naming
@@ -88,7 +90,8 @@ def _source_problems(spec: dict[str, Any], settings: Settings) -> list[str]:
                      for name, channel in spec["data"].items() if "fsx" in channel]
     if not settings.internet_access and not spec["model"].startswith("s3://"):
         problems.append(f"model: environment {env} has no internet access (no NAT gateway), so the Hub model "
-                        f"{spec['model']} cannot be downloaded; save it to S3 and give its s3:// URI")
+                        f"{spec['model']} cannot be downloaded; stage it in the data bucket (`python -m runctl stage-model "
+                        f"{spec['model']} --env {env}` prints the s3:// URI) and give that URI as model")
     uris = [(f"data.{n}.s3", c["s3"]) for n, c in spec["data"].items() if "s3" in c]
     if spec["model"].startswith("s3://"):
         uris.append(("model", spec["model"]))
@@ -279,6 +282,7 @@ def check(run: dict[str, Any], requests: list[tuple[str, dict[str, Any]]], setti
     problems += spend.cost_problems(run, requests, settings)
     if s3 is not None:
         problems += storage_problems(spec, settings, s3)
+        problems += data_preflight.problems(spec, settings, s3)
     if sagemaker is not None:
         problems += job_name_problems(run, sagemaker)
     if ec2 is not None and not problems:  # one more API call only for runs that could otherwise start

@@ -16,6 +16,7 @@ from typing import Any
 
 import hyperparameters
 import instance_types
+import runtime_limits
 import strict_json
 from charsets import DESCRIPTION, NO_CONTROL, TAG, VISIBLE, Charset
 from errors import SpecError
@@ -416,7 +417,8 @@ def processes_fit(spec: dict[str, Any], ctx: Context) -> None:
                                    f"at most; lower processes_per_host to {gpus} (or leave it unset: one per GPU)")
 
 
-RULES = (channel_source, strategy_fits, tokenizer_fits, watchdog_fits, processes_fit, hyperparameters_fit)
+RULES = (channel_source, strategy_fits, tokenizer_fits, watchdog_fits, processes_fit, hyperparameters_fit,
+         runtime_limits.runtime_fits)
 
 
 def parse_spec_text(text: str | bytes) -> Any:

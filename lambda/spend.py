@@ -21,9 +21,12 @@ def cost_problems(run: dict[str, Any], requests: list[tuple[str, dict[str, Any]]
         return []
     worst = cost.worst_case_cost(run, requests, settings)
     if worst["missing_prices"]:
-        return [f"compute.instance_type: no price for {', '.join(worst['missing_prices'])} in the environment's "
+        # an instance type the environment does not allow is that one problem (preflight's static_problems)
+        allowed = set(settings.allowed_instance_types) | set(settings.tokenizer_instance_types)
+        missing = [t for t in worst["missing_prices"] if t in allowed]
+        return [f"compute.instance_type: no price for {', '.join(missing)} in the environment's "
                 f"instance_prices, so the run's cost cannot be bounded by max_run_cost_usd=${limit:,.2f}; add the "
-                "price to cdk.json"]
+                "price to cdk.json"] if missing else []
     if worst["total_usd"] > limit:
         biggest = sorted(worst["items"], key=lambda i: i["worst_case_usd"], reverse=True)[:3]
         return [f"compute: the run's worst-case cost is ${worst['total_usd']:,.2f}, over environment "

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import verdict
+
 BASELINE_PREFIX = "eval_baseline_"
 # Shown first, in this order, when present; then the other eval_* metrics; then train_loss.
 HEADLINE = ("eval_f1", "eval_exact_match", "eval_accuracy", "eval_macro_f1", "eval_rougeL", "eval_rouge1",
@@ -71,13 +73,16 @@ def success_lines(summary: dict[str, Any]) -> list[str]:
     attempts = summary.get("attempts") or []
     jobs = cost.get("jobs") or []
     training_jobs = [j for j in jobs if j.get("job_type") == "training"]
-    lines = [f"Run {summary.get('run_id')} succeeded: {summary.get('task')} fine-tune of {summary.get('base_model')}."]
+    lines = [f"Run {summary.get('run_id')} {verdict.outcome(summary)}: {summary.get('task')} fine-tune of "
+             f"{summary.get('base_model')}."]
     rows = metric_rows(summary.get("metrics") or {})
     lines.append("")
     if rows:
         lines += _table([("metric", "value", "trivial baseline"), *rows])
     else:
         lines.append("  metrics: none reported (check the metric definitions and the training log)")
+    if summary.get("verdict"):
+        lines.append(f"  verdict: {summary['verdict']['text']}")
     lines.append("")
     price = cost.get("cost_usd")
     final = training_jobs[-1] if training_jobs else {}

@@ -2,7 +2,7 @@
 
   python -m local_mode demo [--interrupt-at-step N]         the tokenizer stage + QA on 2 hosts, one spot interruption
   python -m local_mode example NAME [NAME ...] | --all      examples/NAME.json as shipped (local overrides said aloud)
-  python -m local_mode run SPEC.json --data DIR [--interrupt-at-step N ...]   any spec with your data
+  python -m local_mode run SPEC.json [SPEC.json ...] --data DIR [--interrupt-at-step N ...]   specs with your data
   python -m local_mode data TASK DIR [--family bert]        generated data + a tiny model + a spec using them
 
 Runs land in .local-runs/<time>/ (report/report.md and report/run.json for every run, failed ones too).
@@ -37,8 +37,8 @@ def _parser() -> argparse.ArgumentParser:
     example = sub.add_parser("example", help="run examples/NAME.json as shipped, with the local overrides said aloud")
     example.add_argument("names", nargs="*", metavar="NAME", help="file name in examples/ without .json")
     example.add_argument("--all", action="store_true", help="every example, one after the other")
-    run = sub.add_parser("run", help="run any run spec locally with your data")
-    run.add_argument("spec", type=Path)
+    run = sub.add_parser("run", help="run any run spec locally with your data (its model may be a folder here)")
+    run.add_argument("spec", type=Path, nargs="+", help="one or more run specs, run one after the other")
     run.add_argument("--data", type=Path, required=True, help="folder uploaded to the data bucket's root first "
                                                 "(e.g. DIR/datasets/x/ -> s3://<data>/datasets/x/); every local "
                                                                "session starts with empty buckets")
@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     _quiet_libraries(args.verbose)
     work_dir = args.work_dir or Path(".local-runs") / time.strftime("%Y%m%d-%H%M%S")
-    from local_mode.cli_runs import UsageError, example_names, generate_data, run_examples, run_file
+    from local_mode.cli_runs import UsageError, example_names, generate_data, run_examples, run_files
 
     try:
         if args.command == "demo":
@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
             rules = [Interruption(n) for n in args.interrupt_at_step or []]
             rules += [Interruption(n, abrupt=True) for n in args.interrupt_abruptly_at_step]
             rules += [Interruption(n, abrupt=True, during_save=True) for n in args.interrupt_during_save]
-            outcomes = [run_file(args.cdk_out, work_dir, args.spec, args.data, rules, verbose=args.verbose)]
+            outcomes = run_files(args.cdk_out, work_dir, args.spec, args.data, rules, verbose=args.verbose)
     except (AssemblyError, UsageError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

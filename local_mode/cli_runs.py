@@ -7,6 +7,7 @@ and loaded when there is one, and a report (report.md + run.json) written in bot
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +71,7 @@ def conclude(session: LocalSession, outcome: RunOutcome, work_dir: Path, *, verb
         model_dir = session.download_model(result["model_uri"], work_dir / "artifacts")
         local.insert(0, ("local model", _load_model(result["task"], model_dir)))
     report = write_report(work_dir / "report", outcome, model_dir, local=local, sections=sections)
+    session.keep_for_runctl(outcome, report)
     local.append(("report", f"{report} (and run.json beside it)"))
     print("")
     print("\n".join(success_lines(outcome, local) if outcome.status == "SUCCEEDED" else
@@ -77,16 +79,59 @@ def conclude(session: LocalSession, outcome: RunOutcome, work_dir: Path, *, verb
     return report
 
 
-def run_file(cdk_out: Path, work_dir: Path, spec_path: Path, data: Path, interruptions: list[Interruption], *,
-             verbose: bool = False) -> RunOutcome:
-    spec = read_spec(spec_path)
+def local_model_folder(spec: dict[str, Any], spec_path: Path) -> Path | None:
+    """The spec's `model` when it names a folder on this machine (relative to the spec file, else to the current
+    folder): a `save_pretrained` folder, which the local run uploads for the run."""
+    model = spec.get("model")
+    if not isinstance(model, str) or not model or model.startswith("s3://"):
+        return None
+    for base in (spec_path.parent, Path.cwd()):
+        folder = (base / model).expanduser()
+        if folder.is_dir():
+            if not (folder / "config.json").is_file():
+                raise UsageError(f"{spec_path}: model {model} is the folder {folder}, which has no config.json; "
+                                 "give a folder written by save_pretrained (config, weights, tokenizer)")
+            return folder.resolve()
+    return None
+
+
+def upload_local_model(session: LocalSession, spec: dict[str, Any], folder: Path) -> str:
+    """Uploads a model folder under base-models/ of the data bucket and points the spec at it (said aloud)."""
+    slug = re.sub(r"[^a-z0-9-]+", "-", folder.name.lower()).strip("-") or "model"
+    key = f"base-models/local-{slug}/"
+    count = session.upload_folder(folder, key)
+    uri = f"s3://{session.dep.data_bucket}/{key}"
+    print(f"model: {spec['model']} is a folder on this machine ({folder}): uploaded its {count} files to {uri}, "
+          "which the run uses as its model (on AWS: `python -m runctl stage-model` uploads one for an environment)")
+    spec["model"] = uri
+    return uri
+
+
+def run_files(cdk_out: Path, work_dir: Path, spec_paths: list[Path], data: Path, interruptions: list[Interruption], *,
+              verbose: bool = False) -> list[RunOutcome]:
+    """Each spec with the data under `data` (uploaded once), one after the other in one emulator session; with
+    several specs each run's report goes to work_dir/<spec file name>/."""
+    specs = [read_spec(path) for path in spec_paths]
+    folders = [local_model_folder(spec, path) for spec, path in zip(specs, spec_paths, strict=True)]
     check_data_folder(data)
+    outcomes = []
     with LocalSession(cdk_out, work_dir, verbose=verbose) as session:
         print(f"uploaded {session.upload_folder(data)} files from {data} to s3://{session.dep.data_bucket}/")
-        # interruptions on the command line replace the spec's local.interrupt_at_step
-        outcome = session.run_spec(spec, interrupt_at_step=0 if interruptions else None, interruptions=interruptions)
-        conclude(session, outcome, work_dir, verbose=verbose)
-    return outcome
+        for index, (spec, path, folder) in enumerate(zip(specs, spec_paths, folders, strict=True)):
+            run_dir = work_dir if len(specs) == 1 else work_dir / f"{index + 1:02d}-{path.stem}"
+            if len(specs) > 1:
+                print(f"\nspec {path}:")
+            if folder is not None:
+                upload_local_model(session, spec, folder)
+            # interruptions on the command line replace the spec's local.interrupt_at_step
+                outcome = session.run_spec(spec, interrupt_at_step=0 if interruptions else None,
+                                           interruptions=interruptions)
+            conclude(session, outcome, run_dir, verbose=verbose)
+            outcomes.append(outcome)
+    if len(specs) > 1:
+        print("\nruns: " + ", ".join(f"{p.name} {o.status} in {o.seconds:.0f} s" for p, o in
+                                     zip(spec_paths, outcomes, strict=True)))
+    return outcomes
 
 
 def example_names() -> list[str]:
@@ -113,13 +158,14 @@ def _run_example(session: LocalSession, name: str, work_dir: Path, *, verbose: b
     path = EXAMPLES / f"{name}.json"
     spec = read_spec(path)
     inputs = work_dir / "inputs"
-    print(f"\nexample {name}: {path.relative_to(REPO)} as shipped, with these local overrides "
-          "(the file is not changed):")
     plan = spec_inputs.local_overrides(spec, session.dep.settings, inputs)
+    print(f"\nexample {name}: {path.relative_to(REPO)} as shipped, with {len(plan.notes)} local override(s) "
+          "(the file is not changed):")
     for note in plan.notes:
         print(f"  - {note}")
     counts = [plan.spec.get("compute", {}).get("instance_count", 1),
               (plan.spec.get("tokenizer") or {}).get("instance_count", 1)]
+    print("generated inputs:")
     for line in spec_inputs.write_spec_data(plan.spec, inputs, parts=max(2, *counts)):
         print(f"  - {line}")
     print(f"uploaded {session.upload_folder(inputs)} generated files to s3://{session.dep.data_bucket}/")

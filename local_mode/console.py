@@ -30,9 +30,11 @@ def notification_body(message: str) -> list[str]:
 
 
 def _notification(outcome: RunOutcome, status: str) -> str | None:
+    """The run's last success or failure notification (its `status` message attribute; else its subject)."""
+    wanted = "Succeeded" if status == "SUCCEEDED" else "Failed"
     marker = "succeeded" if status == "SUCCEEDED" else "FAILED"
     for note in reversed(outcome.notifications):
-        if marker in note.get("subject", ""):
+        if note.get("status") == wanted or (not note.get("status") and marker in note.get("subject", "")):
             return note["message"]
     return None
 
@@ -81,7 +83,9 @@ def failure_lines(outcome: RunOutcome, *, verbose: bool = False) -> list[str]:
              f"{outcome.error}"]
     note = _notification(outcome, outcome.status)
     if note:
-        body = notification_body(note)
+        # The notification's links point at the AWS console; here the host log files are the links
+        where = "(the host log files below)" if any(outcome.host_logs.values()) else "(report/run.json)"
+        body = [line.replace("(link below)", where) for line in notification_body(note)]
         lines += [f"  {line}" if line else "" for line in body[1:]]  # the first line repeats the outcome
     else:
         lines += [f"  {line}" for line in reason_from_cause(outcome.error, outcome.cause)]

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +51,9 @@ class RunOutcome:
     host_logs: dict[str, list[Path]] = field(default_factory=dict)  # job name -> its hosts' logs (last attempt)
     notifications: list[dict[str, str]] = field(default_factory=list)  # {"subject", "message"} as received
     planned_run_id: str | None = None  # from Prepare's output (None when Prepare failed)
+    evals: list[tuple[int, str, float]] = field(default_factory=list)  # (step, eval_<metric>, value) per evaluation
+    name: str | None = None  # the spec's name (a run that failed in Prepare has no run id)
+    started_at: float = 0.0  # epoch seconds
 
     @property
     def run_id(self) -> str | None:
@@ -76,6 +81,11 @@ class LocalSession:
         self.say = say
         self.verbose = verbose
         self.losses: list[tuple[int, float]] = []
+        self.evals: list[tuple[int, str, float]] = []
+        # Job lines come from job threads; while a run is followed they wait here, (time, text), to be printed in
+        # time order with the execution's state events (which the follow loop polls).
+        self._pending: list[tuple[float, str]] | None = None
+        self._pending_lock = threading.Lock()
         self._step: dict[str, int] = {}  # last step reached, per job
         self._last_line: dict[str, float] = {}  # when a progress line was last printed, per job
         self._seen_jobs: set[str] = set()
@@ -154,15 +164,26 @@ class LocalSession:
                 return out
             for m in messages:
                 envelope = json.loads(m["Body"])
-                out.append({"subject": envelope.get("Subject") or "", "message": envelope.get("Message") or ""})
+                status = ((envelope.get("MessageAttributes") or {}).get("status") or {}).get("Value") or ""
+                out.append({"subject": envelope.get("Subject") or "", "message": envelope.get("Message") or "",
+                            "status": status})
                 self._sqs.delete_message(QueueUrl=self._queue, ReceiptHandle=m["ReceiptHandle"])
 
     # --- progress -----------------------------------------------------------------------------------------
-    def clock(self) -> str:
-        return f"[{time.time() - self._t0:6.1f}s]"
+    def clock(self, at: float | None = None) -> str:
+        return f"[{(time.time() if at is None else at) - self._t0:6.1f}s]"
+
+    def _line(self, text: str, at: float | None = None) -> None:
+        """`text` with the seconds since the run started; queued while a run is followed (see `follow`)."""
+        at = time.time() if at is None else at
+        with self._pending_lock:
+            if self._pending is not None:
+                self._pending.append((at, text))
+                return
+        self.say(f"  {self.clock(at)} {text}")
 
     def _job_line(self, job_name: str, text: str) -> None:
-        self.say(f"  {self.clock()} {job_name.rsplit('-', 1)[-1]}: {text}")
+        self._line(f"{job_name.rsplit('-', 1)[-1]}: {text}")
 
     def _on_event(self, event: JobEvent) -> None:
         now = time.time()
@@ -177,10 +198,12 @@ class LocalSession:
             self._last_line.setdefault(event.job_name, now)
         elif event.kind == "metric" and event.metric_name in LOSS_METRICS and event.metric_value is not None:
             self.losses.append((self._step.get(event.job_name, 0), float(event.metric_value)))
+        elif event.kind == "metric" and event.metric_value is not None and _is_eval_metric(event.metric_name):
+            self.evals.append((self._step.get(event.job_name, 0), str(event.metric_name), float(event.metric_value)))
         elif event.kind == "status":
             if event.job_name not in self._seen_jobs:
                 self._seen_jobs.add(event.job_name)
-                self.say(f"  {self.clock()} {event.job_type} job {event.job_name}")
+                self._line(f"{event.job_type} job {event.job_name}")
             state = " / ".join(s for s in (event.status, event.secondary_status) if s)
             self._job_line(event.job_name, f"{event.message} ({state})" if state else event.message)
         elif event.kind == "log" and self.verbose:
@@ -218,64 +241,95 @@ class LocalSession:
         started = [e for e in self.executions() if e["executionArn"] not in before]
         if not started:
             raise RuntimeError("the upload started no execution: see the trigger's log above")
-        return self.follow(started[0]["executionArn"], timeout=timeout, jobs_before=jobs_before)
+        outcome = self.follow(started[0]["executionArn"], timeout=timeout, jobs_before=jobs_before)
+        outcome.name = str(spec.get("name") or key)
+        return outcome
+
+    def _take_pending(self, following: bool) -> list[tuple[float, str]]:
+        with self._pending_lock:
+            taken, self._pending = self._pending or [], [] if following else None
+        return taken
 
     def follow(self, arn: str, timeout: float = 1800, jobs_before: set[str] | None = None) -> RunOutcome:
-        self.say(f"  {self.clock()} execution {arn.rsplit(':', 1)[-1]} started")
-        t0 = time.time()
-        seen = 0
-        states: list[str] = []
-        run_id: str | None = None
-        losses_before = len(self.losses)
+        """Follows the execution to its end. Every line printed is in time order: the job lines (queued by the
+        job threads) and the state events are merged by their times; a state event newer than the job lines taken
+        waits for the next look, since job lines up to its time may still be on their way."""
+        started = time.time()
+        self.say(f"  {self.clock(started)} execution {arn.rsplit(':', 1)[-1]} started")
+        seen, states, run_id, losses_before, evals_before = 0, [], None, len(self.losses), len(self.evals)
+        self._take_pending(following=True)
         while True:
+            cutoff = time.time()
+            lines = self._take_pending(following=True)
             desc = self.sfn.describe_execution(executionArn=arn)
             events = self.sfn.get_execution_history(executionArn=arn, maxResults=1000)["events"]
+            running = desc["status"] == "RUNNING"
             for e in events[seen:]:
+                at = e["timestamp"].timestamp() if isinstance(e.get("timestamp"), datetime) else cutoff
+                if running and at > cutoff:
+                    break
+                seen += 1
                 exited = e.get("stateExitedEventDetails") or {}
                 if exited.get("name") == "Prepare" and run_id is None:
                     run_id = _run_id(exited.get("output"))
-                self._report_durability(e)
+                lines += [(at, text) for text in self._report_durability(e)]
                 details = e.get("stateEnteredEventDetails")
                 if details:
                     states.append(details["name"])
                     if not details["name"].startswith(QUIET_STATES) and not details["name"].endswith("Status"):
-                        self.say(f"  {self.clock()} state {details['name']}")
-            seen = len(events)
-            if desc["status"] != "RUNNING":
+                        lines.append((at, f"state {details['name']}"))
+            for at, text in sorted(lines, key=lambda line: line[0]):
+                self.say(f"  {self.clock(at)} {text}")
+            if not running:
                 break
-            if time.time() - t0 > timeout:
+            if time.time() - started > timeout:
+                self._take_pending(following=False)
                 raise TimeoutError(f"{arn} still running after {timeout:.0f}s")
             time.sleep(0.5)
-        self.say(f"  {self.clock()} execution {desc['status']}")
-        output = json.loads(desc.get("output") or "{}")
         run_jobs = [j for j in self.sagemaker.jobs if j.arn not in (jobs_before or set())]
         for job in run_jobs:
             job.wait(30)  # a failed run can end while a job it started is still stopping
+        for at, text in sorted(self._take_pending(following=False), key=lambda line: line[0]):
+            self.say(f"  {self.clock(at)} {text}")
+        self.say(f"  {self.clock()} execution {desc['status']}")
+        output = json.loads(desc.get("output") or "{}")
         return RunOutcome(
             execution_arn=arn, status=desc["status"], states=states, output=output, error=desc.get("error"),
-            cause=desc.get("cause"), losses=sorted(set(self.losses[losses_before:])), seconds=time.time() - t0,
+            cause=desc.get("cause"), losses=sorted(set(self.losses[losses_before:])), seconds=time.time() - started,
             failed_state=failing_state(states) if desc["status"] != "SUCCEEDED" else None,
             jobs=[job.describe() for job in run_jobs],
             host_logs={job.name: _last_attempt_logs(job.work_dir / "logs") for job in run_jobs},
-            notifications=self.notifications(), planned_run_id=run_id)
+            notifications=self.notifications(), planned_run_id=run_id, evals=self.evals[evals_before:],
+            started_at=started)
 
-    def _report_durability(self, event: dict[str, Any]) -> None:
-        """The durability watchdog's findings (check_job's `durability`), printed when they change."""
+    def _report_durability(self, event: dict[str, Any]) -> list[str]:
+        """The durability watchdog's findings (check_job's `durability`), as lines when they change."""
         exited = event.get("stateExitedEventDetails") or {}
         if exited.get("name") != "CheckTraining":
-            return
+            return []
         try:
             durable = (json.loads(exited.get("output") or "{}").get("status") or {}).get("durability") or {}
         except json.JSONDecodeError:
-            return
+            return []
         step, stale = durable.get("last_durable_step"), bool(durable.get("stale"))
+        lines = []
         if step is not None and step != self._durable[0]:
-            self.say(f"  {self.clock()} checkpoint-{step} is durable in S3 (last_durable_step={step}, "
-                     f"last_durable_at={durable.get('last_durable_at')})")
+            lines.append(f"checkpoint-{step} is durable in S3 (last_durable_step={step}, "
+                         f"last_durable_at={durable.get('last_durable_at')})")
         if stale and not self._durable[1]:
-            self.say(f"  {self.clock()} WARNING: no new checkpoint reached S3 for {durable.get('age_minutes')} min of training "
-                     f"(limit {durable.get('threshold_minutes')} min; watchdog action {durable.get('action')})")
+            lines.append(f"WARNING: no new checkpoint reached S3 for {durable.get('age_minutes')} min of training "
+                         f"(limit {durable.get('threshold_minutes')} min; watchdog action {durable.get('action')})")
         self._durable = (step if step is not None else self._durable[0], stale)
+        return lines
+
+    def keep_for_runctl(self, outcome: RunOutcome, report: Path) -> Path:
+        """What `runctl list/status/logs --local` print for this run, asked of the emulator while it is up
+        (runctl/local_runs.py), written beside the report."""
+        from runctl import core, local_runs
+
+        clients = core.Clients(boto3.session.Session(region_name=self.dep.region))
+        record = local_runs.capture(clients, self.dep.fine_tune_arn, outcome.execution_arn, report)
+        return local_runs.write(report.parent, record)
 
     def sagemaker_client(self) -> Any:
         return boto3.client("sagemaker", region_name=self.dep.region)
@@ -287,6 +341,12 @@ class LocalSession:
         self.s3.download_file(bucket, key, str(archive))
         safe_extract(archive, dest / "model")
         return dest / "model"
+
+
+def _is_eval_metric(name: str | None) -> bool:
+    """An evaluation's own number (not the baseline, not its timing)."""
+    return bool(name) and name.startswith("eval_") and not name.startswith("eval_baseline_") and not name.endswith(
+        ("_runtime", "_per_second", "epoch"))
 
 
 def _run_id(state_json: str | None) -> str | None:

@@ -119,7 +119,8 @@ def _wordpiece():
     tok.normalizer = normalizers.BertNormalizer(lowercase=True)
     tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-    tok.train_from_iterator(corpus(), trainers.WordPieceTrainer(vocab_size=400, special_tokens=specials))
+    tok.train_from_iterator(corpus(), trainers.WordPieceTrainer(vocab_size=400, special_tokens=specials,
+                                                                         show_progress=False))
     cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
     tok.post_processor = processors.TemplateProcessing(
         single="[CLS]:0 $A:0 [SEP]:0", pair="[CLS]:0 $A:0 [SEP]:0 $B:1 [SEP]:1",
@@ -138,7 +139,7 @@ def _bytelevel_bpe(kind: str):
     specials = ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]
     tok.train_from_iterator(
         corpus(),
-        trainers.BpeTrainer(vocab_size=500, special_tokens=specials,
+        trainers.BpeTrainer(vocab_size=500, special_tokens=specials, show_progress=False,
                             initial_alphabet=pre_tokenizers.ByteLevel.alphabet()),
     )
     tok.post_processor = processors.TemplateProcessing(
@@ -157,7 +158,7 @@ def _unigram_t5():
     tok.pre_tokenizer = pre_tokenizers.Metaspace()
     specials = ["<pad>", "</s>", "<unk>"]
     tok.train_from_iterator(corpus(), trainers.UnigramTrainer(vocab_size=400, special_tokens=specials,
-                                                              unk_token="<unk>"))
+                                                              unk_token="<unk>", show_progress=False))
     tok.post_processor = processors.TemplateProcessing(
         single="$A </s>", pair="$A </s> $B </s>", special_tokens=[("</s>", 1)]
     )

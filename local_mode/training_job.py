@@ -51,7 +51,7 @@ from local_mode.s3_channels import (
 from local_mode.training_hosts import install_code, training_processes
 
 TRAINING_MEMBERS = output_members("DescribeTrainingJob")
-WINDOW_PREFIXES = ("[train] ", "[eval] ")  # the training code's per-logging-window lines
+WINDOW_PREFIXES = ("[train] ", "[eval] ", "[setup] ")  # the training code's start-up and logging-window lines
 SAVE_BEGIN = '"event":"save_begin"'  # the training code's GOODPUT line before a checkpoint save
 GOODPUT_PID = re.compile(r'^GOODPUT \{.*?"pid":(\d+)')  # the process that writes them (global rank 0)
 UNBILLED = ("Starting", "Interrupted")  # provisioning and the waits for spot capacity

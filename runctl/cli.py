@@ -13,7 +13,11 @@ from typing import Any
 import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 
-from runctl import core, observe
+from runctl import core, local_runs, observe
+from runctl.lambda_code import lambda_module
+
+_verdict = lambda_module("verdict")
+NOT_BEATEN, NOT_BEATEN_PHRASE = _verdict.NOT_BEATEN, _verdict.NOT_BEATEN_PHRASE
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -25,28 +29,46 @@ def _parser() -> argparse.ArgumentParser:
     common.add_argument("--region", help="AWS region (default: the AWS configuration)")
     common.add_argument("--profile", help="AWS profile")
     common.add_argument("--json", action="store_true", help="print JSON instead of text")
+    local = argparse.ArgumentParser(add_help=False)
+    local.add_argument("--local", action="store_true", help="a local run (python -m local_mode), read from "
+                                                            "--local-runs; no AWS call")
+    local.add_argument("--local-runs", type=Path, default=local_runs.DEFAULT_ROOT,
+                       help=f"where local runs are (default: {local_runs.DEFAULT_ROOT})")
     parser = argparse.ArgumentParser(prog="python -m runctl", description="Start, watch and stop fine-tuning runs.")
     sub = parser.add_subparsers(dest="command", required=True)
     submit = sub.add_parser("submit", parents=[common], help="start a run from a run spec file")
     submit.add_argument("spec", help="run spec JSON file (docs/run_spec.md)")
     submit.add_argument("--name", help="run name, overriding the spec's `name`")
     submit.add_argument("--execution-name", help="execution name (default: the new run id)")
-    status = sub.add_parser("status", parents=[common], help="show a run's state")
+    status = sub.add_parser("status", parents=[common, local], help="show a run's state")
     status.add_argument("run", help="run id (the execution name) or execution ARN")
-    stop = sub.add_parser("stop", parents=[common], help="stop a run and its SageMaker jobs")
+    stop = sub.add_parser("stop", parents=[common, local], help="stop a run and its SageMaker jobs")
     stop.add_argument("run", help="run id (the execution name) or execution ARN")
     stop.add_argument("--keep-jobs", action="store_true", help="stop only the execution, not running jobs")
     plan = sub.add_parser("plan", parents=[common], help="validate and plan a spec without starting anything: "
                                                            "job names, instances, requests, worst-case cost")
     plan.add_argument("spec", help="run spec JSON file (docs/run_spec.md)")
     plan.add_argument("--name", help="run name, overriding the spec's `name`")
-    plan.add_argument("--settings", help="PIPELINE_SETTINGS JSON file instead of the deployed Prepare function's")
-    plan.add_argument("--offline", action="store_true", help="skip the checks that call AWS (data in S3, job names)")
+    plan.add_argument("--settings", help="PIPELINE_SETTINGS JSON file instead of the environment's")
+    plan.add_argument("--cdk-out", default="cdk.out", help="the synthesized app whose settings --env names "
+                                                           "(default: cdk.out; `make synth ENV=NAME` writes it)")
+    plan.add_argument("--deployed", action="store_true", help="the deployed Prepare function's settings instead of "
+                                                              "cdk.out's, and the checks that call AWS (data in S3, "
+                                                              "job names); needs AWS credentials")
+    plan.add_argument("--offline", action="store_true", help="with --deployed or --settings: skip the checks that "
+                                                             "call AWS (data in S3, job names)")
     plan.add_argument("--brief", action="store_true", help="leave out the full requests")
-    listing = sub.add_parser("list", parents=[common], help="recent runs with state, duration and cost")
+    listing = sub.add_parser("list", parents=[common, local], help="recent runs with state, duration and cost")
     listing.add_argument("--limit", type=int, default=20)
-    logs = sub.add_parser("logs", parents=[common], help="CloudWatch logs of every job, host and attempt of a "
-                                                           "run, in time order")
+    logs = sub.add_parser("logs", parents=[common, local], help="CloudWatch logs of every job, host and attempt of "
+                                                                  "a run, in time order")
+    staging = sub.add_parser("stage-model", parents=[common], help="download a Hub model here and upload it under "
+                                                                     "base-models/ of the environment's data bucket")
+    staging.add_argument("hub_id", help="Hugging Face Hub id, e.g. FacebookAI/roberta-base")
+    staging.add_argument("--revision", help="branch, tag or commit (default: main); the commit is in the S3 path")
+    staging.add_argument("--from-dir", type=Path, help="upload this model folder instead of downloading")
+    staging.add_argument("--bucket", help="the data bucket (default: the one cdk.out names for --env)")
+    staging.add_argument("--cdk-out", type=Path, default=Path("cdk.out"), help="synthesized app (default: cdk.out)")
     logs.add_argument("run", help="run id (the execution name) or execution ARN")
     logs.add_argument("--follow", "-f", action="store_true", help="keep printing until the run ends")
     logs.add_argument("--interval", type=float, default=5.0, help="seconds between looks with --follow")
@@ -62,7 +84,9 @@ def _print(args: argparse.Namespace, data: dict[str, Any], lines: list[str]) -> 
 
 
 def _status_lines(info: dict[str, Any]) -> list[str]:
-    lines = [f"Run:        {info.get('run_id') or '(not planned yet)'}", f"Status:     {info['status']}",
+    judged = (info.get("result") or {}).get("verdict") or {}
+    ended = f" ({NOT_BEATEN_PHRASE})" if judged.get("verdict") == NOT_BEATEN else ""
+    lines = [f"Run:        {info.get('run_id') or '(not planned yet)'}", f"Status:     {info['status']}{ended}",
              f"Execution:  {info['execution_arn']}", f"Started:    {info['started']}"]
     if info.get("stopped"):
         lines.append(f"Stopped:    {info['stopped']}")
@@ -80,7 +104,9 @@ def _status_lines(info: dict[str, Any]) -> list[str]:
         result = info["result"]
         lines += [f"Model:      {result.get('model_uri')}", f"Package:    {result.get('model_package_arn')}",
                   f"Metrics:    {json.dumps(result.get('metrics'))}"]
-    lines.append(f"Console:    {info['console_url']}")
+        if judged:
+            lines.append(f"Verdict:    {judged.get('text')}")
+    lines.append(f"Report:     {info['report']}" if info.get("report") else f"Console:    {info['console_url']}")
     return lines
 
 
@@ -131,26 +157,75 @@ def _user() -> str:
         return os.environ.get("USER", "unknown user")
 
 
+def _plan_deployed(args: argparse.Namespace) -> bool:
+    """plan reads the deployed stack (and calls AWS) only when asked to: --deployed or a state machine ARN."""
+    return bool(args.deployed or args.state_machine_arn or os.environ.get(core.ARN_ENV))
+
+
 def _plan(args: argparse.Namespace, clients: core.Clients | None, arn: str | None) -> int:
     from runctl import plan
 
     spec = core.load_spec(args.spec, args.name)
+    offline = args.offline or clients is None
     if args.settings:
         try:
             settings_text = Path(args.settings).read_text()
         except OSError as err:
             raise core.RunctlError(f"cannot read {args.settings}: {err.strerror}") from err
+    elif clients is None:
+        from runctl import synthesized
+
+        environment = args.env or os.environ.get(core.ENVIRONMENT_ENV, "dev")
+        settings_text = synthesized.settings_text(Path(args.cdk_out), environment)
     else:
         settings_text = plan.deployed_settings_text(clients, arn)
-    result = plan.plan(clients, spec, settings_text=settings_text, offline=args.offline)
+    result = plan.plan(clients, spec, settings_text=settings_text, offline=offline)
+    if clients is None and not args.settings:
+        result["settings_source"] = f"{args.cdk_out} (synthesized; no AWS call)"
     _print(args, result, plan.plan_lines(result, show_requests=not args.brief))
     return 0 if result["ok"] else 1
+
+
+def _stage_model(args: argparse.Namespace, clients: core.Clients | None) -> int:
+    from runctl import stage_model
+
+    environment = args.env or os.environ.get(core.ENVIRONMENT_ENV, "dev")
+    bucket, region = (args.bucket, args.region) if args.bucket else stage_model.data_bucket(args.cdk_out, environment)
+    clients = clients or core.Clients(boto3.session.Session(profile_name=args.profile, region_name=args.region or
+                                                            region))
+    result = stage_model.stage(clients, bucket, args.hub_id, revision=args.revision, from_dir=args.from_dir,
+                               say=(lambda _: None) if args.json else print)
+    if args.json:
+        print(json.dumps(result, indent=2))
+    return 0
+
+
+def _local(args: argparse.Namespace) -> int:
+    """list/status/logs of local runs (runctl/local_runs.py): what each run kept, printed as for AWS runs."""
+    root = args.local_runs
+    if args.command == "list":
+        rows, lines = local_runs.list_lines(root, args.limit)
+        _print(args, {"runs": rows}, lines)
+    elif args.command == "status":
+        info = local_runs.status(root, args.run)
+        _print(args, info, _status_lines(info))
+    elif args.command == "logs":
+        print("\n".join(local_runs.log_lines(root, args.run)))
+    else:
+        raise core.RunctlError("a local run ends with its `python -m local_mode` command (Ctrl-C stops it): there "
+                               "is nothing to stop")
+    return 0
 
 
 def main(argv: list[str] | None = None, clients: core.Clients | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        if args.command == "plan" and args.settings and args.offline:
+        if getattr(args, "local", False):
+            return _local(args)
+        if args.command == "stage-model":
+            return _stage_model(args, clients)
+        if args.command == "plan" and (not _plan_deployed(args) and not args.settings or args.settings and
+                                       args.offline):
             return _plan(args, None, None)  # no AWS at all
         clients = clients or _clients(args)
         arn = core.resolve_state_machine_arn(clients, arn=args.state_machine_arn, project=args.project,

@@ -224,7 +224,7 @@ def status(clients: Clients, execution_arn: str, *, live_ledger: bool = True) ->
         summary = output.get("result") if isinstance(output, dict) else None
         if isinstance(summary, dict):
             result["result"] = {k: summary.get(k) for k in ("model_uri", "model_package_arn", "metrics", "cost",
-                                                            "interruptions", "checkpoints", "goodput")}
+                                                            "interruptions", "checkpoints", "goodput", "verdict")}
     return result
 
 

@@ -16,6 +16,9 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from runctl.core import Clients, RunctlError, _latest_state, printable
+from runctl.lambda_code import lambda_module
+
+NOT_BEATEN = lambda_module("verdict").NOT_BEATEN  # a run's verdict against its trivial baseline (lambda/verdict.py)
 
 GROUPS = {"training": "/aws/sagemaker/TrainingJobs", "processing": "/aws/sagemaker/ProcessingJobs"}
 
@@ -47,7 +50,7 @@ def list_runs(clients: Clients, state_machine_arn: str, limit: int = 20) -> list
             "run_id": run_id, "execution": execution["name"], "status": desc["status"],
             "started": desc.get("startDate"), "seconds": _duration(desc.get("startDate"), desc.get("stopDate")),
             "cost_usd": cost.get("cost_usd"), "billable_instance_seconds": cost.get("billable_instance_seconds"),
-            "error": desc.get("error"),
+            "error": desc.get("error"), "verdict": ((result or {}).get("verdict") or {}).get("verdict"),
         })
     return rows
 
@@ -64,7 +67,8 @@ def list_lines(rows: list[dict[str, Any]]) -> list[str]:
             r["started"], datetime) else "-"
         cost = f"${r['cost_usd']:.2f}" if r["cost_usd"] is not None else (
             f"{r['billable_instance_seconds']:.0f} inst-s" if r["billable_instance_seconds"] else "-")
-        note = r["error"] or ("" if r["status"] != "RUNNING" else "in progress")
+        note = r["error"] or ("in progress" if r["status"] == "RUNNING" else
+                              "did not beat the trivial baseline" if r.get("verdict") == NOT_BEATEN else "")
         table.append((str(r["run_id"] or f"({r['execution']})"), r["status"], started, duration, cost, note))
     widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
     return ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in table]

@@ -78,8 +78,11 @@ def plan_lines(result: dict[str, Any], *, show_requests: bool = True) -> list[st
                 *[f"  - {p}" for p in result["problems"]]]
     run, worst = result["run"], result["worst_case"]
     spec = run["spec"]
-    checks = "spec, environment, requests, storage and job names" if result["storage_checked"] else \
-        "spec, environment and requests (--offline: storage and job names not checked)"
+    checks = "spec, environment, requests, storage, data and job names" if result["storage_checked"] else \
+        "spec, environment and requests (--offline: storage, data and job names not checked)"
+    if result.get("settings_source"):
+        checks = (f"spec, environment and requests against the settings in {result['settings_source']}; storage, "
+                  "data and job names are checked with --deployed")
     lines = [f"Plan for {spec['name']} ({spec['task']}, model {spec['model']}) in environment "
              f"{result['environment']} ({result['region']}): valid; checked {checks}.",
              f"Run id at submit: like {run['run_id']} (a new one each time); nothing was started.", "", "Jobs:"]

@@ -86,6 +86,10 @@ def _pipeline(stack: Stack, config: EnvironmentConfig) -> None:
     _iam5(_policy(fns["prepare"].role), f"{artifacts}/claims/*",
           "Prepare claims each run id once: claims/<run_id>.json created with If-None-Match, read back only to "
           "recognise its own execution's claim (put and get; the bucket policy lets no one else write or delete).")
+    _iam5(_policy(fns["prepare"].role), f"{data}/*", "Prepare's data check reads a bounded sample (ranged GETs of "
+                                                     "the first objects) of every channel in the data bucket.")
+    _iam5(_policy(fns["prepare"].role), f"{artifacts}/outputs/*", "Prepare's data check reads a bounded sample of "
+                                                                  "channels under the artifacts bucket's outputs/.")
     for name in ("prepare", "start_training", "check_job", "finish", "stop_run_jobs"):
         _iam5(_policy(fns[name].role), training_jobs, JOB_NAMES)
     for name in ("start_processing", "check_job", "finish", "stop_run_jobs"):

@@ -193,6 +193,9 @@ class PipelineStack(Stack):
             "prepare": ("Validate a run spec, apply defaults, pre-flight checks, plan names and URIs", [
                 iam.PolicyStatement(sid="ReadSpecs", actions=["s3:GetObject", "s3:GetObjectVersion"],
                                     resources=[f"{self.data_arn}/{RUNS_PREFIX}*"]),
+                # the data check reads a bounded sample of each channel (lambda/data_preflight.py): ranged GETs
+                iam.PolicyStatement(sid="SampleChannelData", actions=["s3:GetObject"],
+                                    resources=[f"{self.data_arn}/*", f"{self.artifacts_arn}/{OUTPUTS_PREFIX}*"]),
                 list_buckets,
                 iam.PolicyStatement(sid="ReadEncryptedSpecs", resources=[key.key_arn], actions=["kms:Decrypt"]),
                 # one execution per run id: claims/<run_id>.json, created with If-None-Match (lambda/run_claims.py)

@@ -15,6 +15,11 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+if __name__ == "__main__" and os.environ.get("RANK", "0") == "0":
+    # The imports below and joining the process group take a while (tens of seconds on a busy machine): say so
+    # first, as the first of the `[setup]` lines (hftrain/progress.py), so the job's start is not silent.
+    print("[setup] train.py started: importing torch and transformers, then joining the other processes",
+          flush=True)
 
 from hftrain.runner import main  # noqa: E402
 

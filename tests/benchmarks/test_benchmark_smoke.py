@@ -77,3 +77,15 @@ def test_bench_goodput_prints_the_policy_table_and_replays_known_interruptions(t
     auto = bench_goodput.simulate(bench_goodput.Scenario(rate_per_day=24, stall_per_day=0, interval="auto"),
                                   bench_goodput.P4D, samples=60)
     assert auto["interval_minutes"] < 30 and auto["goodput"] > fixed["goodput"]
+
+
+def test_bench_preflight_smoke(tmp_path):
+    """Prepare's data check on a small moto channel: both arms run, the added time and the bytes read print."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["PYTHONPATH"] = str(REPO)  # as `make bench` runs it
+    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "bench_preflight.py"), "--objects", "20",
+                           "--object-mb", "0.5", "--repeat", "1"], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "Prepare with data check" in proc.stdout and "Prepare without (baseline)" in proc.stdout
+    assert "added by the data check: " in proc.stdout and "read 1.05 MB of 0.01 GB" in proc.stdout

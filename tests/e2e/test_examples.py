@@ -5,6 +5,7 @@ place of the Hub model, and only the documented local overrides, each said aloud
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -27,6 +28,19 @@ def test_every_example_runs_locally_as_shipped(dev_outdir: Path, tmp_path: Path)
     assert "Traceback" not in out + done.stderr
     summary = out.splitlines()[-1]
     assert summary.startswith("examples: ") and all(f"{name} SUCCEEDED in " in summary for name in EXAMPLES)
+
+    # the console: no stray blank lines, counts that match, events in time order, a line per start-up phase
+    assert "\n\n\n" not in out
+    for block in out.split("\nexample ")[1:]:
+        said = int(block.split(" local override(s)", 1)[0].rsplit(" ", 1)[1])
+        listed = block.split("(the file is not changed):\n", 1)[1].split("\ngenerated inputs:", 1)[0]
+        assert len(listed.splitlines()) == said and f"({said} local overrides, listed above)" in block
+        clocks = [float(line.split("s]", 1)[0].split("[", 1)[1]) for line in block.splitlines()
+                  if line.startswith("  [") and "s] " in line]
+        assert clocks == sorted(clocks), block[:3000]
+        assert block.index("state Prepare") < block.index("state StartTraining") < block.index(": Downloading")
+        for phase in ("train.py started: importing torch", "data loaded: ", "model loaded: ", "tokenized ", "no checkpoint to restore"):
+            assert f"train0: [setup] {phase}" in block, phase
 
     # the overrides, said aloud: the Hub models, the tokenizer example's 4 hosts
     assert "model: distilbert/distilbert-base-uncased is a Hugging Face Hub model" in out
@@ -58,3 +72,33 @@ def test_every_example_runs_locally_as_shipped(dev_outdir: Path, tmp_path: Path)
         assert abs(ledger["parts"]["unaccounted"]) < 0.05 * ledger["billed_seconds"], (name, ledger["parts"])
         # the file itself is unchanged
         assert (REPO / "examples" / f"{name}.json").read_bytes() == shipped[name]
+
+    # the summarization example at its shipped length learns nothing a trivial baseline would not: it says so
+    record = json.loads((tmp_path / "summarization" / "report" / "run.json").read_text())
+    result = record["result"]
+    assert result["verdict"]["verdict"] == "did-not-beat-baseline", result["verdict"]
+    first = f"Run {result['run_id']} completed, but did not beat the trivial baseline: summarization fine-tune of "
+    assert first in out and f"verdict: {result['verdict']['text']}" in out
+    (note,) = [n for n in record["notifications"] if n["status"] == "Succeeded"]
+    assert note["subject"].startswith("[hfsm-dev] completed, but did not beat the trivial baseline: run ")
+    report = (tmp_path / "summarization" / "report" / "report.md").read_text()
+    assert report.startswith(f"# Run {result['run_id']}: completed, but did not beat the trivial baseline\n")
+    assert (tmp_path / "summarization" / "report" / "eval.png").stat().st_size > 1000
+
+    # runctl reads the finished local runs as it reads AWS runs: list, status, logs
+    def runctl(*args: str) -> str:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+        done = subprocess.run([sys.executable, "-m", "runctl", *args, "--local", "--local-runs", str(tmp_path)],
+                              cwd=REPO, capture_output=True, text=True, timeout=120, env=env)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    rows = runctl("list").splitlines()
+    assert len(rows) == 1 + len(EXAMPLES) and all(" SUCCEEDED " in row for row in rows[1:])
+    (row,) = [row for row in rows if row.startswith(result["run_id"])]
+    assert row.endswith("  did not beat the trivial baseline")
+    status = runctl("status", result["run_id"])
+    assert "Status:     SUCCEEDED (completed, but did not beat the trivial baseline)" in status
+    logs = runctl("logs", result["run_id"]).splitlines()
+    assert any("[train attempt 0, algo-2] " in line for line in logs)
+    assert any("[train] step 20/20 (100%) loss=" in line for line in logs)

@@ -86,7 +86,7 @@ def test_local_run_end_to_end(dev_outdir: Path, tmp_path: Path) -> None:
         assert result["metrics"]["eval_baseline_f1"] >= 0  # the trivial baseline next to it
         # the summary reports the interruption as it happened (from the job's status transitions)
         assert [a["interruptions"] for a in result["attempts"]] == [1]
-        (note,) = [n for n in outcome.notifications if "succeeded" in n["subject"]]
+        (note,) = [n for n in outcome.notifications if n["status"] == "Succeeded"]
         assert "1 spot interruption, resumed from checkpoints" in note["message"]
         assert "Goodput: " in note["message"] and "on download and start-up again" in note["message"]
         assert "trivial baseline" in note["message"] and "eval_baseline_f1" not in note["message"]

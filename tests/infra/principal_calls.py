@@ -112,6 +112,8 @@ def principal_calls(fsx: bool, create_sagemaker_log_groups: bool) -> dict[str, l
         "{prefix}-fn-prepare": lambda_role("prepare", "Prepare", [
             ("s3:GetObject", "{data}/runs/*", "code:handlers.get_object"),
             ("s3:GetObjectVersion", "{data}/runs/*", "code:handlers.get_object"),
+            ("s3:GetObject", "{data}/*", "code:data_preflight.get_object"),
+            ("s3:GetObject", "{arts}/outputs/*", "code:data_preflight.get_object"),
             ("s3:ListBucket", "{data}", "code:preflight.get_paginator"),
             ("s3:ListBucket", "{arts}", "code:preflight.get_paginator"),
             ("kms:Decrypt", KEY, S3_KMS.format("Decrypt") + ": the spec object"),

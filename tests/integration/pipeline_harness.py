@@ -132,7 +132,7 @@ class Pipeline:
     def put_dataset(self, prefix: str, n_objects: int = 4) -> None:
         for i in range(n_objects):
             self.s3.put_object(Bucket=self.dep.data_bucket, Key=f"{prefix}part-{i:03d}.jsonl",
-                               Body=b'{"text": "a b c", "label": "x"}\n')
+                               Body=b'{"text": "a b c", "label": "x"}\n{"text": "c d", "label": "y"}\n')
 
     def start(self, spec: dict[str, Any], name: str = "run") -> str:
         return self.sfn.start_execution(stateMachineArn=self.dep.fine_tune_arn, name=name,

@@ -62,7 +62,12 @@ def aws_account(env_settings: dict[str, Any]) -> Iterator[dict[str, Any]]:
     aws.reset_clients()
 
 
-def put_objects(prefix_uri: str, count: int, body: bytes = b'{"text": "hello"}\n') -> None:
+# One row with the columns every task reads by default (hftrain.tasks: Task.columns), for Prepare's data check.
+ANY_TASK_ROW = (b'{"id": "1", "text": "hello world", "label": "a", "question": "which?", "context": "hello world", '
+                b'"answers": {"text": ["hello"], "answer_start": [0]}, "summary": "hello"}\n')
+
+
+def put_objects(prefix_uri: str, count: int, body: bytes = ANY_TASK_ROW) -> None:
     bucket, _, prefix = prefix_uri.removeprefix("s3://").partition("/")
     s3 = aws.client("s3")
     for i in range(count):

@@ -16,6 +16,7 @@ import instance_types
 import job_requests
 import regex  # Java-style \p{L} classes in the service model's patterns (installed with transformers)
 import run_spec
+import runtime_limits
 from botocore.validate import ParamValidator
 from hypothesis import strategies as st
 from training_contract import hp_rules
@@ -226,7 +227,7 @@ def valid_specs(draw: Any, with_fsx: bool = False) -> dict[str, Any]:
             _maybe(draw, channel, "input_mode", st.sampled_from(run_spec.INPUT_MODES))
         data[name] = channel
     spec["data"] = data
-    runtime = draw(st.integers(60, 5 * 24 * 3600))
+    runtime = draw(st.integers(runtime_limits.floor(600), 5 * 24 * 3600))  # every_minutes below is at most 600
     _maybe(draw, spec, "max_runtime_seconds", st.just(runtime))
     spot: dict[str, Any] = {}
     _maybe(draw, spot, "enabled", st.booleans())

@@ -22,7 +22,7 @@ FULL = {"version": 1, "name": "x", "description": "d", "task": "summarization", 
         "data": {"train": {"s3": "datasets/a/", "distribution": "ShardedByS3Key", "input_mode": "File"},
                  "validation": {"fsx": "/val"}},
         "tokenizer": {"type": "bpe"}, "compute": {"instance_type": "ml.g5.12xlarge", "processes_per_host": 2},
-        "distribution": {"strategy": "fsdp", "fsdp": {}}, "spot": {}, "max_runtime_seconds": 60,
+        "distribution": {"strategy": "fsdp", "fsdp": {}}, "spot": {}, "max_runtime_seconds": 3600,
         "checkpoint": {}, "fallback": {"options": [{"instance_type": "ml.g5.12xlarge", "spot": False}]},
         "hyperparameters": {}, "tags": {}, "local": {"interrupt_at_step": 1}}
 

@@ -363,6 +363,48 @@ def test_finish_registers_the_model_and_notifies(state, context, set_settings):
         assert needle in message, needle
 
 
+@pytest.mark.parametrize(("value", "verdict"), [(20.0, "did-not-beat-baseline"), (26.0, "beat-baseline")])
+def test_finish_judges_the_run_against_the_trivial_baseline(state, context, value, verdict):
+    """QA's margin (the task registry's Verdict) is 2 F1 points over the baseline's 23.5."""
+    run = state["run"]
+    job = handlers.start_training({"run": run, "attempt": 0}, context)
+    fake = sm_backend().training_jobs[job["job_name"]]
+    fake.final_metric_data_list = [{"MetricName": "eval_f1", "Value": value},
+                                   {"MetricName": "eval_baseline_f1", "Value": 23.5}]
+    model_uri = sm_backend().describe_training_job(job["job_name"])["ModelArtifacts"]["S3ModelArtifacts"]
+    aws.client("s3").put_object(Bucket=model_uri.split("/")[2], Key=model_uri.split("/", 3)[3], Body=b"w")
+    summary = strict_json(handlers.finish({"run": run, "job": job}, context))
+    assert summary["verdict"]["verdict"] == verdict and summary["verdict"]["margin"] == 2.0
+    package = aws.client("sagemaker").describe_model_package(ModelPackageName=summary["model_package_arn"])
+    assert package["CustomerMetadataProperties"]["verdict"] == verdict
+    assert package["ModelApprovalStatus"] == "PendingManualApproval"  # approval stays manual either way
+    (_, message, subject, _, _) = sent_messages()[-1]
+    if verdict == "beat-baseline":
+        assert subject == f"[hfsm-dev] run {run['run_id']} succeeded"
+        assert "eval_f1 26 beat the trivial baseline 23.5 by the task's margin of 2" in message
+        return
+    assert subject.startswith("[hfsm-dev] completed, but did not beat the trivial baseline: run ")
+    assert message.splitlines()[0] == (f"Run {run['run_id']} completed, but did not beat the trivial baseline: "
+                                       f"question-answering fine-tune of {SPEC['model']}.")
+    assert "verdict: eval_f1 20 did not beat the trivial baseline 23.5 by the task's margin of 2 (needed >= 25.5)" \
+        in message
+    assert package["ModelPackageDescription"].startswith("[eval_f1 20 did not beat the trivial baseline 23.5")
+
+
+def test_a_job_stopped_at_max_runtime_says_so_in_one_sentence(state, context):
+    run = state["run"]
+    job = handlers.start_training({"run": run, "attempt": 0}, context)
+    fake = sm_backend().training_jobs[job["job_name"]]
+    fake.training_job_status, fake.secondary_status = "Stopped", "MaxRuntimeExceeded"
+    bucket, prefix = run["uris"]["checkpoint"].removeprefix("s3://").split("/", 1)
+    aws.client("s3").put_object(Bucket=bucket, Key=prefix + "_progress.json", Body=b'{"step": 140, "at": 1}')
+    result = strict_json(handlers.check_job({"job": job}, context))
+    assert result["state"] == "failed"
+    assert result["failure_reason"] == (
+        "MaxRuntimeExceeded: SageMaker stopped the job at max_runtime_seconds=3600 at step 140; no checkpoint "
+        "reached S3. Raise max_runtime_seconds (it counts start-up, data download and training) and submit again.")
+
+
 def test_notify_failure_for_an_invalid_spec(aws_account, context):
     cause = json.dumps({"errorMessage": "invalid run spec (1 problem):\n- task: 'qa' is not allowed",
                         "errorType": "SpecError", "stackTrace": []})

@@ -56,6 +56,24 @@ def test_subject_is_short_ascii(settings):
     assert "Fix the fields listed above" in message
 
 
+def test_a_failure_text_promises_a_link_only_when_it_gives_one(settings):
+    """'(link below)' is followed by that link (the job's CloudWatch log streams, the execution); without it the
+    hint is said without the promise (issue 22: a MaxRuntimeExceeded text promised a link it did not give)."""
+    region, name = settings.region, "hfsm-dev-r-train0"
+    with_job = {"run_id": "r", "error": "TrainingJobFailed", "reason": "x", "job_name": name,
+                "links": messages.run_links(settings, None, name)}
+    _, message = messages.failure_notification(settings, with_job)
+    assert "CloudWatch logs (link below)" in message
+    assert f"  logs: {messages.naming.job_logs_url(region, name)}" in message
+    assert "logStreamNameFilter" in messages.naming.job_logs_url(region, name)
+    for links in ({}, {"execution": "https://console/x"}):  # no job: no logs link to point at
+        _, message = messages.failure_notification(settings, {**with_job, "job_name": None, "links": links})
+        assert "link below" not in message and "Read the training job's CloudWatch logs, fix" in message
+    _, message = messages.failure_notification(settings, {"run_id": "r", "error": "UnknownError", "reason": "x",
+                                                           "links": {"execution": "https://console/x"}})
+    assert "event history (link below)" in message and "  execution: https://console/x" in message
+
+
 def test_a_failed_processing_job_says_the_scripts_reason_first():
     desc = {"ProcessingJobName": "tok", "ProcessingJobStatus": "Failed",
             "FailureReason": "AlgorithmError: See job logs for more information",

@@ -156,8 +156,8 @@ def broken_specs(draw: Any) -> tuple[dict[str, Any], str]:
         spec["tags"] = {key: "x"}
         return spec, f"tags.{key}"
     if kind == "wait_below_runtime":
-        spec["max_runtime_seconds"] = 7200
-        spec["spot"] = {"enabled": True, "max_wait_seconds": draw(st.integers(1, 7199))}
+        spec["max_runtime_seconds"] = 86400  # above the runtime floor of any every_minutes drawn (<= 600)
+        spec["spot"] = {"enabled": True, "max_wait_seconds": draw(st.integers(1, 86399))}
         return spec, "spot.max_wait_seconds"
     if kind == "smddp_type":
         spec["distribution"] = {"strategy": "smddp"}

@@ -198,7 +198,7 @@ def test_examples_cover_every_task_and_a_tokenizer_stage():
 
 def test_preflight_static_problems_name_fields(settings):
     raw = {**MINIMAL, "compute": {"instance_type": "ml.g4dn.xlarge", "instance_count": 9},
-           "distribution": {"strategy": "smddp"}, "spot": {"enabled": True, "max_wait_seconds": 60},
+           "distribution": {"strategy": "smddp"}, "spot": {"enabled": True, "max_wait_seconds": 3000},
            "max_runtime_seconds": 3600, "model": "s3://someone-elses-bucket/model/",
            "data": {"train": {"s3": "s3://hfsm-dev-data/x/"}, "validation": {"fsx": "/val"}},
            "fallback": {"options": [{"instance_type": "ml.g5.2xlarge"}]}}
@@ -211,7 +211,7 @@ def test_preflight_static_problems_name_fields(settings):
         in text
     assert "distribution.strategy: smddp: the training image (huggingface-pytorch-training:2.9.0-" in text
     assert "compute.instance_count: 9 is over environment dev's limit of 4" in text
-    assert "spot.max_wait_seconds: 60 is less than max_runtime_seconds=3600" in text
+    assert "spot.max_wait_seconds: 3000 is less than max_runtime_seconds=3600" in text
     assert "data.validation.fsx: environment dev has no FSx for Lustre file system" in text
     assert "model: bucket someone-elses-bucket is not one of this environment's buckets" in text
 
@@ -276,3 +276,31 @@ def test_checkpoint_time_interval_and_watchdog(settings):
     assert problem.startswith("checkpoint.watchdog: needs checkpoint.every_minutes > 0")
     (problem,) = problems_of({**MINIMAL, "hyperparameters": {"save_every_minutes": 5}}, settings)
     assert "set by the pipeline from checkpoint.every_minutes" in problem
+
+
+@pytest.mark.parametrize(("fields", "path", "floor"), [
+    ({"max_runtime_seconds": 5}, "max_runtime_seconds", 900),  # auto: its first interval is its 5 min lower bound
+    ({"max_runtime_seconds": 899}, "max_runtime_seconds", 900),
+    ({"max_runtime_seconds": 5, "checkpoint": {"every_minutes": 30}}, "max_runtime_seconds", 2400),
+    ({"max_runtime_seconds": 500, "checkpoint": {"every_minutes": 0}}, "max_runtime_seconds", 600),
+    ({"max_runtime_seconds": 3000, "spot": {"enabled": True, "max_wait_seconds": 1000},
+      "checkpoint": {"every_minutes": 30}}, "spot.max_wait_seconds", 2400),
+    ({"max_runtime_seconds": 3000, "spot": {"enabled": True, "max_wait_seconds": 800}}, "spot.max_wait_seconds",
+     900),
+    ({"spot": {"enabled": False}, "fallback": {"options": [{"spot": True}]}, "max_runtime_seconds": 2400,
+      "checkpoint": {"every_minutes": 60}}, "max_runtime_seconds", 4200),
+])
+def test_a_runtime_limit_below_start_up_and_one_checkpoint_is_refused(settings, fields, path, floor):
+    with pytest.raises(SpecError) as info:
+        prepare_run({**MINIMAL, **fields}, settings)
+    (problem,) = info.value.problems
+    assert problem.startswith(f"{path}: ") and f"is below {floor} s: 600 s for the job's start-up" in problem
+    assert f"raise it to at least {floor}" in problem
+
+
+def test_a_runtime_limit_at_the_floor_is_accepted(settings):
+    assert prepare_run({**MINIMAL, "max_runtime_seconds": 900}, settings)  # every_minutes auto (the default)
+    assert prepare_run({**MINIMAL, "max_runtime_seconds": 2400, "checkpoint": {"every_minutes": 30}}, settings)
+    # no attempt on spot: the wait is never used, so it is not held to the floor
+    assert prepare_run({**MINIMAL, "max_runtime_seconds": 2400, "spot": {"enabled": False, "max_wait_seconds": 60}},
+                       settings)

@@ -78,6 +78,14 @@ def test_a_type_without_a_price_cannot_be_bounded() -> None:
     assert any("no price for ml.g5.12xlarge, ml.g6.2xlarge" in p for p in info.value.problems)
 
 
+def test_an_unknown_instance_type_is_one_problem() -> None:
+    """Not allowed in the environment: that is the problem to fix, not a missing price in cdk.json."""
+    with pytest.raises(PreflightError) as info:
+        prepare_run({**SPEC, "compute": {"instance_type": "ml.g9.2xlarge"}, "fallback": {}}, env(max_run_cost_usd=100))
+    (problem,) = info.value.problems
+    assert problem.startswith("compute.instance_type: ml.g9.2xlarge is not allowed in environment dev; allowed: ")
+
+
 def test_no_limit_no_check() -> None:
     run = prepare_run(SPEC, env())
     assert spend.cost_problems(run, job_requests.build_requests(run, env()), env()) == []

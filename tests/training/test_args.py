@@ -20,7 +20,8 @@ def test_hyperparameters_json_matches_the_dataclasses():
     assert on_disk["fsdp_config"]["type"] == "object"
     assert on_disk["resume"]["type"] == "boolean"
     for name, entry in on_disk.items():
-        assert set(entry) <= {"type", "help", "choices", "default", "keys"} | ({"metrics"} if name == "task" else set())
+        assert set(entry) <= {"type", "help", "choices", "default", "keys"} | ({"metrics", "columns", "verdict"} if name == "task" else set()) \
+            | ({"extensions"} if name == "data_format" else set())
         assert entry["type"]
 
 

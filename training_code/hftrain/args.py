@@ -21,8 +21,8 @@ from typing import Any
 
 from transformers import Seq2SeqTrainingArguments
 
-from . import hp_rules, smenv
-from .tasks import REGISTRY, TASKS, metric_names
+from . import data, hp_rules, smenv
+from .tasks import REGISTRY, TASKS, column_declarations, metric_names, verdicts
 
 DATA_FORMATS = ("auto", "jsonl", "json", "csv", "parquet")
 PRECISIONS = ("auto", "bf16", "fp16", "fp32")
@@ -119,8 +119,9 @@ class CommonDataArguments:
     text_column: str | None = field(
         default=None,
         metadata={
-            "help": "Input text column. Default: classification text/sentence/sentence1/premise; "
-            "summarization document/article/text/dialogue."
+            "help": "Input text column. Default: the first present of " + "; ".join(
+                f"{name} {'/'.join(col.candidates)}" for name, task in REGISTRY.items() for col in task.columns
+                if col.hyperparameter == "text_column") + "."
         },
     )
     # --- sequence lengths ---
@@ -539,6 +540,10 @@ def hyperparameter_schema() -> dict[str, dict[str, Any]]:
             entry["default"] = defaults[action.dest]
         if action.dest == "task":  # what each task's evaluation logs: the Lambdas' metric definitions
             entry["metrics"] = metric_names()
+            entry["columns"] = column_declarations()  # which hyperparameters name columns (data pre-flight)
+            entry["verdict"] = verdicts()  # the headline metric and margin over the trivial baseline
+        if action.dest == "data_format":  # file extension -> format, as the channels' files are read
+            entry["extensions"] = dict(data.EXTENSIONS)
         if action.dest == "accelerator_config":  # the Trainer builds AcceleratorConfig(**value): no other keys
             from transformers.trainer_pt_utils import AcceleratorConfig
 

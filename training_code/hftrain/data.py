@@ -21,7 +21,7 @@ class DataError(ValueError):
     """Missing channel, empty data, missing column: the message says what to fix."""
 
 
-_EXTENSIONS = {
+EXTENSIONS = {  # exported in hyperparameters.json (data_format's `extensions`) for Prepare's data check
     ".jsonl": "jsonl",
     ".ndjson": "jsonl",
     ".json": "json",
@@ -36,7 +36,7 @@ def detect_format(name: str) -> str | None:
     lower = name.lower()
     if lower.endswith(".gz"):
         lower = lower[:-3]
-    for ext, fmt in _EXTENSIONS.items():
+    for ext, fmt in EXTENSIONS.items():
         if lower.endswith(ext):
             return fmt
     return None

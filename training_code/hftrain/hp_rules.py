@@ -46,6 +46,7 @@ BOUNDS: dict[str, dict[str, float]] = {
     "val_max_target_length": {"minimum": 1},
     "n_best_size": {"minimum": 1},
     "max_answer_length": {"minimum": 1},
+    "num_labels": {"minimum": 2},
     "max_train_samples": {"minimum": 1},
     "max_eval_samples": {"minimum": 1},
     "save_steps": {"exclusiveMinimum": 0},

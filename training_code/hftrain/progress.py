@@ -18,7 +18,7 @@ import time
 
 from transformers import TrainerCallback
 
-TRAIN_PREFIX, EVAL_PREFIX = "[train]", "[eval]"
+TRAIN_PREFIX, EVAL_PREFIX, SETUP_PREFIX = "[train]", "[eval]", "[setup]"
 
 
 def clock(seconds: float) -> str:
@@ -35,6 +35,14 @@ def _number(value: float, digits: int = 4) -> str:
     if not math.isfinite(value):
         return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
     return f"{value:.{digits}f}"
+
+
+def setup_line(text: str, stream=None) -> None:
+    """One line per start-up phase (data loaded, model loaded, tokenized, checkpoint restored), so the minutes
+    before the first step are not silent; global rank 0 calls it."""
+    stream = stream or sys.stdout
+    stream.write(f"{SETUP_PREFIX} {text}\n")
+    stream.flush()
 
 
 def train_line(*, step: int, max_steps: int, loss: float | None, lr: float | None, samples_per_second: float,

@@ -23,6 +23,7 @@ from . import (
     export,
     fsdp,
     packing,
+    progress,
     resume,
     run_history,
     save_interval,
@@ -576,13 +577,44 @@ def _first_rows(dataset, limit):
     return dataset
 
 
+def _rows(dataset) -> int:
+    return len(dataset) if dataset is not None else 0
+
+
+def _startup_lines(job: TrainingRun, phase: str, seconds: float) -> None:
+    """The start-up phase just done, in one line on global rank 0 (progress.setup_line)."""
+    if job.rank != 0:
+        return
+    if phase == "data_load":
+        text = f"data loaded: {_rows(job.raw_train)} training / {_rows(job.raw_eval)} validation rows on this host"
+    elif phase == "model_load":
+        params = sum(p.numel() for p in job.model.parameters())
+        text = f"model loaded: {type(job.model).__name__}, {params / 1e6:.1f}M parameters"
+    elif phase == "tokenize":
+        rows = _rows(job.raw_train) + _rows(job.raw_eval)
+        text = f"tokenized {rows} examples at {rows / max(seconds, 1e-6):,.0f}/s"
+    else:
+        decision = job.decision
+        text = (f"restoring checkpoint {os.path.basename(decision.path)} (step {decision.step})" if decision.path
+                else "no checkpoint to restore: starting at step 0")
+    progress.setup_line(f"{text} ({seconds:.1f} s)")
+
+
 def run(model_args, data_args, training_args, clock: GoodputClock | None = None) -> int:
     job = TrainingRun(model_args, data_args, training_args, clock)
-    for phase, step in (("setup", job.setup), ("data_load", job.load_data), ("model_load", job.load_model_and_tokenizer),
+    with job.clock.phase("setup"):  # the start-up parts of the goodput ledger (goodput.py)
+        job.setup()
+    if job.rank == 0:
+        progress.setup_line(f"{job.task.name} on {job.env.num_hosts} host(s), {job.world} process(es), device "
+                            f"{training_args.device.type}")
+    for phase, step in (("data_load", job.load_data), ("model_load", job.load_model_and_tokenizer),
                         ("tokenize", job.tokenize), ("layout", job.lay_out_training),
                         ("resume_verify", job.decide_resume)):
-        with job.clock.phase(phase):  # the start-up parts of the goodput ledger (goodput.py)
+        began = time.time()
+        with job.clock.phase(phase):
             step()
+        if phase != "layout":
+            _startup_lines(job, phase, time.time() - began)
     job.prepare_trainer()
     trainer, metrics = job.train()
     if not job.stopped_by_sigterm(trainer):

@@ -38,4 +38,14 @@ def metric_names() -> dict[str, list[str]]:
     return {name: list(cls.metric_names()) for name, cls in REGISTRY.items()}
 
 
-__all__ = ["REGISTRY", "TASKS", "Task", "get_task", "metric_names"]
+def column_declarations() -> dict[str, list[dict]]:
+    """task -> the columns it reads, each named by a hyperparameter (Task.columns), for Prepare's data check."""
+    return {name: [col.export() for col in cls.columns] for name, cls in REGISTRY.items()}
+
+
+def verdicts() -> dict[str, dict]:
+    """task -> {metric, margin, why}: how a finished run is judged against the trivial baseline."""
+    return {name: cls.verdict.export() for name, cls in REGISTRY.items() if cls.verdict is not None}
+
+
+__all__ = ["REGISTRY", "TASKS", "Task", "column_declarations", "get_task", "metric_names", "verdicts"]

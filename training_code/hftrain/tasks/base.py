@@ -2,7 +2,54 @@
 
 from __future__ import annotations
 
+import dataclasses
+from dataclasses import dataclass
+
 from transformers import DataCollatorWithPadding, Trainer
+
+from ..data import DataError, require_columns
+
+COLUMN_KINDS = ("text", "label", "answers", "id")
+
+
+@dataclass(frozen=True)
+class Column:
+    """A column a task reads, named by a hyperparameter: the one declaration of which hyperparameters name
+    columns. The task resolves its columns with it (`Task.resolve_columns`), `hyperparameters.json` exports it
+    (the `task` entry's `columns`) and Prepare's data pre-flight checks a sample of the data with it.
+
+    Resolution: a name given (or the hyperparameter's default) must exist, except that a column that is not
+    `required` and keeps its default is used only when present; without a name the first of `candidates`
+    present is used (none present: an error when `required`); `off` (e.g. "none") means no such column.
+    """
+
+    hyperparameter: str  # e.g. "label_column"
+    what: str  # how messages call it: "label"
+    kind: str = "text"  # what its values are (COLUMN_KINDS): text, label, answers (SQuAD), id
+    candidates: tuple[str, ...] = ()  # tried in order when the hyperparameter is unset
+    required: bool = True
+    off: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in COLUMN_KINDS:
+            raise ValueError(f"column kind {self.kind!r}: expected one of {COLUMN_KINDS}")
+
+    def export(self) -> dict:
+        return dataclasses.asdict(self) | {"candidates": list(self.candidates)}
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """How a finished run is judged against the task's trivial baseline: it beat it when `eval_<metric>` is at
+    least `eval_baseline_<metric>` + `margin` (in the metric's own units). Exported in hyperparameters.json;
+    the pipeline's Finish step applies it (lambda/verdict.py)."""
+
+    metric: str
+    margin: float
+    why: str
+
+    def export(self) -> dict:
+        return dataclasses.asdict(self)
 
 
 class ModelTaskMismatch(ValueError):
@@ -15,6 +62,8 @@ class Task:
     arguments = None  # a dataclass of the task's own hyperparameters (fields of DataArguments)
     metrics: tuple[str, ...] = ()  # what compute_metrics returns (logged as eval_<name>)
     baseline_metrics: tuple[str, ...] = ()  # what baseline() returns (logged as eval_baseline_<name>)
+    columns: tuple[Column, ...] = ()  # the columns it reads, each named by a hyperparameter (resolve_columns)
+    verdict: Verdict | None = None  # the headline metric and margin over the trivial baseline
     auto_model = None  # the transformers Auto* class
     trainer_class = Trainer
     default_max_length = 128
@@ -40,10 +89,36 @@ class Task:
 
     # --- data ---
     def resolve_columns(self, dataset, what: str) -> None:
-        """Pick and check the column names on the first dataset seen (raises DataError)."""
+        """Pick and check the column names of `columns` on the first dataset seen (raises DataError); the
+        names are then `self.column(hyperparameter)`."""
+        defaults = {f.name: f.default for f in dataclasses.fields(type(self.data_args))}
+        present = dataset.column_names
+        self.resolved: dict[str, str | None] = {}
+        for col in self.columns:
+            value = getattr(self.data_args, col.hyperparameter)
+            if col.off and isinstance(value, str) and value.lower() == col.off:
+                name = None
+            elif value:
+                if value not in present and (col.required or value != defaults.get(col.hyperparameter)):
+                    require_columns(dataset, [value], what)
+                name = value if value in present else None
+            else:
+                name = next((c for c in col.candidates if c in present), None)
+                if name is None and col.required:
+                    raise DataError(
+                        f"cannot find the {col.what} column in {what}: tried {list(col.candidates)}, the data has "
+                        f"{present}; set it with the {col.hyperparameter} hyperparameter")
+            self.resolved[col.hyperparameter] = name
+        self.check_columns(dataset, what)
+
+    def column(self, hyperparameter: str) -> str | None:
+        """The resolved name of the column that `hyperparameter` names (None: the task reads none)."""
+        return self.resolved[hyperparameter]
 
     def check_columns(self, dataset, what: str) -> None:
-        """Check a further dataset against the resolved names."""
+        """Check a further dataset against the resolved names (an id column is used where present)."""
+        kinds = {col.hyperparameter: col.kind for col in self.columns}
+        require_columns(dataset, [name for hp, name in self.resolved.items() if name and kinds[hp] != "id"], what)
 
     def learn_from_data(self, datasets, all_gather) -> None:
         """Read what the task needs from every rank's raw data (`datasets`: this rank's, None where absent) before

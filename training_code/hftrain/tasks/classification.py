@@ -8,8 +8,8 @@ import numpy as np
 from transformers import AutoModelForSequenceClassification
 
 from .. import baselines
-from ..data import DataError, pick_column, require_columns
-from .base import Task
+from ..data import DataError
+from .base import Column, Task, Verdict
 
 TEXT_CANDIDATES = ("text", "sentence", "sentence1", "premise", "question1")
 PAIR_CANDIDATES = ("text_pair", "sentence2", "hypothesis", "question2")
@@ -29,6 +29,25 @@ def ordered_labels(values) -> list[str]:
         return sorted(keys, key=int)
     except ValueError:
         return sorted(keys)
+
+
+def labels_for_count(labels: list[str], num_labels: int) -> list[str]:
+    """The label names for `num_labels` classes given the labels found (the Lambda's data pre-flight applies the
+    same rule to a sample: lambda/data_preflight.py)."""
+    try:
+        numbers = [int(v) for v in labels]
+    except ValueError:
+        numbers = None
+    if numbers is not None:
+        outside = [v for v in numbers if not 0 <= v < num_labels]
+        if outside:
+            raise DataError(f"label value(s) {outside[:5]} are outside 0..{num_labels - 1} (num_labels={num_labels}); "
+                            "fix num_labels or the labels")
+        return [str(i) for i in range(num_labels)]
+    if len(labels) != num_labels:
+        raise DataError(f"the data has {len(labels)} distinct named labels {labels[:10]} but num_labels={num_labels}; "
+                        "named labels must be exactly num_labels names (or use integer labels 0..num_labels-1)")
+    return labels
 
 
 def accuracy_and_macro_f1(predictions: np.ndarray, labels: np.ndarray, num_labels: int) -> dict[str, float]:
@@ -61,6 +80,14 @@ class TextClassificationArguments:
         },
     )
     label_column: str = field(default="label", metadata={"help": "Label column (classification)."})
+    num_labels: int | None = field(
+        default=None,
+        metadata={
+            "help": "Number of classes (classification). Default: the distinct labels in the data. When set, "
+            "integer labels must be 0..num_labels-1 (the model gets num_labels outputs even when the data lacks a "
+            "class); named labels must be exactly num_labels distinct names."
+        },
+    )
 
 
 class TextClassification(Task):
@@ -69,39 +96,31 @@ class TextClassification(Task):
     arguments = TextClassificationArguments
     metrics = ("accuracy", "macro_f1")
     baseline_metrics = ("accuracy", "macro_f1")
+    columns = (
+        Column("text_column", "text", candidates=TEXT_CANDIDATES),
+        Column("text_pair_column", "text pair", candidates=PAIR_CANDIDATES, required=False, off="none"),
+        Column("label_column", "label", kind="label"),
+    )
+    verdict = Verdict("accuracy", 0.02, "accuracy is a share (0-1): 2 points over always predicting the most "
+                                        "frequent training label")
     auto_model = AutoModelForSequenceClassification
     default_max_length = 128
 
     def __init__(self, data_args) -> None:
         super().__init__(data_args)
-        self.text_column: str | None = None
-        self.pair_column: str | None = None
         self.labels: list[str] = []
-
-    def resolve_columns(self, dataset, what: str) -> None:
-        a = self.data_args
-        self.text_column = pick_column(dataset, a.text_column, TEXT_CANDIDATES, "text")
-        if a.text_pair_column and a.text_pair_column.lower() == "none":
-            self.pair_column = None
-        elif a.text_pair_column:
-            self.pair_column = pick_column(dataset, a.text_pair_column, (), "text pair")
-        else:
-            self.pair_column = next((c for c in PAIR_CANDIDATES if c in dataset.column_names), None)
-        self.check_columns(dataset, what)
-
-    def check_columns(self, dataset, what: str) -> None:
-        columns = [self.text_column, self.data_args.label_column] + ([self.pair_column] if self.pair_column else [])
-        require_columns(dataset, columns, what)
 
     def learn_from_data(self, datasets, all_gather) -> None:
         """The label set: the union of every rank's labels (a sharded channel gives each host some)."""
         local = set()
         for ds in datasets:
             if ds is not None:
-                local |= set(ordered_labels(ds.unique(self.data_args.label_column)))
+                local |= set(ordered_labels(ds.unique(self.column("label_column"))))
         self.set_labels(ordered_labels({x for part in all_gather(sorted(local)) for x in part}))
 
     def set_labels(self, labels: list[str]) -> None:
+        if self.data_args.num_labels is not None:
+            labels = labels_for_count(labels, self.data_args.num_labels)
         if len(labels) < 2:
             raise DataError(f"text classification needs at least 2 distinct labels, the data has {labels}")
         self.labels = labels
@@ -119,13 +138,13 @@ class TextClassification(Task):
         a = self.data_args
         label2id = {name: i for i, name in enumerate(self.labels)}
         max_length = self.max_length(tokenizer, config)
-        text, pair = self.text_column, self.pair_column
+        text, pair, label = self.column("text_column"), self.column("text_pair_column"), self.column("label_column")
 
         def prepare(batch):
             args = (batch[text],) if pair is None else (batch[text], batch[pair])
             enc = tokenizer(*args, truncation=True, max_length=max_length,
                             padding="max_length" if a.pad_to_max_length else False)
-            enc["labels"] = [label2id.get(label_key(v), -100) for v in batch[a.label_column]]
+            enc["labels"] = [label2id.get(label_key(v), -100) for v in batch[label]]
             return enc
 
         return dataset.map(prepare, batched=True, remove_columns=dataset.column_names, desc=desc, **map_kwargs)
@@ -139,7 +158,7 @@ class TextClassification(Task):
     def baseline(self, raw_train, raw_eval) -> dict[str, float]:
         if raw_train is None:
             return {}
-        column = self.data_args.label_column
+        column = self.column("label_column")
         return baselines.classification(raw_train[column], raw_eval[column])
 
     def compute_metrics(self, eval_examples, eval_features, tokenizer):

@@ -9,8 +9,8 @@ import numpy as np
 from transformers import AutoModelForQuestionAnswering
 
 from .. import baselines, metrics_qa
-from ..data import DataError, require_columns
-from .base import Task
+from ..data import DataError
+from .base import Column, Task, Verdict
 
 
 def _answers(value) -> dict:
@@ -57,19 +57,20 @@ class QuestionAnswering(Task):
     arguments = QuestionAnsweringArguments
     metrics = ("exact_match", "f1", "HasAns_exact", "HasAns_f1", "NoAns_exact", "NoAns_f1")
     baseline_metrics = ("exact_match", "f1")
+    columns = (
+        Column("question_column", "question"),
+        Column("context_column", "context"),
+        Column("answers_column", "answers", kind="answers"),
+        Column("id_column", "example id", kind="id", required=False),
+    )
+    verdict = Verdict("f1", 2.0, "SQuAD F1 in points (0-100): 2 points over answering with the context's first two "
+                                 "words")
     auto_model = AutoModelForQuestionAnswering
     default_max_length = 384
 
     def check_tokenizer(self, tokenizer) -> None:
         if not getattr(tokenizer, "is_fast", True):
             raise DataError("question answering needs a fast tokenizer (offset mappings)")
-
-    def resolve_columns(self, dataset, what: str) -> None:
-        self.check_columns(dataset, what)
-
-    def check_columns(self, dataset, what: str) -> None:
-        a = self.data_args
-        require_columns(dataset, [a.question_column, a.context_column, a.answers_column], what)
 
     def _tokenize(self, tokenizer, config, questions, contexts, *, train: bool):
         a = self.data_args

@@ -9,8 +9,7 @@ import numpy as np
 from transformers import AutoModelForSeq2SeqLM, DataCollatorForSeq2Seq, Seq2SeqTrainer
 
 from .. import baselines
-from ..data import pick_column
-from .base import ModelTaskMismatch, Task
+from .base import Column, ModelTaskMismatch, Task, Verdict
 
 TEXT_CANDIDATES = ("document", "article", "text", "dialogue", "source")
 SUMMARY_CANDIDATES = ("summary", "highlights", "target", "abstract")
@@ -60,14 +59,18 @@ class Summarization(Task):
     arguments = SummarizationArguments
     metrics = ("rouge1", "rouge2", "rougeL", "rougeLsum", "gen_len")
     baseline_metrics = ("rouge1", "rouge2", "rougeL", "rougeLsum")
+    columns = (
+        Column("text_column", "document", candidates=TEXT_CANDIDATES),
+        Column("summary_column", "summary", candidates=SUMMARY_CANDIDATES),
+    )
+    verdict = Verdict("rougeL", 1.0, "ROUGE-L in points (0-100): 1 point over lead-3, the document's first three "
+                                     "sentences")
     auto_model = AutoModelForSeq2SeqLM
     trainer_class = Seq2SeqTrainer
     default_max_length = 1024
 
     def __init__(self, data_args) -> None:
         super().__init__(data_args)
-        self.text_column: str | None = None
-        self.summary_column: str | None = None
         self.prefix = ""
 
     @classmethod
@@ -81,16 +84,6 @@ class Summarization(Task):
 
     def final_eval_kwargs(self, training_args) -> dict:
         return {"max_length": self.data_args.val_max_target_length, "num_beams": training_args.generation_num_beams}
-
-    def resolve_columns(self, dataset, what: str) -> None:
-        a = self.data_args
-        self.text_column = pick_column(dataset, a.text_column, TEXT_CANDIDATES, "document")
-        self.summary_column = pick_column(dataset, a.summary_column, SUMMARY_CANDIDATES, "summary")
-
-    def check_columns(self, dataset, what: str) -> None:
-        from ..data import require_columns
-
-        require_columns(dataset, [self.text_column, self.summary_column], what)
 
     def check_model(self, config) -> None:
         if not getattr(config, "is_encoder_decoder", False):
@@ -109,7 +102,7 @@ class Summarization(Task):
     def _tokenize(self, dataset, tokenizer, config, map_kwargs, desc, target_length):
         a = self.data_args
         max_length = self.max_length(tokenizer, config)
-        text, summary, prefix = self.text_column, self.summary_column, self.prefix
+        text, summary, prefix = self.column("text_column"), self.column("summary_column"), self.prefix
         padding = "max_length" if a.pad_to_max_length else False
 
         def prepare(batch):
@@ -138,7 +131,7 @@ class Summarization(Task):
         return DataCollatorForSeq2Seq(tokenizer, model=model, label_pad_token_id=-100, pad_to_multiple_of=multiple)
 
     def baseline(self, raw_train, raw_eval) -> dict[str, float]:
-        return baselines.summarization(raw_eval[self.text_column], raw_eval[self.summary_column])
+        return baselines.summarization(raw_eval[self.column("text_column")], raw_eval[self.column("summary_column")])
 
     def compute_metrics(self, eval_examples, eval_features, tokenizer):
         pad = tokenizer.pad_token_id

@@ -1,0 +1,92 @@
+"""`runctl list/status/logs --local`: local runs (`python -m local_mode ...`, under .local-runs/) read as runs in
+AWS are, with the same output.
+
+The emulator of a local run is gone when `local_mode` exits, so each local run keeps what these commands need:
+while its session is still up, `capture` asks the emulated AWS exactly what `list`, `status` and `logs` ask a
+deployed environment (runctl's own functions against the emulator's clients) and `local_mode` writes the answers
+to `<run folder>/report/runctl.json`. The commands here print them with the same formatting functions.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from runctl import core, observe
+
+DEFAULT_ROOT = Path(".local-runs")
+RECORD = "runctl.json"
+
+
+def capture(clients: core.Clients, state_machine_arn: str, execution_arn: str, report: Path) -> dict[str, Any]:
+    """What list/status/logs would print for this run, asked of the (emulated) AWS it ran in."""
+    info = core.status(clients, execution_arn)
+    info["report"] = str(report)
+    name = execution_arn.rsplit(":", 1)[-1]
+    rows = [r for r in observe.list_runs(clients, state_machine_arn, limit=1000) if r["execution"] == name]
+    _, jobs = observe.run_jobs(clients, execution_arn)
+    events = observe.LogReader(clients.logs, jobs).read_new()
+    return {"execution_arn": execution_arn, "status": info, "row": rows[0] if rows else None,
+            "jobs": [list(job) for job in jobs], "log_events": [list(event) for event in events]}
+
+
+def write(folder: Path, record: dict[str, Any]) -> Path:
+    path = folder / RECORD
+    path.write_text(json.dumps(record, indent=1, default=str))
+    return path
+
+
+def _runs(root: Path) -> list[tuple[Path, dict[str, Any]]]:
+    if not root.is_dir():
+        raise core.RunctlError(f"no local runs under {root}: local runs are written there by `python -m local_mode "
+                               "...` (run it from the same folder), or pass --local-runs DIR")
+    found = []
+    for path in root.glob(f"**/report/{RECORD}"):
+        try:
+            record = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError):
+            continue  # a run still being written, or not a local run's record
+        row = record.get("row") or {}
+        if row.get("started"):
+            row["started"] = datetime.fromisoformat(str(row["started"]))
+        found.append((path.parent.parent, record))
+    return sorted(found, key=lambda item: str((item[1].get("row") or {}).get("started") or ""), reverse=True)
+
+
+def _find(root: Path, run: str) -> tuple[Path, dict[str, Any]]:
+    runs = _runs(root)
+    for folder, record in runs:
+        names = {record.get("execution_arn"), str(record.get("execution_arn", "")).rsplit(":", 1)[-1],
+                 (record.get("status") or {}).get("run_id"), folder.name, str(folder)}
+        if run in names:
+            return folder, record
+    known = ", ".join(str((r.get("status") or {}).get("run_id") or f.name) for f, r in runs[:5]) or "none"
+    raise core.RunctlError(f"no local run {run!r} under {root} (recent: {known}); `runctl list --local` lists them")
+
+
+def list_lines(root: Path, limit: int) -> tuple[list[dict[str, Any]], list[str]]:
+    rows = []
+    for _, record in _runs(root):
+        if record.get("row"):
+            verdict = (((record.get("status") or {}).get("result") or {}).get("verdict") or {}).get("verdict")
+            rows.append({"verdict": verdict, **record["row"]})  # a record kept before rows had the verdict
+    rows = rows[:limit]
+    return rows, observe.list_lines(rows)
+
+
+def status(root: Path, run: str) -> dict[str, Any]:
+    return _find(root, run)[1]["status"]
+
+
+def log_lines(root: Path, run: str) -> list[str]:
+    _, record = _find(root, run)
+    events = [tuple(event) for event in record.get("log_events") or []]
+    lines = [observe.format_event(event) for event in events]  # type: ignore[arg-type]
+    if not lines:
+        jobs = record.get("jobs") or []
+        status = (record.get("status") or {}).get("status")
+        lines = [f"the run has no jobs (execution {status})" if not jobs else
+                 f"no log lines for {', '.join(job[1] for job in jobs)} (execution {status})"]
+    return lines
