@@ -102,3 +102,10 @@ def test_every_example_runs_locally_as_shipped(dev_outdir: Path, tmp_path: Path)
     logs = runctl("logs", result["run_id"]).splitlines()
     assert any("[train attempt 0, algo-2] " in line for line in logs)
     assert any("[train] step 20/20 (100%) loss=" in line for line in logs)
+    # `runctl logs RUN | head -1`: the reader closes the pipe early; that ends runctl quietly, not with a traceback
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    piped = subprocess.Popen([sys.executable, "-m", "runctl", "logs", result["run_id"], "--local", "--local-runs",
+                              str(tmp_path)], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    assert piped.stdout.readline().strip()
+    piped.stdout.close()
+    assert piped.wait(timeout=120) == 0 and b"Traceback" not in piped.stderr.read()
