@@ -124,8 +124,8 @@ def run_files(cdk_out: Path, work_dir: Path, spec_paths: list[Path], data: Path,
             if folder is not None:
                 upload_local_model(session, spec, folder)
             # interruptions on the command line replace the spec's local.interrupt_at_step
-                outcome = session.run_spec(spec, interrupt_at_step=0 if interruptions else None,
-                                           interruptions=interruptions)
+            outcome = session.run_spec(spec, interrupt_at_step=0 if interruptions else None,
+                                       interruptions=interruptions)
             conclude(session, outcome, run_dir, verbose=verbose)
             outcomes.append(outcome)
     if len(specs) > 1:
