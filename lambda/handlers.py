@@ -38,6 +38,7 @@ import orphans
 import outcomes
 import registry
 import request_guard
+import stall_watch
 from aws import aws_errors, client, error_code, is_already_exists, is_not_found
 from botocore.exceptions import ClientError
 from errors import JobConflictError, JobFailedError, PreflightError, SpecError
@@ -232,9 +233,11 @@ def start_training(event: dict[str, Any], context: Any = None) -> dict[str, Any]
     _log("training job started" if created else "training job already started", job_name=name, attempt=attempt,
          **config)
     checkpoint = run["spec"]["checkpoint"]
+    stall = run["spec"].get("stall") or {"action": "off"}  # a run planned before stall.* existed: no watch
     return {"job_type": "training", "stage": "train", "job_name": name, "job_arn": arn, "attempt": attempt,
             "created": created, **config, "links": messages.run_links(settings, None, name, "training"),
             "run_id": run["run_id"], "checkpoint_uri": run["uris"]["checkpoint"],
+            "stall": {k: stall.get(k) for k in ("minutes", "startup_minutes", "action")},
             "watchdog": {"every_minutes": checkpoint_interval.watchdog_minutes(checkpoint.get("every_minutes", 0)),
                          "auto": checkpoint.get("every_minutes") == checkpoint_interval.AUTO,
                          **checkpoint.get("watchdog", {"intervals": None, "action": "off"})}}
@@ -252,8 +255,9 @@ def check_job(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
     """Input {job, previous?}; returns {state, status, secondary_status, failure_reason, ...} ($.status).
 
     state: running | completed | retryable (spot MaxWaitTimeExceeded, capacity errors, a stop by the
-    durability watchdog) | failed. For training jobs with a checkpoint URI, `durability` reports the newest
-    checkpoint complete in S3; `previous` (the last $.status) carries the watchdog's warned/stopped state.
+    durability watchdog, a stall: `outcome` "stall") | failed. For training jobs with a checkpoint URI,
+    `durability` reports the newest checkpoint complete in S3 and `stall_watch` the outside stall watch
+    (stall_watch.py); `previous` (the last $.status) carries the watchdogs' warned/stopped state.
     """
     job = event["job"]
     sm = client("sagemaker")
@@ -264,6 +268,9 @@ def check_job(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
     if job["job_type"] == "training" and job.get("checkpoint_uri"):
         previous = event.get("previous") if isinstance(event.get("previous"), dict) else {}
         _watch_durability(sm, job, desc, status, previous.get("durability"))
+        _watch_stall(sm, job, desc, status, previous.get("stall_watch"))
+    if status.get("outcome") == outcomes.STALL and (job.get("stall") or {}).get("action") == "fail":
+        status["state"] = outcomes.FAILED  # stall.action fail: the run ends here, saying what stalled
     _log("job checked", **{k: status[k] for k in ("job_name", "status", "secondary_status", "state")},
          last_durable_step=(status.get("durability") or {}).get("last_durable_step"))
     return status
@@ -299,6 +306,30 @@ def _watch_durability(sm: Any, job: dict[str, Any], desc: dict[str, Any], status
              last_durable_step=report["last_durable_step"])
     if report.get("stopped_at") and status["status"] in ("Stopped", "Failed") and status["state"] != "completed":
         status["state"] = outcomes.RETRYABLE
+        status["failure_reason"] = report["stop_reason"]
+
+
+def _watch_stall(sm: Any, job: dict[str, Any], desc: dict[str, Any], status: dict[str, Any],
+                 previous: dict[str, Any] | None) -> None:
+    """The stall watch from outside the job (stall_watch.py): stop a job that is Training without progress."""
+    stall = job.get("stall") or {"action": "off"}
+    if stall.get("action") == "off":
+        return
+    heartbeat = stall_watch.read_heartbeat(client("s3"), job["checkpoint_uri"]) if status["state"] == "running" \
+        else None
+    report, stop = stall_watch.watch(previous, heartbeat, job_name=job["job_name"], now=durability.utc_now(),
+                                     since=durability.training_since(desc), stall=stall)
+    status["stall_watch"] = report
+    if stop:
+        with aws_errors():
+            try:
+                sm.stop_training_job(TrainingJobName=job["job_name"])
+            except ClientError as err:  # already stopping or ended: nothing to stop
+                logger.warning("stop_training_job %s: %s", job["job_name"], error_code(err))
+        _log("stall watch stopped the job", job_name=job["job_name"], reason=report["stop_reason"])
+    if report.get("stopped_at") and status["status"] in ("Stopped", "Failed") and status["state"] != "completed":
+        status["state"] = outcomes.RETRYABLE
+        status["outcome"] = outcomes.STALL
         status["failure_reason"] = report["stop_reason"]
 
 

@@ -15,6 +15,7 @@ from local_mode.console import failure_lines, success_lines
 from local_mode.job_settings import Interruption
 from local_mode.report import write_report
 from local_mode.session import LocalSession, RunOutcome
+from local_mode.stall_faults import describe_stall
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples"
@@ -78,13 +79,21 @@ def conclude(session: LocalSession, outcome: RunOutcome, work_dir: Path, *, verb
 
 
 def run_file(cdk_out: Path, work_dir: Path, spec_path: Path, data: Path, interruptions: list[Interruption], *,
-             verbose: bool = False) -> RunOutcome:
+             verbose: bool = False, stalls: list[str] | None = None, processes_per_host: int = 1) -> RunOutcome:
     spec = read_spec(spec_path)
     check_data_folder(data)
-    with LocalSession(cdk_out, work_dir, verbose=verbose) as session:
+    for fault in stalls or []:
+        try:
+            describe_stall(fault)
+        except ValueError as exc:
+            raise UsageError(f"--inject-stall {exc}") from None
+    if processes_per_host < 1:
+        raise UsageError(f"--processes-per-host {processes_per_host}: at least 1")
+    with LocalSession(cdk_out, work_dir, verbose=verbose, processes_per_host=processes_per_host) as session:
         print(f"uploaded {session.upload_folder(data)} files from {data} to s3://{session.dep.data_bucket}/")
         # interruptions on the command line replace the spec's local.interrupt_at_step
-        outcome = session.run_spec(spec, interrupt_at_step=0 if interruptions else None, interruptions=interruptions)
+        outcome = session.run_spec(spec, interrupt_at_step=0 if interruptions else None, interruptions=interruptions,
+                                   stalls=stalls)
         conclude(session, outcome, work_dir, verbose=verbose)
     return outcome
 

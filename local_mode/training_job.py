@@ -84,9 +84,11 @@ class TrainingJob(LocalJob):
     event_detail_type = "SageMaker Training Job State Change"
 
     def __init__(
-        self, request: dict[str, Any], *, interruptions: list[Interruption] | None = None, **kwargs: Any
+        self, request: dict[str, Any], *, interruptions: list[Interruption] | None = None,
+        stall_fault: str | None = None, **kwargs: Any
     ) -> None:
         super().__init__(request, **kwargs)
+        self.stall_fault = stall_fault  # HFTRAIN_INJECT_STALL for the first attempt (stall_injection.py)
         self.secondary_status = "Starting"
         self.transitions: list[dict[str, Any]] = [
             {
@@ -319,9 +321,13 @@ class TrainingJob(LocalJob):
         return sync
 
     def _start_hosts(self, hosts: list[Host]) -> None:
+        env = self.base_env()
+        if self.stall_fault and self.attempt == 1:
+            env["HFTRAIN_INJECT_STALL"] = self.stall_fault
+            self.emit("status", f"injecting a stall: HFTRAIN_INJECT_STALL={self.stall_fault}")
         self.hosts = training_processes(
             hosts,
-            base_env=self.base_env(),
+            base_env=env,
             job_name=self.name,
             job_arn=self.arn,
             bin_dir=self.work_dir / "bin",

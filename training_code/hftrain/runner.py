@@ -16,6 +16,7 @@ from pathlib import Path
 
 from . import args as hp
 from . import (
+    bandwidth,
     baselines,
     batching,
     checkpoints,
@@ -28,6 +29,8 @@ from . import (
     save_interval,
     sharding,
     smenv,
+    stall,
+    stall_injection,
     tokenized_cache,
     volume,
 )
@@ -42,16 +45,17 @@ from .callbacks import (
 from .data import DataError, load_hub, load_local
 from .failure import write_failure
 from .goodput import GoodputCallback, GoodputClock
-from .nccl import NcclTransportCallback
+from .nccl import NcclTransportCallback, NetworkError
 from .progress import ProgressLineCallback
 from .sagemaker_trainer import make_trainer_class
+from .stall_hooks import StallCallback, start_watchdog
 from .tasks import get_task
 from .tasks.base import ModelTaskMismatch
 
 logger = logging.getLogger("hftrain")
 
 USER_ERRORS = (hp.ArgumentError, DataError, ModelTaskMismatch, resume.CheckpointMismatchError,
-               volume.VolumeFullError)
+               volume.VolumeFullError, NetworkError)
 
 
 # ---------------------------------------------------------------- model location
@@ -235,6 +239,7 @@ class TrainingRun:
         # What this process spends its time on (goodput.py); lines only from global rank 0 (set in setup).
         self.clock = clock or GoodputClock(job=self.env.job_name, host=self.env.current_host, enabled=False)
         self.clock.mark_imports_done()
+        self.injection = stall_injection.mine()  # local mode's injected faults (stall_injection.py)
 
     # --- arguments, logging, seed, SIGTERM
     def setup(self) -> None:
@@ -259,6 +264,12 @@ class TrainingRun:
                         self.env.num_hosts, self.env.hosts, self.world, args.device, args.bf16, args.fp16)
         set_seed(args.seed)
         self.task.adjust_training_args(args)
+        # the network before the work (bandwidth.py): a GPU job across hosts below its floor ends here
+        line = bandwidth.probe(instance_type=os.environ.get("SM_CURRENT_INSTANCE_TYPE"), hosts=self.env.num_hosts,
+                               require=os.environ.get("HFTRAIN_EXPECT_EFA") == "1"
+                               and os.environ.get("HFTRAIN_REQUIRE_EFA", "1") != "0")
+        if self.rank == 0:
+            logger.info(line)
 
     # --- data: this rank's raw rows, the columns, what the task reads from all ranks' data
     def load_data(self) -> None:
@@ -457,6 +468,8 @@ class TrainingRun:
         args, workers = self.args, self.args.dataloader_num_workers
         train_collator = sharding.WeightedCollator(  # padding-free where it applies
             packing.train_collator(self.task, self.tokenizer, self.model, args, self.task.name))
+        if self.injection is not None and self.injection.how == "loader":
+            train_collator = stall_injection.HangingCollator(train_collator, self.injection)
 
         def train_loader():
             return sharding.EpochDataLoader(
@@ -496,6 +509,7 @@ class TrainingRun:
             LogLinesCallback(),
             ProgressLineCallback(),
             NcclTransportCallback(),  # which network NCCL chose (EFA or a TCP fallback)
+            StallCallback(self.injection),  # every step's end is progress for the stall watchdog
             GoodputCallback(self.clock),  # last: the markers and rotation of CheckpointCallback count as save time
         ]
 
@@ -548,6 +562,7 @@ class TrainingRun:
     def evaluate(self, trainer, metrics: dict) -> None:
         if self.eval_features is None or not self.args.eval_at_end:
             return
+        stall.HEART.mark("final evaluation", "final")
         with self.clock.final("eval"):
             scores = trainer.evaluate(**self.task.final_eval_kwargs(self.args))
             metrics.update({k: v for k, v in scores.items() if isinstance(v, int | float)})
@@ -559,6 +574,7 @@ class TrainingRun:
     def write_outputs(self, trainer, metrics: dict) -> None:
         """The final model, written once by global rank 0 (all ranks join for sharded models), and metrics.json."""
         env = self.env
+        stall.HEART.mark("final model write", "final")
         with self.clock.final("save"):
             fsdp.save_final_model(trainer, env.model_dir)
             if self.rank == 0:
@@ -578,11 +594,15 @@ def _first_rows(dataset, limit):
 
 def run(model_args, data_args, training_args, clock: GoodputClock | None = None) -> int:
     job = TrainingRun(model_args, data_args, training_args, clock)
+    watchdog = start_watchdog(training_args)  # every rank, before anything can hang (stall.py)
     for phase, step in (("setup", job.setup), ("data_load", job.load_data), ("model_load", job.load_model_and_tokenizer),
                         ("tokenize", job.tokenize), ("layout", job.lay_out_training),
                         ("resume_verify", job.decide_resume)):
+        stall.HEART.mark(phase, "startup")
+        stall_injection.at_phase(job.injection, phase)
         with job.clock.phase(phase):  # the start-up parts of the goodput ledger (goodput.py)
             step()
+    stall.HEART.mark("restore", "startup")
     job.prepare_trainer()
     trainer, metrics = job.train()
     if not job.stopped_by_sigterm(trainer):
@@ -590,6 +610,8 @@ def run(model_args, data_args, training_args, clock: GoodputClock | None = None)
         job.write_outputs(trainer, metrics)
     job.sigterm.uninstall()
     distributed.barrier()
+    if watchdog is not None:
+        watchdog.stop()
     job.clock.end()
     return 0
 
