@@ -41,9 +41,7 @@ def classify(job_type: str, desc: dict[str, Any]) -> dict[str, Any]:
     elif secondary == MAX_WAIT or MAX_WAIT in reason:
         classification = RETRYABLE
         reason = reason or f"{MAX_WAIT}: no spot capacity within spot.max_wait_seconds"
-    elif status == "Failed" and CAPACITY_RE.search(reason):
-        classification = RETRYABLE
-    elif job_type == "training" and status == "Failed" and STALL_RE.search(reason):
+    elif status == "Failed" and (CAPACITY_RE.search(reason) or job_type == "training" and STALL_RE.search(reason)):
         classification = RETRYABLE
     else:
         classification = FAILED

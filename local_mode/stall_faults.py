@@ -7,6 +7,7 @@ its file so that the CLI refuses a malformed fault before anything starts and sa
 from __future__ import annotations
 
 import importlib.util
+import sys
 from functools import lru_cache
 from pathlib import Path
 from types import ModuleType
@@ -19,6 +20,7 @@ def _grammar() -> ModuleType:
     spec = importlib.util.spec_from_file_location("local_mode_stall_injection", SOURCE)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
     spec.loader.exec_module(module)
     return module
 

@@ -469,7 +469,7 @@ class TrainingRun:
         train_collator = sharding.WeightedCollator(  # padding-free where it applies
             packing.train_collator(self.task, self.tokenizer, self.model, args, self.task.name))
         if self.injection is not None and self.injection.how == "loader":
-            train_collator = stall_injection.HangingCollator(train_collator, self.injection)
+            train_collator = stall_injection.HangingCollator(train_collator, self.injection, self.decision.step or 0)
 
         def train_loader():
             return sharding.EpochDataLoader(

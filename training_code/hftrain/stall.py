@@ -30,6 +30,7 @@ claimant also appends the stall record `{job, last_progress_at, detected_at, ran
 from __future__ import annotations
 
 import faulthandler
+import io
 import json
 import logging
 import os
@@ -39,6 +40,7 @@ import statistics
 import sys
 import threading
 import time
+import traceback
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -287,6 +289,10 @@ def _message(named: list[tuple[dict[str, Any], float, float]], quiet: float, rul
     who = _rank_text(beat) + (f" (also {', '.join(others)})" if others else "")
     if beat.get("never"):
         state = "never reported (its process may not have started)"
+    elif beat.get("frozen"):
+        state = (f"stopped responding (its process is frozen or SIGSTOPped: not even its watchdog thread runs); no "
+                 f"progress for {quiet / 60:.1f} min, last heard at "
+                 + (f"step {beat.get('step')}" if beat.get("step") is not None else f"start-up phase {beat.get('phase')}"))
     elif beat.get("step") is None or beat.get("kind") == "startup":
         state = f"made no progress for {quiet / 60:.1f} min in start-up phase {beat.get('phase')} (before step 1)"
     else:
@@ -297,10 +303,9 @@ def _message(named: list[tuple[dict[str, Any], float, float]], quiet: float, rul
     last = f"; last in {' <- '.join(frames)}" if frames else ""
     if beat.get("where"):
         last += f" (step part: {beat['where']})"
-    how = " (its process stopped responding: frozen or SIGSTOPped)" if beat.get("frozen") and not \
-        beat.get("never") else ""
-    first = f"{MESSAGE_PREFIX}{who} {state}{how}{last}"
-    return (f"{first}\n{silent} of {world} ranks silent; limit {rule}. The stacks of every rank that could still "
+    first = f"{MESSAGE_PREFIX}{who} {state}{last}"
+    return (f"{first}\n{silent} of {world} ranks without progress (the others wait for the named rank in a "
+            f"collective); limit {rule}. The stacks of every rank that could still "
             "run are in the job's log and under the checkpoint prefix's _stalls/; the pipeline retries from the "
             "last durable checkpoint unless stall.action is 'fail'.")
 
@@ -323,6 +328,19 @@ class Identity:
         return cls(rank=int(os.environ.get("RANK", "0") or 0), world=int(os.environ.get("WORLD_SIZE", "1") or 1),
                    local_rank=int(os.environ.get("LOCAL_RANK", "0") or 0), host=env.current_host, job=env.job_name,
                    checkpoint_dir=checkpoint_dir)
+
+
+def dump_stacks(handle) -> None:
+    """Every thread's stack: faulthandler (C level, also for a thread stuck in C code) when the handle is a real
+    file, else the same from Python's frames."""
+    try:
+        handle.flush()
+        faulthandler.dump_traceback(file=handle, all_threads=True)
+        return
+    except (AttributeError, ValueError, OSError, io.UnsupportedOperation):
+        pass
+    for ident, frame in sys._current_frames().items():  # noqa: SLF001
+        handle.write(f"Thread 0x{ident:x}:\n{''.join(traceback.format_stack(frame))}\n")
 
 
 def _exit_process(code: int) -> None:
@@ -416,7 +434,7 @@ class Watchdog(threading.Thread):
         sys.stderr.write(f"\n{announced['message'].splitlines()[0]}\n")
         sys.stderr.write(f"stall watchdog: stacks of rank {rank} ({self.who.host}, pid {os.getpid()}):\n")
         sys.stderr.flush()
-        faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
+        dump_stacks(sys.stderr)
         path = self._write_stacks()
         if path:
             sys.stderr.write(f"stall watchdog: stacks of rank {rank} also in {path}\n")
@@ -467,7 +485,7 @@ class Watchdog(threading.Thread):
             folder.mkdir(parents=True, exist_ok=True)
             path = folder / f"rank-{self.who.rank}.txt"
             with path.open("w") as handle:
-                faulthandler.dump_traceback(file=handle, all_threads=True)
+                dump_stacks(handle)
             return str(path)
         except OSError:
             return None

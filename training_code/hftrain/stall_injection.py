@@ -87,10 +87,11 @@ def after_step(injection: Injection | None, step: int) -> None:
 
 
 class HangingCollator:
-    """Wraps the training collator: blocks on the batch after `step` (batches counted in this process)."""
+    """Wraps the training collator: blocks on the batch of step `step` + 1 (batches counted in this process
+    from the step training resumed at; one batch per step)."""
 
-    def __init__(self, collate, injection: Injection) -> None:
-        self.collate, self.injection, self.batches = collate, injection, 0
+    def __init__(self, collate, injection: Injection, start_step: int = 0) -> None:
+        self.collate, self.injection, self.batches = collate, injection, start_step
 
     def __call__(self, rows):
         self.batches += 1
