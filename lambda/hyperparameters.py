@@ -82,10 +82,12 @@ def pipeline_values(spec: dict[str, Any]) -> dict[str, Any]:
     stall = spec.get("stall") or {}
     if stall.get("action") == "off":
         values["stall_minutes"] = "off"
-    elif stall:
+    elif isinstance(stall, dict) and stall:
         minutes = stall.get("minutes", "auto")
-        values["stall_minutes"] = minutes if minutes == "auto" else f"{minutes:g}"
-        values["stall_startup_minutes"] = stall.get("startup_minutes", 60)
+        if minutes == "auto" or isinstance(minutes, int | float):  # (values that failed their check: none)
+            values["stall_minutes"] = minutes if minutes == "auto" else f"{minutes:g}"
+        if isinstance(stall.get("startup_minutes", 60), int | float):
+            values["stall_startup_minutes"] = stall.get("startup_minutes", 60)
     distribution = spec["distribution"]
     if distribution["strategy"] == "fsdp":
         values["fsdp"] = distribution["fsdp"]["sharding"]

@@ -400,16 +400,16 @@ def watchdog_fits(spec: dict[str, Any], ctx: Context) -> None:
 
 
 def stall_fits(spec: dict[str, Any], ctx: Context) -> None:
-    """The stall limits are shorter than the job's `max_runtime_seconds` (else the watchdog could never act)."""
+    """`stall.minutes` is shorter than the job's `max_runtime_seconds` (else the watchdog could never act; the
+    longer start-up limit may exceed a short job's runtime, which then simply ends the job first)."""
     stall, runtime = spec.get("stall"), spec.get("max_runtime_seconds")
     if not valid(stall, runtime) or stall.get("action") == "off":
         return
-    for name in ("minutes", "startup_minutes"):
-        value = stall.get(name)
-        if isinstance(value, int | float) and valid(value) and value * 60 >= runtime:
-            ctx.problems.add(f"stall.{name}", f"{value:g} minutes is not shorter than max_runtime_seconds={runtime} "
-                                              f"({runtime / 60:g} min): the watchdog could never act; lower it, or "
-                                              "set stall.action 'off'")
+    value = stall.get("minutes")
+    if isinstance(value, int | float) and valid(value) and value * 60 >= runtime:
+        ctx.problems.add("stall.minutes", f"{value:g} minutes is not shorter than max_runtime_seconds={runtime} "
+                                          f"({runtime / 60:g} min): the watchdog could never act; lower it, or set "
+                                          "stall.action 'off'")
 
 
 def _whole(value: Any) -> bool:
