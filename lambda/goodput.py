@@ -344,6 +344,8 @@ def split_attempt(attempt: Attempt, evidence: Evidence | None, *, kept_until: in
                f"no GOODPUT or PROGRESS line in {evidence.stream}" if evidence and evidence.stream else
                f"no {LEADER} log stream of {attempt.job} in this attempt's window")
         notes.append(f"{attempt.job} start {attempt.restart}: {training:.0f} s of Training not split ({why})")
+        if stall is not None:  # a stall before the first step: from the last progress the job reported to its end
+            parts["stalled"] = max(0.0, t1 - max(epoch(stall.get("last_progress_at")) or t1, t0))
         parts["unaccounted"] = rest()
         return Split(parts, details, notes, None, None)
     last_progress = evidence.progress[-1][0] if evidence.progress else None

@@ -201,3 +201,19 @@ def test_a_job_never_heard_of_is_stopped_after_the_start_up_limit(running, conte
 def test_spec_errors_are_raised_before_any_job(context, aws_account):
     with pytest.raises(SpecError):
         handlers.prepare({"spec": {**SPEC, "stall": {"minutes": -1}}}, context)
+
+
+# --- the ledger --------------------------------------------------------------------------------------------------------
+def test_a_stall_before_the_first_step_is_counted_as_stalled_though_the_log_cannot_be_split():
+    """The attempt whose rank never reached its first step printed no GOODPUT line: its Training window is not
+    split, but the stall record says from when nothing moved (the goodput ledger, lambda/goodput.py)."""
+    import goodput
+    from test_lambda_goodput import JOB, T, assert_adds_up, describe
+
+    desc = describe([("Downloading", 0, 5), ("Training", 5, 105), ("Failed", 105, 105)], count=2, status="Failed")
+    stream = {"name": f"{JOB}/algo-1-1", "first_at": T + 6, "events": [[T + 6, "INFO toolkit starting"]]}
+    stall = {"job": JOB, "last_progress_at": T + 40, "detected_at": T + 100, "rank": 1, "step": None}
+    ledger = goodput.ledger([desc], {JOB: [stream]}, [stall])
+    assert_adds_up(ledger)
+    assert ledger["parts"]["stalled"] == pytest.approx(2 * 65)  # from its last progress to the job's end
+    assert goodput.ledger([desc], {JOB: [stream]})["parts"]["stalled"] == 0

@@ -117,6 +117,7 @@ def test_the_watchdog_thread_dumps_stacks_writes_the_failure_and_the_record_then
     checkpoints.mkdir()
     (checkpoints / stall.STALLS_FILE).write_text(json.dumps({"stalls": [{"job": "earlier", "detected_at": 1}]}))
     heart = stall.Heart()
+    heart.mark("train", "train")  # training from the first look on (the heartbeat file below says its limit)
     exits: list[int] = []
     done = threading.Event()
 

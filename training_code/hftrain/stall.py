@@ -305,9 +305,9 @@ def _message(named: list[tuple[dict[str, Any], float, float]], quiet: float, rul
         last += f" (step part: {beat['where']})"
     first = f"{MESSAGE_PREFIX}{who} {state}{last}"
     return (f"{first}\n{silent} of {world} ranks without progress (the others wait for the named rank in a "
-            f"collective); limit {rule}. The stacks of every rank that could still "
-            "run are in the job's log and under the checkpoint prefix's _stalls/; the pipeline retries from the "
-            "last durable checkpoint unless stall.action is 'fail'.")
+            f"collective); limit {rule}. The stacks of every rank that could still run are in the job's log and in "
+            f"{STACKS_DIR}/{beat.get('job')}/rank-<rank>.txt under the run's checkpoint prefix; the pipeline retries "
+            "from the last durable checkpoint unless stall.action is 'fail'.")
 
 
 # --- the thread -----------------------------------------------------------------------------------------------

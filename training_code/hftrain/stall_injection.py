@@ -87,14 +87,20 @@ def after_step(injection: Injection | None, step: int) -> None:
 
 
 class HangingCollator:
-    """Wraps the training collator: blocks on the batch of step `step` + 1 (batches counted in this process
-    from the step training resumed at; one batch per step)."""
+    """Wraps the training collator: blocks on the batch of step `step` + 1 (one batch per step, counted from the
+    step training resumed at, across the loader's worker processes and epochs: a counter in shared memory that
+    the forked workers inherit)."""
 
     def __init__(self, collate, injection: Injection, start_step: int = 0) -> None:
-        self.collate, self.injection, self.batches = collate, injection, start_step
+        import multiprocessing
+
+        self.collate, self.injection = collate, injection
+        self.batches = multiprocessing.Value("i", start_step)
 
     def __call__(self, rows):
-        self.batches += 1
-        if self.batches > (self.injection.step or 0):
+        with self.batches.get_lock():
+            self.batches.value += 1
+            count = self.batches.value
+        if count > (self.injection.step or 0):
             hang(self.injection.describe() + f" (in pid {os.getpid()})")
         return self.collate(rows)
