@@ -10,7 +10,8 @@ steps. Every attempt pays `download` and `startup` (a restart also `restore`; wi
 pays `cache_load` instead of `tokenize`). Training saves a checkpoint every `interval` of step time, each
 blocking `save` seconds; a checkpoint counts once its save completed. Interruptions arrive as a Poisson process
 over billed time (`rate` per day); one is abrupt: the steps since the last complete checkpoint are replayed
-(`replayed`), a save in progress is lost. Stalls arrive the same way (`stall_rate`); a stalled attempt burns
+(`replayed`), a save in progress is lost, and the attempt is billed `stop` seconds more until its processes are
+gone (the ledger's `replayed` detail `after_last_step`). Stalls arrive the same way (`stall_rate`); a stalled attempt burns
 until it is detected (`detect`) or, without detection, until the job's MaxRuntime, then restarts like an
 interruption. The run ends with `eval` and `upload`. Goodput = work / billed; lost instance-hours = billed - work.
 
@@ -48,14 +49,15 @@ FIXED_MINUTES = 30.0
 class Costs:
     """Seconds per instance. Defaults: measured on the 2-core build machine (`make demo`, bench_restart.py)."""
 
-    download: float = 2.0
-    startup: float = 25.0  # start-up without tokenization (imports, model load, launch)
-    tokenize: float = 40.0  # tokenizing the data set (100k QA examples: bench_restart.py)
-    cache_load: float = 3.0  # loading and verifying the kept tokenized data set instead
-    restore: float = 1.0  # a restart's checkpoint verification and load
-    save: float = 0.2  # one blocking checkpoint save
-    eval: float = 1.0
-    upload: float = 6.0  # the processes' exit and the model upload
+    download: float = 2.3
+    startup: float = 27.0  # start-up without tokenization (imports, model load, launch)
+    tokenize: float = 65.2  # tokenizing the data set (100k QA examples: bench_restart.py, median of 2)
+    cache_load: float = 0.08  # loading and verifying the kept tokenized data set instead (same run)
+    restore: float = 1.4  # a restart's checkpoint verification and load
+    save: float = 0.08  # one blocking checkpoint save
+    eval: float = 0.12
+    upload: float = 9.9  # the processes' exit and the model upload
+    stop: float = 7.7  # an interrupted attempt's billed time after its last step (SIGTERM save, processes' exit)
 
     def first_startup(self) -> float:
         return self.startup + self.tokenize
@@ -65,8 +67,9 @@ class Costs:
 
 
 # A p4d-sized job, assumed (not measured: no GPU here): a multi-GB image and model, a 1.3B-parameter checkpoint.
+# stop: the two-minute spot interruption notice, all of it billed (a conservative guess).
 P4D = Costs(download=600.0, startup=300.0, tokenize=1200.0, cache_load=120.0, restore=120.0, save=90.0,
-            eval=600.0, upload=300.0)
+            eval=600.0, upload=300.0, stop=120.0)
 
 
 @dataclass(frozen=True)
@@ -106,6 +109,7 @@ def simulate_once(scenario: Scenario, costs: Costs, rng: random.Random) -> dict[
         interrupt = rng.expovariate(rate) if rate > 0 else math.inf
         stall = rng.expovariate(stall_rate) if stall_rate > 0 else math.inf
         if min(interrupt, stall) < clock:  # lost during start-up: it is paid again
+            parts["replayed"] += costs.stop if interrupt <= stall else 0.0
             attempt += 1
             continue
         done, since_save = durable, 0.0
@@ -140,6 +144,8 @@ def simulate_once(scenario: Scenario, costs: Costs, rng: random.Random) -> dict[
         if event == "stall":
             wait = scenario.detect_minutes * 60 if scenario.detection else max(0.0, budget - clock)
             parts["stalled"] += wait
+        else:
+            parts["replayed"] += costs.stop
         attempt += 1
 
 
@@ -158,7 +164,7 @@ def simulate(scenario: Scenario, costs: Costs, *, samples: int = 400, seed: int 
 def replay(costs: Costs, *, work: float, every: float, interruptions: list[float], notice: bool) -> dict[str, float]:
     """The model on known interruptions (at these seconds of step time): billed seconds per part, per instance.
     notice: each interruption lets the job save at once (SIGTERM), else the steps since the last checkpoint are
-    replayed."""
+    replayed; either way the attempt is billed `stop` seconds more."""
     parts = dict.fromkeys(("downloading", "startup", "productive", "replayed", "checkpointing", "evaluation",
                            "uploading"), 0.0)
     durable = 0.0
@@ -175,7 +181,7 @@ def replay(costs: Costs, *, work: float, every: float, interruptions: list[float
             if notice:
                 parts["checkpointing"] += costs.save
                 durable = position
-            parts["replayed"] += position - durable
+            parts["replayed"] += position - durable + costs.stop
     parts["productive"] = work
     parts["checkpointing"] += costs.save  # the final model write
     parts["evaluation"] += costs.eval
@@ -190,10 +196,12 @@ def measured(goodput: dict) -> dict:
     saves = sum(a.get("saves") or 0 for a in rows) + 1  # + the final model write
     step = statistics.fmean(a["step_seconds"] for a in rows if a.get("step_seconds"))
     later = [p["startup"] for p in per[1:]]
+    stops = [(a.get("details") or {}).get("replayed", {}).get("after_last_step", 0.0) / a["instance_count"] for a in rows[:-1]]
     costs = Costs(download=statistics.fmean(p["downloading"] for p in per), startup=per[0]["startup"],
                   tokenize=0.0, cache_load=0.0, restore=(statistics.fmean(later) - per[0]["startup"]) if later else 0.0,
                   save=sum(p["checkpointing"] for p in per) / saves,
-                  eval=sum(p["evaluation"] for p in per), upload=per[-1]["uploading"])
+                  eval=sum(p["evaluation"] for p in per), upload=per[-1]["uploading"],
+                  stop=statistics.fmean(stops) if stops else 0.0)
     work = sum(p["productive"] for p in per)
     interruptions = [(r["step_reached"] - (rows[0].get("start_step") or 0)) * step
                      for r in goodput.get("interruptions") or [] if r.get("step_reached") is not None]
@@ -242,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
         ledger = (record.get("result") or record).get("goodput")
         local = measured(ledger)["costs"]
         costs = replace(costs, download=local.download, startup=local.startup, restore=max(0.0, local.restore),
-                        save=local.save, eval=local.eval, upload=local.upload)  # its tokenization: tiny data
+                        save=local.save, eval=local.eval, upload=local.upload, stop=local.stop)  # its tokenization: tiny data
     samples = 40 if args.smoke else args.samples
     for title, profile in (("costs measured locally", costs), ("costs of a p4d-sized job, assumed", P4D)):
         table(title, profile, samples)

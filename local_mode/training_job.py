@@ -213,6 +213,8 @@ class TrainingJob(LocalJob):
             self._start_hosts(hosts)
             tick = checkpoints.maybe_sync if checkpoints else None
             outcome, failed = self.watch_hosts(self._limit_or_interrupt, tick, first=self._abrupt_due)
+            if outcome == "failed" and self._abrupt_due():  # killed by it after the last look, before the exit codes
+                outcome, failed = "interrupted", None
             abrupt = outcome == "interrupted" and self._last_interruption is not None and \
                 self._last_interruption.abrupt
             if checkpoints and not abrupt:  # a lost instance syncs nothing more

@@ -65,11 +65,12 @@ def test_bench_goodput_prints_the_policy_table_and_replays_known_interruptions(t
     assert proc.stdout.count("| 4 | auto, cache, MaxRuntime |") == 2  # both cost profiles
     assert "auto vs fixed" in proc.stdout and "detection vs MaxRuntime" in proc.stdout
     # the model on known interruptions: an abrupt one at 130 s of work loses the 30 s since the checkpoint at 100
+    # and the 4 s the attempt is billed until its processes are gone
     costs = bench_goodput.Costs(download=1, startup=10, tokenize=0, cache_load=0, restore=2, save=1, eval=0,
-                                upload=3)
+                                upload=3, stop=4)
     parts = bench_goodput.replay(costs, work=300, every=50, interruptions=[130], notice=False)
-    assert parts["replayed"] == 30 and parts["startup"] == 10 + 12 and parts["checkpointing"] == 6
-    assert bench_goodput.replay(costs, work=300, every=50, interruptions=[130], notice=True)["replayed"] == 0
+    assert parts["replayed"] == 30 + 4 and parts["startup"] == 10 + 12 and parts["checkpointing"] == 6
+    assert bench_goodput.replay(costs, work=300, every=50, interruptions=[130], notice=True)["replayed"] == 4
     # many interruptions a day: auto saves more often than every 30 minutes and loses less
     busy = bench_goodput.Scenario(rate_per_day=24, stall_per_day=0)
     fixed = bench_goodput.simulate(busy, bench_goodput.P4D, samples=60)
