@@ -184,5 +184,5 @@ def test_the_hanging_collator_counts_from_the_resumed_step(monkeypatch):
 def test_local_mode_reads_the_same_grammar():
     from local_mode.stall_faults import SOURCE, describe_stall
 
-    assert SOURCE == Path(stall_injection.__file__).resolve()
+    assert Path(stall_injection.__file__).resolve() == SOURCE
     assert describe_stall("2@7:sigstop") == "rank 2's process is SIGSTOPped after step 7"
