@@ -367,8 +367,11 @@ def _earlier_jobs(sm: Any, run: dict[str, Any], attempt: int) -> tuple[list[dict
         usages.append(outcomes.job_usage(job_type, desc))
         if job_type == "training":
             status = outcomes.classify(job_type, desc)
+            stalled = status.get("outcome") == outcomes.STALL  # what stalled: the reason's first line says it
             records.append({"attempt": len(records), "job_name": name, **_job_config(desc),
-                            "outcome": status["state"], "reason": status["failure_reason"] or status["status"],
+                            "outcome": "stalled" if stalled else status["state"],
+                            "reason": status["failure_reason"].splitlines()[0] if stalled else
+                            status["failure_reason"] or status["status"],
                             "interruptions": outcomes.interruptions(desc)})
     return usages, records
 
