@@ -370,7 +370,8 @@ def _earlier_jobs(sm: Any, run: dict[str, Any], attempt: int) -> tuple[list[dict
             stalled = status.get("outcome") == outcomes.STALL  # what stalled: the reason's first line says it
             records.append({"attempt": len(records), "job_name": name, **_job_config(desc),
                             "outcome": "stalled" if stalled else status["state"],
-                            "reason": status["failure_reason"].splitlines()[0] if stalled else
+                            "reason": f"{status['failure_reason'].splitlines()[0]}; stacks: "
+                                      f"{run['uris']['checkpoint'].rstrip('/')}/_stalls/{name}/" if stalled else
                             status["failure_reason"] or status["status"],
                             "interruptions": outcomes.interruptions(desc)})
     return usages, records

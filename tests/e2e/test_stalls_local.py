@@ -106,6 +106,7 @@ def test_the_output_shows_detection_stacks_retry_and_the_stalled_time(stalls: di
     out, ledger = stalls["stdout"], stalls["result"]["goodput"]
     assert "a stall will be injected in training job 1 of the run: rank 3 stops making progress after step 4" in out
     assert "stalled (AlgorithmError: stall watchdog: rank 3 (algo-2, local rank 1)" in out
+    assert "; stacks: s3://" in out and f"/_stalls/{stalls['jobs'][0]['TrainingJobName']}/)" in out
     reasons = "\n".join(j["FailureReason"] for j in stalls["jobs"][:4])  # the job's FailureReason says where
     assert "_stalls/" in reasons and "rank-<rank>.txt under the run's checkpoint prefix" in reasons
     assert ledger["parts"]["stalled"] > 0 and "stalled" in out

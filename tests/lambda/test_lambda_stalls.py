@@ -199,7 +199,7 @@ def test_a_job_never_heard_of_is_stopped_after_the_start_up_limit(running, conte
 
 
 def test_spec_errors_are_raised_before_any_job(context, aws_account):
-    with pytest.raises(SpecError):
+    with pytest.raises(SpecError, match=r"stall\.minutes: expected \"auto\" or a number from 0\.05"):
         handlers.prepare({"spec": {**SPEC, "stall": {"minutes": -1}}}, context)
 
 
