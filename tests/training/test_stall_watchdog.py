@@ -186,3 +186,25 @@ def test_local_mode_reads_the_same_grammar():
 
     assert Path(stall_injection.__file__).resolve() == SOURCE
     assert describe_stall("2@7:sigstop") == "rank 2's process is SIGSTOPped after step 7"
+
+
+def test_without_the_store_a_rank_judges_itself_only(monkeypatch):
+    """torchrun's store unreachable (or a launcher without one): the other ranks' missing heartbeats are not taken
+    for ranks that never reported."""
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    monkeypatch.delenv("MASTER_ADDR", raising=False)
+    heart = stall.Heart()
+    heart.mark("train", "train")
+    exits: list[int] = []
+    who = stall.Identity(rank=0, world=4, local_rank=0, host="algo-1", job="job-1")
+    limits = stall.Limits(minutes=0.01, startup_minutes=0.01)  # 0.6 s
+    watchdog = stall.Watchdog(who, limits, heart=heart, poll=0.05, exit=exits.append, ack_seconds=0.1)
+    watchdog.start()
+    try:
+        for step in range(1, 31):  # 1.5 s of healthy steps
+            time.sleep(0.05)
+            heart.step_ends(step)
+    finally:
+        watchdog.stop()
+        watchdog.join(5)
+    assert isinstance(watchdog.board, stall.LocalBoard) and watchdog.ranks == [0] and exits == []

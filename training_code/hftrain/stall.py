@@ -368,11 +368,12 @@ class Watchdog(threading.Thread):
                  frames: Callable[[], tuple[list[str], bool]] = main_frames) -> None:
         super().__init__(name="stall-watchdog", daemon=True)
         self.who, self.limits, self.heart, self.clock = who, limits, heart, clock
-        self.board = board if board is not None else LocalBoard()
+        self.board = board  # None: connected in the thread (board_from_env), never blocking the training
         shortest = min(limits.seconds("train", None), limits.seconds("startup", None))
         self.poll = poll if poll is not None else min(10.0, max(0.2, shortest / 10))
         self.exit, self.ack_seconds, self.frames = exit, ack_seconds, frames
         self.judging = who.rank == 0 or who.local_rank == 0
+        self.ranks = list(range(who.world))  # whose heartbeats this rank reads when it judges
         self.started_at = clock()
         self.stopping = threading.Event()
         self.verdict: dict[str, Any] | None = None  # what this rank acted on
@@ -381,6 +382,10 @@ class Watchdog(threading.Thread):
 
     # the loop
     def run(self) -> None:
+        if self.board is None:
+            self.board = board_from_env()
+        if isinstance(self.board, LocalBoard) and self.who.world > 1:
+            self.ranks = [self.who.rank]  # no store: this rank can only judge itself
         while not self.stopping.wait(self.poll):
             try:
                 if self.tick():
@@ -411,9 +416,9 @@ class Watchdog(threading.Thread):
             self._write_heartbeat(beat)
         announced = self.board.get(f"{KEY}flag")
         if announced is None and self.judging:
-            keys = [f"{KEY}beat/{r}" for r in range(self.who.world)]
-            beats = {r: (json.loads(v) if v else None) for r, v in zip(range(self.who.world),
-                                                                       self.board.get_many(keys), strict=True)}
+            keys = [f"{KEY}beat/{r}" for r in self.ranks]
+            beats = {r: (json.loads(v) if v else None) for r, v in zip(self.ranks, self.board.get_many(keys),
+                                                                       strict=True)}
             found = judge(beats, self.limits, now=self.clock(), started_at=self.started_at, poll=self.poll)
             if found is not None and self.board.add(f"{KEY}claim", 1) == 1:
                 self.board.set(f"{KEY}flag", json.dumps({"message": found.message, "record": found.record,
@@ -514,7 +519,7 @@ def start(limits: Limits, *, checkpoint_dir: str | None, poll: float | None = No
     """This rank's watchdog, running; its heart starts counting now."""
     who = Identity.from_env(checkpoint_dir)
     HEART.moved_at = time.time()
-    watchdog = Watchdog(who, limits, board=board_from_env(), poll=poll)
+    watchdog = Watchdog(who, limits, poll=poll)
     watchdog.start()
     if who.rank == 0:
         logger.info("stall watchdog: every rank; training steps %s, start-up/evaluation/saves %s min, checked "
