@@ -47,8 +47,9 @@ they are). goodput_sources.py reads them from `<checkpoint prefix>/_stalls.json`
 stall watchdog writes (the training code into its checkpoint dir, which SageMaker syncs there, or the pipeline
 directly). A record belongs to the attempt of `job` whose billed window contains `detected_at`; that attempt's
 `stalled` part is the time from `last_progress_at` (not before its first step) to the end of its Training
-window, taken out of what would otherwise be `replayed`, then step time, then `unaccounted`. Without a record
-`stalled` is 0.
+window, taken out of what would otherwise be `replayed`, then step time, then `unaccounted` (an attempt whose log
+cannot be split, e.g. one that stalled before its first step, gets the same `stalled` out of `unaccounted`).
+Without a record `stalled` is 0.
 
 Interruptions. For every attempt but the last: the step reached (the last PROGRESS line of its own log, not a
 progress file that may not have reached S3), the step the next attempt resumed from (its GOODPUT `start_step`,
