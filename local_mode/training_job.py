@@ -53,6 +53,7 @@ from local_mode.training_hosts import install_code, training_processes
 TRAINING_MEMBERS = output_members("DescribeTrainingJob")
 WINDOW_PREFIXES = ("[train] ", "[eval] ")  # the training code's per-logging-window lines
 SAVE_BEGIN = '"event":"save_begin"'  # the training code's GOODPUT line before a checkpoint save
+STALL_LINE = "stall watchdog: rank "  # the training code's stall watchdog declaring a stall (hftrain/stall.py)
 GOODPUT_PID = re.compile(r'^GOODPUT \{.*?"pid":(\d+)')  # the process that writes them (global rank 0)
 UNBILLED = ("Starting", "Interrupted")  # provisioning and the waits for spot capacity
 END_STATES = {
@@ -89,6 +90,7 @@ class TrainingJob(LocalJob):
     ) -> None:
         super().__init__(request, **kwargs)
         self.stall_fault = stall_fault  # HFTRAIN_INJECT_STALL for the first attempt (stall_injection.py)
+        self._stall_seen = 0  # the attempt whose stall was shown
         self.secondary_status = "Starting"
         self.transitions: list[dict[str, Any]] = [
             {
@@ -342,6 +344,9 @@ class TrainingJob(LocalJob):
 
     def _on_line(self, host: str, line: str) -> None:
         self.ship_line(host, line)
+        if line.startswith(STALL_LINE) and self._stall_seen != self.attempt:  # every rank says it: shown once
+            self._stall_seen = self.attempt
+            self.emit("status", f"{line} (seen on {host})")
         if host != self._leader:
             return
         progress = parse_progress(line)

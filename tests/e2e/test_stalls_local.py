@@ -105,6 +105,7 @@ def test_the_run_retries_from_the_last_durable_checkpoint_and_finishes(stalls: d
 def test_the_output_shows_detection_stacks_retry_and_the_stalled_time(stalls: dict) -> None:
     out, ledger = stalls["stdout"], stalls["result"]["goodput"]
     assert "a stall will be injected in training job 1 of the run: rank 3 stops making progress after step 4" in out
+    assert "train0: stall watchdog: rank 3 (algo-2, local rank 1) made no progress for 0.1 min at step 4" in out
     assert "stalled (AlgorithmError: stall watchdog: rank 3 (algo-2, local rank 1)" in out
     assert "; stacks: s3://" in out and f"/_stalls/{stalls['jobs'][0]['TrainingJobName']}/)" in out
     reasons = "\n".join(j["FailureReason"] for j in stalls["jobs"][:4])  # the job's FailureReason says where
