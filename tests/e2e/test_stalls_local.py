@@ -58,6 +58,7 @@ def stalls(dev_outdir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
     for fault in FAULTS:
         args += ["--inject-stall", fault]
     run = cli(*args)
+    (root / "stdout.txt").write_text(run.stdout)  # what the user saw, kept with pytest's temporary folders
     assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-3000:]
     record = json.loads((root / "run" / "report" / "run.json").read_text())
     jobs = [j for j in record["jobs"] if "TrainingJobName" in j]
