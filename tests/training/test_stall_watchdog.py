@@ -208,3 +208,18 @@ def test_without_the_store_a_rank_judges_itself_only(monkeypatch):
         watchdog.stop()
         watchdog.join(5)
     assert isinstance(watchdog.board, stall.LocalBoard) and watchdog.ranks == [0] and exits == []
+
+
+def test_a_run_that_fails_leaves_no_watchdog_behind(tiny_models, tmp_path, run_inprocess):
+    """In-process runs (these tests) go on after a failed run: its watchdog thread must not (it would end the
+    process later)."""
+    from hftrain_testkit import layout_job
+
+    from local_mode import synthetic as synth
+
+    base = layout_job(tmp_path, train=synth.cls_examples(12, 1))
+    run = run_inprocess(base, {"task": "text-classification", "model_name_or_path": tiny_models["bert"],
+                               "label_column": "sentiment", "max_steps": 2, "stall_minutes": "0.01"})
+    assert run.returncode == 2
+    time.sleep(0.3)
+    assert not [t for t in threading.enumerate() if t.name == "stall-watchdog" and t.is_alive()]

@@ -595,6 +595,14 @@ def _first_rows(dataset, limit):
 def run(model_args, data_args, training_args, clock: GoodputClock | None = None) -> int:
     job = TrainingRun(model_args, data_args, training_args, clock)
     watchdog = start_watchdog(training_args)  # every rank, before anything can hang (stall.py)
+    try:
+        return _run(job)
+    finally:  # also when the run raises: a process that goes on (in-process tests) keeps no watchdog
+        if watchdog is not None:
+            watchdog.stop()
+
+
+def _run(job: TrainingRun) -> int:
     for phase, step in (("setup", job.setup), ("data_load", job.load_data), ("model_load", job.load_model_and_tokenizer),
                         ("tokenize", job.tokenize), ("layout", job.lay_out_training),
                         ("resume_verify", job.decide_resume)):
@@ -610,8 +618,6 @@ def run(model_args, data_args, training_args, clock: GoodputClock | None = None)
         job.write_outputs(trainer, metrics)
     job.sigterm.uninstall()
     distributed.barrier()
-    if watchdog is not None:
-        watchdog.stop()
     job.clock.end()
     return 0
 
