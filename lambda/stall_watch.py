@@ -6,7 +6,8 @@ The training code's stall watchdog on global rank 0 (training_code/hftrain/stall
 (`moved_at`: the last progress, `limit_seconds`: the in-job limit in effect), which SageMaker's checkpoint sync
 uploads. CheckJob reads it while the job is Training: when this job's last progress is older than the in-job
 limit plus `MARGIN_MINUTES` (upload delay, the in-job watchdog's own time to act), or when no heartbeat of this
-job arrived for `stall.startup_minutes` plus the margin after its Training period began, the job is stopped as
+job's current Training period (a spot restart begins a new one) arrived for `stall.startup_minutes` plus the
+margin after that period began, the job is stopped as
 retryable, saying why. The state between looks travels in the state machine's `$.status` (`stall_watch`).
 """
 
@@ -40,7 +41,10 @@ def watch(previous: dict[str, Any] | None, heartbeat: dict[str, Any] | None, *, 
         return {**report, "watching": False}, False
     margin = MARGIN_MINUTES * 60
     t = now.timestamp()
-    mine = heartbeat if heartbeat and heartbeat.get("job") == job_name else None
+    # this job's heartbeat of its current Training period (after a spot restart, the lost instances' heartbeat
+    # says nothing about the new start-up)
+    mine = heartbeat if heartbeat and heartbeat.get("job") == job_name and \
+        float(heartbeat.get("at") or 0) >= since.timestamp() else None
     if mine is None:
         limit = float(stall.get("startup_minutes") or 60) * 60
         quiet = t - since.timestamp()

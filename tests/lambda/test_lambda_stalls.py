@@ -113,6 +113,9 @@ def test_outside_watch_counts_from_the_last_progress_or_the_training_start():
     assert not stall_watch.watch(None, other, job_name="job-1", now=T0 + timedelta(minutes=34), since=T0,
                                  stall=STALL)[1]
     assert stall_watch.watch(None, other, job_name="job-1", now=T0 + timedelta(minutes=36), since=T0, stall=STALL)[1]
+    restarted = T0 + timedelta(minutes=10)  # a spot restart: the heartbeat is the lost instances'
+    assert not stall_watch.watch(None, hb, job_name="job-1", now=restarted + timedelta(minutes=34), since=restarted,
+                                 stall=STALL)[1]
     assert not stall_watch.watch(None, None, job_name="job-1", now=T0 + timedelta(days=1), since=None, stall=STALL)[1]
     assert not stall_watch.watch(None, None, job_name="job-1", now=T0 + timedelta(days=1), since=T0,
                                  stall={**STALL, "action": "off"})[1]
