@@ -53,15 +53,19 @@ def is_efa(instance_type: str) -> bool:
     return instance_type in EFA_INSTANCE_TYPES
 
 
-def training_environment(instance_type: str, *, distributed: bool) -> dict[str, str]:
-    """Environment entries for a training job on `instance_type` (empty for CPU / single-process jobs)."""
+def training_environment(instance_type: str, *, distributed: bool, require_efa: bool = True) -> dict[str, str]:
+    """Environment entries for a training job on `instance_type` (empty for CPU / single-process jobs).
+
+    require_efa (the spec's network.require_efa): on an EFA type, a NCCL transport other than EFA at the first
+    step ends the job (HFTRAIN_REQUIRE_EFA=1, training_code/hftrain/nccl.py); False: only a warning."""
     env: dict[str, str] = {}
     gpu = not instance_type.startswith(("ml.c", "ml.m", "ml.r", "ml.t"))
     if distributed and gpu:
         env.update(NCCL_DEBUG_ENV)
     efa = EFA_INSTANCE_TYPES.get(instance_type)
     if efa is not None:
-        env["HFTRAIN_EXPECT_EFA"] = "1"  # the training code warns when NCCL did not pick EFA
+        env["HFTRAIN_EXPECT_EFA"] = "1"  # the training code checks that NCCL picked EFA
+        env["HFTRAIN_REQUIRE_EFA"] = "1" if require_efa else "0"  # ... and ends the job when it did not
         if not efa.toolkit_knows:
             env["FI_PROVIDER"] = "efa"
             if efa.rdma:

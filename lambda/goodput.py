@@ -47,8 +47,9 @@ they are). goodput_sources.py reads them from `<checkpoint prefix>/_stalls.json`
 stall watchdog writes (the training code into its checkpoint dir, which SageMaker syncs there, or the pipeline
 directly). A record belongs to the attempt of `job` whose billed window contains `detected_at`; that attempt's
 `stalled` part is the time from `last_progress_at` (not before its first step) to the end of its Training
-window, taken out of what would otherwise be `replayed`, then step time, then `unaccounted`. Without a record
-`stalled` is 0.
+window, taken out of what would otherwise be `replayed`, then step time, then `unaccounted` (an attempt whose log
+cannot be split, e.g. one that stalled before its first step, gets the same `stalled` out of `unaccounted`).
+Without a record `stalled` is 0.
 
 Interruptions. For every attempt but the last: the step reached (the last PROGRESS line of its own log, not a
 progress file that may not have reached S3), the step the next attempt resumed from (its GOODPUT `start_step`,
@@ -344,6 +345,8 @@ def split_attempt(attempt: Attempt, evidence: Evidence | None, *, kept_until: in
                f"no GOODPUT or PROGRESS line in {evidence.stream}" if evidence and evidence.stream else
                f"no {LEADER} log stream of {attempt.job} in this attempt's window")
         notes.append(f"{attempt.job} start {attempt.restart}: {training:.0f} s of Training not split ({why})")
+        if stall is not None:  # a stall before the first step: from the last progress the job reported to its end
+            parts["stalled"] = max(0.0, t1 - max(epoch(stall.get("last_progress_at")) or t1, t0))
         parts["unaccounted"] = rest()
         return Split(parts, details, notes, None, None)
     last_progress = evidence.progress[-1][0] if evidence.progress else None

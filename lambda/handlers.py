@@ -41,6 +41,7 @@ import registry
 import request_guard
 import run_claims
 import runtime_limits
+import stall_watch
 import verdict
 from aws import aws_errors, client, error_code, is_already_exists, is_not_found
 from botocore.exceptions import ClientError
@@ -237,9 +238,11 @@ def start_training(event: dict[str, Any], context: Any = None) -> dict[str, Any]
     _log("training job started" if created else "training job already started", job_name=name, attempt=attempt,
          **config)
     checkpoint = run["spec"]["checkpoint"]
+    stall = run["spec"].get("stall") or {"action": "off"}  # a run planned before stall.* existed: no watch
     return {"job_type": "training", "stage": "train", "job_name": name, "job_arn": arn, "attempt": attempt,
             "created": created, **config, "links": messages.run_links(settings, None, name, "training"),
             "run_id": run["run_id"], "checkpoint_uri": run["uris"]["checkpoint"],
+            "stall": {k: stall.get(k) for k in ("minutes", "startup_minutes", "action")},
             "watchdog": {"every_minutes": checkpoint_interval.watchdog_minutes(checkpoint.get("every_minutes", 0)),
                          "auto": checkpoint.get("every_minutes") == checkpoint_interval.AUTO,
                          **checkpoint.get("watchdog", {"intervals": None, "action": "off"})}}
@@ -257,8 +260,9 @@ def check_job(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
     """Input {job, previous?}; returns {state, status, secondary_status, failure_reason, ...} ($.status).
 
     state: running | completed | retryable (spot MaxWaitTimeExceeded, capacity errors, a stop by the
-    durability watchdog) | failed. For training jobs with a checkpoint URI, `durability` reports the newest
-    checkpoint complete in S3; `previous` (the last $.status) carries the watchdog's warned/stopped state.
+    durability watchdog, a stall: `outcome` "stall") | failed. For training jobs with a checkpoint URI,
+    `durability` reports the newest checkpoint complete in S3 and `stall_watch` the outside stall watch
+    (stall_watch.py); `previous` (the last $.status) carries the watchdogs' warned/stopped state.
     """
     job = event["job"]
     sm = client("sagemaker")
@@ -272,6 +276,9 @@ def check_job(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
         if desc.get("SecondaryStatus") == "MaxRuntimeExceeded":  # say which limit, where it stopped, what survived
             progress = durability.read_progress(client("s3"), job["checkpoint_uri"])
             status["failure_reason"] = runtime_limits.stopped_at_limit(desc, progress, status.get("durability"))
+        _watch_stall(sm, job, desc, status, previous.get("stall_watch"))
+    if status.get("outcome") == outcomes.STALL and (job.get("stall") or {}).get("action") == "fail":
+        status["state"] = outcomes.FAILED  # stall.action fail: the run ends here, saying what stalled
     _log("job checked", **{k: status[k] for k in ("job_name", "status", "secondary_status", "state")},
          last_durable_step=(status.get("durability") or {}).get("last_durable_step"))
     return status
@@ -310,6 +317,30 @@ def _watch_durability(sm: Any, job: dict[str, Any], desc: dict[str, Any], status
         status["failure_reason"] = report["stop_reason"]
 
 
+def _watch_stall(sm: Any, job: dict[str, Any], desc: dict[str, Any], status: dict[str, Any],
+                 previous: dict[str, Any] | None) -> None:
+    """The stall watch from outside the job (stall_watch.py): stop a job that is Training without progress."""
+    stall = job.get("stall") or {"action": "off"}
+    if stall.get("action") == "off":
+        return
+    heartbeat = stall_watch.read_heartbeat(client("s3"), job["checkpoint_uri"]) if status["state"] == "running" \
+        else None
+    report, stop = stall_watch.watch(previous, heartbeat, job_name=job["job_name"], now=durability.utc_now(),
+                                     since=durability.training_since(desc), stall=stall)
+    status["stall_watch"] = report
+    if stop:
+        with aws_errors():
+            try:
+                sm.stop_training_job(TrainingJobName=job["job_name"])
+            except ClientError as err:  # already stopping or ended: nothing to stop
+                logger.warning("stop_training_job %s: %s", job["job_name"], error_code(err))
+        _log("stall watch stopped the job", job_name=job["job_name"], reason=report["stop_reason"])
+    if report.get("stopped_at") and status["status"] in ("Stopped", "Failed") and status["state"] != "completed":
+        status["state"] = outcomes.RETRYABLE
+        status["outcome"] = outcomes.STALL
+        status["failure_reason"] = report["stop_reason"]
+
+
 def plan_fallback(event: dict[str, Any], context: Any = None) -> int:
     """Input {run, attempt, status}; returns the next attempt index ($.attempt) or raises
     FallbackExhaustedError (attempts used up) / JobFailedError (a failure a new attempt would not fix)."""
@@ -344,8 +375,12 @@ def _earlier_jobs(sm: Any, run: dict[str, Any], attempt: int) -> tuple[list[dict
         usages.append(outcomes.job_usage(job_type, desc))
         if job_type == "training":
             status = outcomes.classify(job_type, desc)
+            stalled = status.get("outcome") == outcomes.STALL  # what stalled: the reason's first line says it
             records.append({"attempt": len(records), "job_name": name, **_job_config(desc),
-                            "outcome": status["state"], "reason": status["failure_reason"] or status["status"],
+                            "outcome": "stalled" if stalled else status["state"],
+                            "reason": f"{status['failure_reason'].splitlines()[0]}; stacks: "
+                                      f"{run['uris']['checkpoint'].rstrip('/')}/_stalls/{name}/" if stalled else
+                            status["failure_reason"] or status["status"],
                             "interruptions": outcomes.interruptions(desc)})
     return usages, records
 

@@ -32,6 +32,8 @@ PIPELINE = {
     "save_every_minutes": "checkpoint.every_minutes",
     "save_interval": "checkpoint.every_minutes (\"auto\")",
     "interruption_prior_hours": "checkpoint.every_minutes (\"auto\": per instance type and capacity)",
+    "stall_minutes": "stall.minutes (\"off\" with stall.action off)",
+    "stall_startup_minutes": "stall.startup_minutes",
     "fsdp": "distribution.fsdp.sharding",
     "fsdp_config": "distribution.fsdp.config",
     "ddp_backend": "distribution.strategy",
@@ -78,6 +80,15 @@ def pipeline_values(spec: dict[str, Any]) -> dict[str, Any]:
         values["save_interval"] = "auto"  # and per attempt interruption_prior_hours (job_requests)
     elif every:
         values["save_every_minutes"] = every
+    stall = spec.get("stall") or {}
+    if stall.get("action") == "off":
+        values["stall_minutes"] = "off"
+    elif isinstance(stall, dict) and stall:
+        minutes = stall.get("minutes", "auto")
+        if minutes == "auto" or isinstance(minutes, int | float):  # (values that failed their check: none)
+            values["stall_minutes"] = minutes if minutes == "auto" else f"{minutes:g}"
+        if isinstance(stall.get("startup_minutes", 60), int | float):
+            values["stall_startup_minutes"] = stall.get("startup_minutes", 60)
     distribution = spec["distribution"]
     if distribution["strategy"] == "fsdp":
         values["fsdp"] = distribution["fsdp"]["sharding"]

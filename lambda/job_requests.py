@@ -185,7 +185,8 @@ def training_request(run: dict[str, Any], settings: Settings, attempt: int = 0) 
         "RetryStrategy": {"MaximumRetryAttempts": RETRY_ATTEMPTS},
     }
     environment = efa.training_environment(config["instance_type"],
-                                           distributed=spec["distribution"]["strategy"] != "none")
+                                           distributed=spec["distribution"]["strategy"] != "none",
+                                           require_efa=(spec.get("network") or {}).get("require_efa", True))
     if environment:  # EFA variables the toolkit would not set, NCCL's transport report
         request["Environment"] = environment
     vpc = vpc_config(settings, fsx=uses_fsx(spec))

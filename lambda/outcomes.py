@@ -12,13 +12,17 @@ from errors import FallbackExhaustedError, JobFailedError
 RUNNING, COMPLETED, RETRYABLE, FAILED = "running", "completed", "retryable", "failed"
 CAPACITY_RE = re.compile(r"insufficient\s*(instance\s*)?capacity|capacity\s*error", re.IGNORECASE)
 MAX_WAIT = "MaxWaitTimeExceeded"
+# The training code's stall watchdog (training_code/hftrain/stall.py) writes the failure file's first line so.
+STALL_RE = re.compile(r"\bstall watchdog: ")
+STALL = "stall"  # the `outcome` of a job ended by a stall (in the job, or by CheckJob from outside)
 
 
 def classify(job_type: str, desc: dict[str, Any]) -> dict[str, Any]:
     """Describe* response -> status summary with `state` running|completed|retryable|failed.
 
-    Retryable: a spot job stopped at MaxWaitTimeExceeded, or a job that failed for lack of capacity
-    (InsufficientCapacity / CapacityError in FailureReason). Anything else that ended is failed.
+    Retryable: a spot job stopped at MaxWaitTimeExceeded, a job that failed for lack of capacity
+    (InsufficientCapacity / CapacityError in FailureReason), or a job its stall watchdog ended (`outcome`
+    "stall"; check_job makes it failed when the spec's stall.action is `fail`). Anything else that ended is failed.
     """
     if job_type == "training":
         name, status = desc["TrainingJobName"], desc["TrainingJobStatus"]
@@ -37,7 +41,7 @@ def classify(job_type: str, desc: dict[str, Any]) -> dict[str, Any]:
     elif secondary == MAX_WAIT or MAX_WAIT in reason:
         classification = RETRYABLE
         reason = reason or f"{MAX_WAIT}: no spot capacity within spot.max_wait_seconds"
-    elif status == "Failed" and CAPACITY_RE.search(reason):
+    elif status == "Failed" and (CAPACITY_RE.search(reason) or job_type == "training" and STALL_RE.search(reason)):
         classification = RETRYABLE
     else:
         classification = FAILED
@@ -51,6 +55,7 @@ def classify(job_type: str, desc: dict[str, Any]) -> dict[str, Any]:
         "secondary_status": secondary,
         "failure_reason": reason or None,
         "state": classification,
+        "outcome": STALL if job_type == "training" and status == "Failed" and STALL_RE.search(reason) else None,
         "status_message": transitions[-1].get("StatusMessage") if transitions else None,
         "billable_seconds": desc.get("BillableTimeInSeconds"),
         "training_seconds": desc.get("TrainingTimeInSeconds"),
@@ -75,6 +80,11 @@ def next_attempt(run: dict[str, Any], attempt: int, status: dict[str, Any]) -> i
                              "not fix this, see the job's CloudWatch logs")
     if attempt + 1 < run["max_attempts"]:
         return attempt + 1
+    if status.get("outcome") == STALL:
+        raise FallbackExhaustedError(
+            f"run {run['run_id']}: job {name} stalled ({reason}); all {attempt + 1} attempt(s) allowed by "
+            f"fallback.max_attempts={run['max_attempts']} are used. Next: look at the stacks in the job's log, "
+            "fix what hung, or raise fallback.max_attempts to retry from the last durable checkpoint.")
     configs = "; ".join(
         f"#{c['attempt']} {c['job_name']} ({c['instance_type']} x{c['instance_count']}, "
         f"{'spot' if c['spot'] else 'on-demand'})" for c in run["attempts"][: attempt + 1])

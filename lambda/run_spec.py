@@ -52,6 +52,7 @@ INPUT_MODES = ("File", "FastFile")
 STRATEGIES = ("none", "ddp", "smddp", "fsdp")
 TOKENIZER_TYPES = tokenizer_rules.TOKENIZER_TYPES
 WATCHDOG_ACTIONS = ("warn", "stop", "off")
+STALL_ACTIONS = ("retry", "fail", "off")
 # The tokenizer jobs' own rules (training_code/tokenizer_mr/tokenizer_rules.py), checked here before any job starts.
 # The defaults as the resolved spec holds them: JSON lists.
 DEFAULT_SPECIAL_TOKENS = {kind: list(tokens) for kind, tokens in tokenizer_rules.DEFAULT_SPECIAL_TOKENS.items()}
@@ -263,6 +264,30 @@ SPEC = Obj(fields={
                                "`fallback.max_attempts` >= 2), `off`"),
         }),
     }),
+    "stall": Obj(default={}, doc="the stall watchdog: a thread in every rank of the training job ends the job when "
+                                 "it stops making progress (a rank stuck in a collective, a hung data loader, a "
+                                 "frozen host), naming the silent rank, host, step and function in the failure "
+                                 "reason, with every rank's stacks in the log; CheckJob watches the job's progress "
+                                 "from outside too", fields={
+        "minutes": IntOrWord(word="auto", number=Num(low=0.05, high=10080, why=" minutes"), default="auto",
+                             doc="the job is stalled when no optimizer step ends for this many minutes (fractions "
+                                 "allowed); `\"auto\"`: max(10 min, 20 x the median step time measured in the job); "
+                                 "the `stall_minutes` hyperparameter"),
+        "startup_minutes": Num(low=0.05, high=10080, default=60, why=" minutes",
+                               doc="the longer limit for start-up before the first step (data load, tokenization, "
+                                   "checkpoint restore), evaluation and checkpoint saves: minutes without a phase "
+                                   "change (the `stall_startup_minutes` hyperparameter)"),
+        "action": Enum(values=STALL_ACTIONS, default="retry",
+                       doc="`retry`: a stall is a retryable outcome, the next attempt resumes from the last durable "
+                           "checkpoint (counted against `fallback.max_attempts`: raise it to retry); `fail`: the run "
+                           "fails, saying what stalled; `off`: no watchdog in the job and none from outside"),
+    }),
+    "network": Obj(default={}, fields={
+        "require_efa": Bool(default=True,
+                            doc="on an EFA instance type, a NCCL transport other than EFA at the first step ends the "
+                                "job with a failure that says what to check (security group self-rules, FI_PROVIDER, "
+                                "the aws-ofi-nccl plugin); `false`: only a warning in the log"),
+    }),
     "fallback": Obj(default={}, doc="what to try after a spot timeout (`MaxWaitTimeExceeded`) or a capacity error",
                     fields={
         "options": List(item=Obj(min_fields=1, fields={
@@ -375,6 +400,19 @@ def watchdog_fits(spec: dict[str, Any], ctx: Context) -> None:
                                                        f"{attempts}; raise it to at least 2 (or use 'warn')")
 
 
+def stall_fits(spec: dict[str, Any], ctx: Context) -> None:
+    """`stall.minutes` is shorter than the job's `max_runtime_seconds` (else the watchdog could never act; the
+    longer start-up limit may exceed a short job's runtime, which then simply ends the job first)."""
+    stall, runtime = spec.get("stall"), spec.get("max_runtime_seconds")
+    if not valid(stall, runtime) or stall.get("action") == "off":
+        return
+    value = stall.get("minutes")
+    if isinstance(value, int | float) and valid(value) and value * 60 >= runtime:
+        ctx.problems.add("stall.minutes", f"{value:g} minutes is not shorter than max_runtime_seconds={runtime} "
+                                          f"({runtime / 60:g} min): the watchdog could never act; lower it, or set "
+                                          "stall.action 'off'")
+
+
 def _whole(value: Any) -> bool:
     """No INVALID anywhere inside (a field that failed its own check)."""
     if isinstance(value, dict):
@@ -417,7 +455,7 @@ def processes_fit(spec: dict[str, Any], ctx: Context) -> None:
                                    f"at most; lower processes_per_host to {gpus} (or leave it unset: one per GPU)")
 
 
-RULES = (channel_source, strategy_fits, tokenizer_fits, watchdog_fits, processes_fit, hyperparameters_fit,
+RULES = (channel_source, strategy_fits, tokenizer_fits, watchdog_fits, stall_fits, processes_fit, hyperparameters_fit,
          runtime_limits.runtime_fits)
 
 

@@ -173,26 +173,29 @@ class Int(Kind):
 
 @_kind
 class IntOrWord(Kind):
-    """An integer within `number`'s bounds, or one word (`"auto"`)."""
+    """An integer (a number when `number` is a `Num`) within `number`'s bounds, or one word (`"auto"`)."""
 
     word: str
-    number: Int
+    number: Any  # Int or Num
 
     def check(self, value: Any, path: str, ctx: Context) -> Any:
         if value == self.word and isinstance(value, str):
             return value
-        if isinstance(value, int) and not isinstance(value, bool) and self.number.low <= value <= self.number.high:
+        kinds = int | float if isinstance(self.number, Num) else int
+        if isinstance(value, kinds) and not isinstance(value, bool) and self.number.low <= value <= self.number.high:
             return value
-        ctx.problems.add(path, f"expected {json.dumps(self.word)} or an integer from {self.number.low} to "
+        what = "a number" if isinstance(self.number, Num) else "an integer"
+        ctx.problems.add(path, f"expected {json.dumps(self.word)} or {what} from {self.number.low} to "
                                f"{self.number.high}, got {describe(value)}")
         return INVALID
 
     def schema(self) -> dict[str, Any]:
-        number = {"type": "integer", "minimum": self.number.low, "maximum": self.number.high}
+        kind = "number" if isinstance(self.number, Num) else "integer"
+        number = {"type": kind, "minimum": self.number.low, "maximum": self.number.high}
         return self.annotate({"anyOf": [{"const": self.word}, number]})
 
     def type_doc(self) -> str:
-        return "integer or string"
+        return f"{'number' if isinstance(self.number, Num) else 'integer'} or string"
 
     def allowed_doc(self) -> str:
         return f"`{json.dumps(self.word)}` or {self.number.allowed_doc()}"

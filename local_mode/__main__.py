@@ -3,6 +3,7 @@
   python -m local_mode demo [--interrupt-at-step N]         the tokenizer stage + QA on 2 hosts, one spot interruption
   python -m local_mode example NAME [NAME ...] | --all      examples/NAME.json as shipped (local overrides said aloud)
   python -m local_mode run SPEC.json [SPEC.json ...] --data DIR [--interrupt-at-step N ...]   specs with your data
+      [--inject-stall RANK@STEP | RANK@STEP:sigstop | RANK@STEP:loader | RANK@startup ...] [--processes-per-host N]
   python -m local_mode data TASK DIR [--family bert]        generated data + a tiny model + a spec using them
 
 Runs land in .local-runs/<time>/ (report/report.md and report/run.json for every run, failed ones too).
@@ -50,6 +51,14 @@ def _parser() -> argparse.ArgumentParser:
                           "nothing more reaches S3)")
     run.add_argument("--interrupt-during-save", type=int, action="append", default=[], metavar="N",
                      help="inject an abrupt interruption when the save of a checkpoint of step N or later begins")
+    run.add_argument("--inject-stall", action="append", default=[], metavar="FAULT",
+                     help="make a training job stop making progress, to watch the stall watchdog find it: RANK@STEP "
+                          "(global rank RANK sleeps forever after step STEP), RANK@STEP:sigstop (its process is "
+                          "SIGSTOPped), RANK@STEP:loader (its data loader blocks), RANK@startup (it never reaches "
+                          "its first step). Repeat for the run's next training jobs: the n-th fault goes to the n-th "
+                          "job (a retry after a stall is a new job; set fallback.max_attempts)")
+    run.add_argument("--processes-per-host", type=int, default=1, metavar="N",
+                     help="torchrun processes per emulated host (default 1)")
     data = sub.add_parser("data", help="write generated data and a tiny model for a task, and a spec using them")
     data.add_argument("task", choices=TASKS)
     data.add_argument("dir", type=Path)
@@ -107,7 +116,8 @@ def main(argv: list[str] | None = None) -> int:
             rules = [Interruption(n) for n in args.interrupt_at_step or []]
             rules += [Interruption(n, abrupt=True) for n in args.interrupt_abruptly_at_step]
             rules += [Interruption(n, abrupt=True, during_save=True) for n in args.interrupt_during_save]
-            outcomes = run_files(args.cdk_out, work_dir, args.spec, args.data, rules, verbose=args.verbose)
+            outcomes = run_files(args.cdk_out, work_dir, args.spec, args.data, rules, verbose=args.verbose,
+                                 stalls=args.inject_stall, processes_per_host=args.processes_per_host)
     except (AssemblyError, UsageError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

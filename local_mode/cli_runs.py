@@ -16,6 +16,7 @@ from local_mode.console import failure_lines, success_lines
 from local_mode.job_settings import Interruption
 from local_mode.report import write_report
 from local_mode.session import LocalSession, RunOutcome
+from local_mode.stall_faults import describe_stall
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples"
@@ -108,14 +109,23 @@ def upload_local_model(session: LocalSession, spec: dict[str, Any], folder: Path
 
 
 def run_files(cdk_out: Path, work_dir: Path, spec_paths: list[Path], data: Path, interruptions: list[Interruption], *,
-              verbose: bool = False) -> list[RunOutcome]:
+              verbose: bool = False, stalls: list[str] | None = None,
+              processes_per_host: int = 1) -> list[RunOutcome]:
     """Each spec with the data under `data` (uploaded once), one after the other in one emulator session; with
-    several specs each run's report goes to work_dir/<spec file name>/."""
+    several specs each run's report goes to work_dir/<spec file name>/. Interruptions and stall faults
+    (`--inject-stall`: the n-th fault in a run's n-th training job) apply to every spec's run."""
     specs = [read_spec(path) for path in spec_paths]
     folders = [local_model_folder(spec, path) for spec, path in zip(specs, spec_paths, strict=True)]
     check_data_folder(data)
+    for fault in stalls or []:
+        try:
+            describe_stall(fault)
+        except ValueError as exc:
+            raise UsageError(f"--inject-stall {exc}") from None
+    if processes_per_host < 1:
+        raise UsageError(f"--processes-per-host {processes_per_host}: at least 1")
     outcomes = []
-    with LocalSession(cdk_out, work_dir, verbose=verbose) as session:
+    with LocalSession(cdk_out, work_dir, verbose=verbose, processes_per_host=processes_per_host) as session:
         print(f"uploaded {session.upload_folder(data)} files from {data} to s3://{session.dep.data_bucket}/")
         for index, (spec, path, folder) in enumerate(zip(specs, spec_paths, folders, strict=True)):
             run_dir = work_dir if len(specs) == 1 else work_dir / f"{index + 1:02d}-{path.stem}"
@@ -125,7 +135,7 @@ def run_files(cdk_out: Path, work_dir: Path, spec_paths: list[Path], data: Path,
                 upload_local_model(session, spec, folder)
             # interruptions on the command line replace the spec's local.interrupt_at_step
             outcome = session.run_spec(spec, interrupt_at_step=0 if interruptions else None,
-                                       interruptions=interruptions)
+                                       interruptions=interruptions, stalls=stalls)
             conclude(session, outcome, run_dir, verbose=verbose)
             outcomes.append(outcome)
     if len(specs) > 1:

@@ -55,6 +55,7 @@ class LocalSageMaker:
         self.settings = settings
         self._jobs: dict[str, LocalJob] = {}  # by ARN
         self._rules: list[_InterruptRule] = []
+        self._stall_rules: list[tuple[str, str]] = []  # (HFTRAIN_INJECT_STALL value, name_contains)
         self._lock = threading.Lock()
 
     # ---- for the local mode's caller ---------------------------------------------------------------
@@ -67,6 +68,13 @@ class LocalSageMaker:
             raise ValueError("at_step must be >= 0")
         with self._lock:
             self._rules.append(_InterruptRule(Interruption(at_step, abrupt, during_save), name_contains))
+
+    def inject_stall(self, fault: str, name_contains: str = "") -> None:
+        """Give the next training job whose name contains name_contains (its first attempt) a stall fault:
+        training_code/hftrain/stall_injection.py reads it (RANK@STEP, RANK@STEP:sigstop, RANK@STEP:loader,
+        RANK@startup). Each call is used by one job; call again for the next one (a retry is a new job)."""
+        with self._lock:
+            self._stall_rules.append((fault, name_contains))
 
     def request_interrupt(self, job_name: str, at_step: int) -> None:
         """Interrupt a training job that already exists at global step at_step."""
@@ -105,6 +113,9 @@ class LocalSageMaker:
         with self._lock:
             rules = [rule for rule in self._rules if rule.name_contains in name]
             self._rules = [rule for rule in self._rules if rule not in rules]
+            stall = next((rule for rule in self._stall_rules if rule[1] in name), None)
+            if stall is not None:
+                self._stall_rules.remove(stall)
         job = TrainingJob(
             request,
             name=name,
@@ -112,6 +123,7 @@ class LocalSageMaker:
             region=backend.region_name,
             settings=self.settings,
             interruptions=[rule.interruption for rule in rules],
+            stall_fault=stall[0] if stall else None,
             on_state_change=lambda j: _sync_training_record(fake, j),
         )
         _sync_training_record(fake, job)

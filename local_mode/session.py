@@ -28,6 +28,7 @@ from local_mode.emulator import Deployment, Emulator, copy_tree_to_s3
 from local_mode.job_settings import Interruption, JobEvent, LocalSageMakerSettings
 from local_mode.s3_channels import safe_extract
 from local_mode.sagemaker_backend import LocalSageMaker, local_sagemaker
+from local_mode.stall_faults import describe_stall
 
 LOSS_METRICS = ("loss",)  # per logging step; train_loss is the whole run's average
 MOTO_CONFIG = {"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}}
@@ -222,7 +223,8 @@ class LocalSession:
         return self.sfn.list_executions(stateMachineArn=self.dep.fine_tune_arn)["executions"]
 
     def run_spec(self, spec: dict[str, Any], *, interrupt_at_step: int | None = None,
-                 interruptions: list[Interruption] | None = None, timeout: float = 1800) -> RunOutcome:
+                 interruptions: list[Interruption] | None = None, stalls: list[str] | None = None,
+                 timeout: float = 1800) -> RunOutcome:
         """Uploads the spec under runs/ (the S3 trigger starts the run, as in AWS) and follows it to the end.
         interrupt_at_step (else the spec's local.interrupt_at_step) and `interruptions` are injected in the
         run's training job, in step order."""
@@ -234,6 +236,9 @@ class LocalSession:
             self.sagemaker.interrupt_training(rule.at_step, name_contains=str(spec.get("name", "")),
                                               abrupt=rule.abrupt, during_save=rule.during_save)
             self.say(f"{rule.describe()} will be injected")
+        for number, fault in enumerate(stalls or [], 1):  # the n-th fault in the n-th training job
+            self.sagemaker.inject_stall(fault, name_contains=str(spec.get("name", "")))
+            self.say(f"a stall will be injected in training job {number} of the run: {describe_stall(fault)}")
         before = {e["executionArn"] for e in self.executions()}
         jobs_before = {j.arn for j in self.sagemaker.jobs}
         key = self.upload_spec(spec)

@@ -53,6 +53,7 @@ from local_mode.training_hosts import install_code, training_processes
 TRAINING_MEMBERS = output_members("DescribeTrainingJob")
 WINDOW_PREFIXES = ("[train] ", "[eval] ", "[setup] ")  # the training code's start-up and logging-window lines
 SAVE_BEGIN = '"event":"save_begin"'  # the training code's GOODPUT line before a checkpoint save
+STALL_LINE = "stall watchdog: rank "  # the training code's stall watchdog declaring a stall (hftrain/stall.py)
 GOODPUT_PID = re.compile(r'^GOODPUT \{.*?"pid":(\d+)')  # the process that writes them (global rank 0)
 UNBILLED = ("Starting", "Interrupted")  # provisioning and the waits for spot capacity
 END_STATES = {
@@ -84,9 +85,12 @@ class TrainingJob(LocalJob):
     event_detail_type = "SageMaker Training Job State Change"
 
     def __init__(
-        self, request: dict[str, Any], *, interruptions: list[Interruption] | None = None, **kwargs: Any
+        self, request: dict[str, Any], *, interruptions: list[Interruption] | None = None,
+        stall_fault: str | None = None, **kwargs: Any
     ) -> None:
         super().__init__(request, **kwargs)
+        self.stall_fault = stall_fault  # HFTRAIN_INJECT_STALL for the first attempt (stall_injection.py)
+        self._stall_seen = 0  # the attempt whose stall was shown
         self.secondary_status = "Starting"
         self.transitions: list[dict[str, Any]] = [
             {
@@ -321,9 +325,13 @@ class TrainingJob(LocalJob):
         return sync
 
     def _start_hosts(self, hosts: list[Host]) -> None:
+        env = self.base_env()
+        if self.stall_fault and self.attempt == 1:
+            env["HFTRAIN_INJECT_STALL"] = self.stall_fault
+            self.emit("status", f"injecting a stall: HFTRAIN_INJECT_STALL={self.stall_fault}")
         self.hosts = training_processes(
             hosts,
-            base_env=self.base_env(),
+            base_env=env,
             job_name=self.name,
             job_arn=self.arn,
             bin_dir=self.work_dir / "bin",
@@ -336,6 +344,9 @@ class TrainingJob(LocalJob):
 
     def _on_line(self, host: str, line: str) -> None:
         self.ship_line(host, line)
+        if line.startswith(STALL_LINE) and self._stall_seen != self.attempt:  # every rank says it: shown once
+            self._stall_seen = self.attempt
+            self.emit("status", f"{line} (seen on {host})")
         if host != self._leader:
             return
         progress = parse_progress(line)

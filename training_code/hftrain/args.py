@@ -297,6 +297,26 @@ class SageMakerTrainingArguments(Seq2SeqTrainingArguments):
             "arguments) so that a restart loads it instead of tokenizing again."
         },
     )
+    stall_minutes: str = field(
+        default="auto",
+        metadata={
+            "help": "The stall watchdog (hftrain/stall.py, a thread in every rank): the job ends with a failure "
+            "naming the silent rank when no optimizer step ends for this many minutes; auto: max("
+            "stall_floor_minutes, 20 x the median step time); off: no watchdog. The pipeline sets it from "
+            "stall.minutes."
+        },
+    )
+    stall_startup_minutes: float = field(
+        default=60.0,
+        metadata={
+            "help": "The stall watchdog's limit for start-up before the first step, evaluation and checkpoint "
+            "saves (minutes without a phase change). The pipeline sets it from stall.startup_minutes."
+        },
+    )
+    stall_floor_minutes: float = field(
+        default=10.0,
+        metadata={"help": "stall_minutes auto: the least limit for training steps, in minutes."},
+    )
     # --- speed defaults (see hftrain/batching.py and hftrain/packing.py) ---
     train_sampling_strategy: str = field(
         default="auto",
@@ -351,6 +371,12 @@ class SageMakerTrainingArguments(Seq2SeqTrainingArguments):
             self.dataloader_num_workers = _auto_workers(has_cuda)
         if self.padding_free not in PADDING_FREE:  # the parser checks choices; this guards direct construction
             raise ArgumentError(f"padding_free must be one of {PADDING_FREE}, got {self.padding_free!r}")
+        try:
+            from .stall import parse_minutes
+
+            parse_minutes(self.stall_minutes)
+        except ValueError as err:
+            raise ArgumentError(str(err)) from None
         if self.per_device_eval_batch_size == -1:  # auto; other values are bounded in hp_rules
             self.per_device_eval_batch_size = max(8, 2 * self.per_device_train_batch_size)
         for name in ("fsdp_config", "lr_scheduler_kwargs", "gradient_checkpointing_kwargs", "accelerator_config"):

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from . import args as hp
 from . import (
+    bandwidth,
     baselines,
     batching,
     checkpoints,
@@ -29,6 +30,8 @@ from . import (
     save_interval,
     sharding,
     smenv,
+    stall,
+    stall_injection,
     tokenized_cache,
     volume,
 )
@@ -43,16 +46,17 @@ from .callbacks import (
 from .data import DataError, load_hub, load_local
 from .failure import write_failure
 from .goodput import GoodputCallback, GoodputClock
-from .nccl import NcclTransportCallback
+from .nccl import NcclTransportCallback, NetworkError
 from .progress import ProgressLineCallback
 from .sagemaker_trainer import make_trainer_class
+from .stall_hooks import StallCallback, start_watchdog
 from .tasks import get_task
 from .tasks.base import ModelTaskMismatch
 
 logger = logging.getLogger("hftrain")
 
 USER_ERRORS = (hp.ArgumentError, DataError, ModelTaskMismatch, resume.CheckpointMismatchError,
-               volume.VolumeFullError)
+               volume.VolumeFullError, NetworkError)
 
 
 # ---------------------------------------------------------------- model location
@@ -236,6 +240,7 @@ class TrainingRun:
         # What this process spends its time on (goodput.py); lines only from global rank 0 (set in setup).
         self.clock = clock or GoodputClock(job=self.env.job_name, host=self.env.current_host, enabled=False)
         self.clock.mark_imports_done()
+        self.injection = stall_injection.mine()  # local mode's injected faults (stall_injection.py)
 
     # --- arguments, logging, seed, SIGTERM
     def setup(self) -> None:
@@ -260,6 +265,12 @@ class TrainingRun:
                         self.env.num_hosts, self.env.hosts, self.world, args.device, args.bf16, args.fp16)
         set_seed(args.seed)
         self.task.adjust_training_args(args)
+        # the network before the work (bandwidth.py): a GPU job across hosts below its floor ends here
+        line = bandwidth.probe(instance_type=os.environ.get("SM_CURRENT_INSTANCE_TYPE"), hosts=self.env.num_hosts,
+                               require=os.environ.get("HFTRAIN_EXPECT_EFA") == "1"
+                               and os.environ.get("HFTRAIN_REQUIRE_EFA", "1") != "0")
+        if self.rank == 0:
+            logger.info(line)
 
     # --- data: this rank's raw rows, the columns, what the task reads from all ranks' data
     def load_data(self) -> None:
@@ -458,6 +469,8 @@ class TrainingRun:
         args, workers = self.args, self.args.dataloader_num_workers
         train_collator = sharding.WeightedCollator(  # padding-free where it applies
             packing.train_collator(self.task, self.tokenizer, self.model, args, self.task.name))
+        if self.injection is not None and self.injection.how == "loader":
+            train_collator = stall_injection.HangingCollator(train_collator, self.injection, self.decision.step or 0)
 
         def train_loader():
             return sharding.EpochDataLoader(
@@ -497,6 +510,7 @@ class TrainingRun:
             LogLinesCallback(),
             ProgressLineCallback(),
             NcclTransportCallback(),  # which network NCCL chose (EFA or a TCP fallback)
+            StallCallback(self.injection),  # every step's end is progress for the stall watchdog
             GoodputCallback(self.clock),  # last: the markers and rotation of CheckpointCallback count as save time
         ]
 
@@ -549,6 +563,7 @@ class TrainingRun:
     def evaluate(self, trainer, metrics: dict) -> None:
         if self.eval_features is None or not self.args.eval_at_end:
             return
+        stall.HEART.mark("final evaluation", "final")
         with self.clock.final("eval"):
             scores = trainer.evaluate(**self.task.final_eval_kwargs(self.args))
             metrics.update({k: v for k, v in scores.items() if isinstance(v, int | float)})
@@ -560,6 +575,7 @@ class TrainingRun:
     def write_outputs(self, trainer, metrics: dict) -> None:
         """The final model, written once by global rank 0 (all ranks join for sharded models), and metrics.json."""
         env = self.env
+        stall.HEART.mark("final model write", "final")
         with self.clock.final("save"):
             fsdp.save_final_model(trainer, env.model_dir)
             if self.rank == 0:
@@ -602,19 +618,29 @@ def _startup_lines(job: TrainingRun, phase: str, seconds: float) -> None:
 
 def run(model_args, data_args, training_args, clock: GoodputClock | None = None) -> int:
     job = TrainingRun(model_args, data_args, training_args, clock)
-    with job.clock.phase("setup"):  # the start-up parts of the goodput ledger (goodput.py)
-        job.setup()
-    if job.rank == 0:
-        progress.setup_line(f"{job.task.name} on {job.env.num_hosts} host(s), {job.world} process(es), device "
-                            f"{training_args.device.type}")
-    for phase, step in (("data_load", job.load_data), ("model_load", job.load_model_and_tokenizer),
+    watchdog = start_watchdog(training_args)  # every rank, before anything can hang (stall.py)
+    try:
+        return _run(job, training_args)
+    finally:  # also when the run raises: a process that goes on (in-process tests) keeps no watchdog
+        if watchdog is not None:
+            watchdog.stop()
+
+
+def _run(job: TrainingRun, training_args) -> int:
+    for phase, step in (("setup", job.setup), ("data_load", job.load_data), ("model_load", job.load_model_and_tokenizer),
                         ("tokenize", job.tokenize), ("layout", job.lay_out_training),
                         ("resume_verify", job.decide_resume)):
+        stall.HEART.mark(phase, "startup")
+        stall_injection.at_phase(job.injection, phase)
         began = time.time()
-        with job.clock.phase(phase):
+        with job.clock.phase(phase):  # the start-up parts of the goodput ledger (goodput.py)
             step()
-        if phase != "layout":
+        if phase == "setup" and job.rank == 0:
+            progress.setup_line(f"{job.task.name} on {job.env.num_hosts} host(s), {job.world} process(es), device "
+                                f"{training_args.device.type}")
+        elif phase not in ("setup", "layout"):
             _startup_lines(job, phase, time.time() - began)
+    stall.HEART.mark("restore", "startup")
     job.prepare_trainer()
     trainer, metrics = job.train()
     if not job.stopped_by_sigterm(trainer):

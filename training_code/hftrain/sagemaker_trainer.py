@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 
-from . import compat, distributed, fsdp, packing, resume, volume
+from . import compat, distributed, fsdp, packing, resume, stall, volume
 from .loss_scaling import settle as settle_loss_scaling
 
 logger = logging.getLogger("hftrain")
@@ -39,13 +39,24 @@ def make_trainer_class(base):
             return self._train_loader_factory()
 
         def _evaluate(self, *a, **kw):
-            if self._goodput is None:
-                return super()._evaluate(*a, **kw)
-            self._goodput.eval_begins()
+            stall.HEART.mark("evaluation", "eval")  # the stall watchdog's longer limit applies
             try:
-                return super()._evaluate(*a, **kw)
+                if self._goodput is None:
+                    return super()._evaluate(*a, **kw)
+                self._goodput.eval_begins()
+                try:
+                    return super()._evaluate(*a, **kw)
+                finally:
+                    self._goodput.eval_ends()
             finally:
-                self._goodput.eval_ends()
+                stall.HEART.mark("train", "train")
+
+        def get_batch_samples(self, *a, **kw):
+            stall.HEART.at("data")  # where a step waits when its data loader hangs
+            try:
+                return super().get_batch_samples(*a, **kw)
+            finally:
+                stall.HEART.at("forward_backward")
 
         def _guarded_load(self, what: str, checkpoint, load):
             """Run one load on every rank; if it fails on any, all raise CheckpointLoadError together (the
@@ -80,8 +91,11 @@ def make_trainer_class(base):
         def _save_checkpoint(self, model, trial):
             if self._goodput is not None:
                 self._goodput.save_begins(self.state.global_step)  # ends in GoodputCallback.on_save
+            stall.HEART.mark(f"checkpoint save of step {self.state.global_step}", "save")
             try:
-                return super()._save_checkpoint(model, trial)
+                result = super()._save_checkpoint(model, trial)
+                stall.HEART.mark("train", "train")
+                return result
             except Exception as err:  # a full volume says so (volume.py); anything else as it is
                 full = volume.save_failure(err, self.args.checkpoint_dir, f"checkpoint-{self.state.global_step}",
                                            lambda: volume.state_bytes(self.model, self.optimizer))

@@ -1,0 +1,106 @@
+"""Faults the local mode injects to show the stall watchdog at work (`python -m local_mode run --inject-stall`).
+
+`HFTRAIN_INJECT_STALL` (set by the local SageMaker for one job's first attempt only; never by the pipeline):
+- `R@N`: global rank R stops making progress after its optimizer step N (sleeps forever in the loop);
+- `R@N:sigstop`: after step N, rank R's process is stopped with SIGSTOP (sent by a child process: the whole
+  process freezes, its watchdog thread too, as on a frozen host);
+- `R@startup`: rank R never reaches its first step (sleeps forever when its start-up phase `layout` begins;
+  the other ranks wait for it in a collective);
+- `R@N:loader`: the data loader of rank R blocks on the batch of step N + 1 (in its worker process when
+  `dataloader_num_workers` > 0).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+
+logger = logging.getLogger("hftrain")
+ENV = "HFTRAIN_INJECT_STALL"
+_SPEC = re.compile(r"(?P<rank>\d+)@(?:(?P<startup>startup)|(?P<step>\d+)(?::(?P<how>sleep|sigstop|loader))?)")
+
+
+@dataclass(frozen=True)
+class Injection:
+    rank: int
+    step: int | None  # None: at start-up
+    how: str  # sleep | sigstop | loader | startup
+
+    def describe(self) -> str:
+        if self.how == "startup":
+            return f"rank {self.rank} never reaches its first step"
+        if self.how == "loader":
+            return f"the data loader of rank {self.rank} blocks after step {self.step}"
+        if self.how == "sigstop":
+            return f"rank {self.rank}'s process is SIGSTOPped after step {self.step}"
+        return f"rank {self.rank} stops making progress after step {self.step}"
+
+
+def parse(text: str) -> Injection:
+    match = _SPEC.fullmatch(text.strip())
+    if match is None:
+        raise ValueError(f"{text!r}: expected RANK@STEP, RANK@STEP:sigstop, RANK@STEP:loader or RANK@startup "
+                         "(e.g. 3@20)")
+    if match["startup"]:
+        return Injection(int(match["rank"]), None, "startup")
+    return Injection(int(match["rank"]), int(match["step"]), match["how"] or "sleep")
+
+
+def mine() -> Injection | None:
+    """This rank's injection, if the environment asks for one."""
+    text = os.environ.get(ENV)
+    if not text:
+        return None
+    injection = parse(text)
+    return injection if injection.rank == int(os.environ.get("RANK", "0") or 0) else None
+
+
+def hang(what: str) -> None:
+    sys.stderr.write(f"INJECTED STALL: {what}\n")
+    sys.stderr.flush()
+    while True:
+        time.sleep(3600)
+
+
+def at_phase(injection: Injection | None, phase: str) -> None:
+    if injection is not None and injection.how == "startup" and phase == "layout":
+        hang(injection.describe())
+
+
+def after_step(injection: Injection | None, step: int) -> None:
+    if injection is None or injection.step != step or injection.how not in ("sleep", "sigstop"):
+        return
+    if injection.how == "sigstop":
+        sys.stderr.write(f"INJECTED STALL: {injection.describe()}\n")
+        sys.stderr.flush()
+        subprocess.Popen(["kill", "-STOP", str(os.getpid())])  # noqa: S603, S607 - from another process
+        time.sleep(5)
+        os.kill(os.getpid(), signal.SIGSTOP)  # in case kill(1) is missing
+        return
+    hang(injection.describe())
+
+
+class HangingCollator:
+    """Wraps the training collator: blocks on the batch of step `step` + 1 (one batch per step, counted from the
+    step training resumed at, across the loader's worker processes and epochs: a counter in shared memory that
+    the forked workers inherit)."""
+
+    def __init__(self, collate, injection: Injection, start_step: int = 0) -> None:
+        import multiprocessing
+
+        self.collate, self.injection = collate, injection
+        self.batches = multiprocessing.Value("i", start_step)
+
+    def __call__(self, rows):
+        with self.batches.get_lock():
+            self.batches.value += 1
+            count = self.batches.value
+        if count > (self.injection.step or 0):
+            hang(self.injection.describe() + f" (in pid {os.getpid()})")
+        return self.collate(rows)
