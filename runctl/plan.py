@@ -110,7 +110,8 @@ def plan_lines(result: dict[str, Any], *, show_requests: bool = True) -> list[st
     if show_requests:
         lines += ["", "Requests (as they would be sent):"]
         for entry in result["requests"]:
-            lines += [f"# {entry['operation']} ({entry['stage']})", json.dumps(entry["request"], indent=1)]
+            # one printed line per JSON line: the printer escapes control characters line by line
+            lines += [f"# {entry['operation']} ({entry['stage']})", *json.dumps(entry["request"], indent=1).splitlines()]
     else:
         lines += ["", "(without --brief: the CreateTrainingJob / CreateProcessingJob requests as they would be sent)"]
     return lines
