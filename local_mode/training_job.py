@@ -464,9 +464,10 @@ class TrainingJob(LocalJob):
         return total
 
     def _account_time(self) -> None:
-        """TrainingTimeInSeconds: the billed transitions of every attempt (the upload included); spot bills a
-        discounted share of it."""
-        training = max(1, math.ceil(self._billed_seconds()))
+        """TrainingTimeInSeconds: the billed transitions of every attempt (the upload included), to the nearest
+        whole second (the API field is an integer; rounding up instead would add up to a second per instance that
+        the goodput ledger can only show as unaccounted); spot bills a discounted share of it."""
+        training = max(1, round(self._billed_seconds()))
         billable = max(1, math.ceil(training * (1 - self.settings.spot_discount))) if self.spot else training
         self.training_seconds, self.billable_seconds = training, billable
 

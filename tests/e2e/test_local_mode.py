@@ -71,7 +71,7 @@ def test_local_run_end_to_end(dev_outdir: Path, tmp_path: Path) -> None:
         assert sum(ledger["parts"].values()) == pytest.approx(ledger["billed_seconds"], abs=0.01)
         assert ledger["billed_seconds"] == desc["TrainingTimeInSeconds"] * 2
         assert abs(ledger["transitions_billed_seconds"] - ledger["billed_seconds"]) <= max(
-            0.02 * ledger["billed_seconds"], 2.0)  # the transitions tell the same (TrainingTimeInSeconds: ceil)
+            0.02 * ledger["billed_seconds"], 2.0)  # the transitions tell the same (TrainingTimeInSeconds: whole seconds)
         assert abs(ledger["parts"]["unaccounted"]) < 0.05 * ledger["billed_seconds"], ledger["parts"]
         assert result["checkpoints"]["last_durable_step"] >= 20
         assert any("is durable in S3 (last_durable_step=" in line for line in said)
