@@ -87,7 +87,7 @@ CAUGHT = {
                                            f"s3://{BUCKET}/datasets/pq/train/part-0.parquet has 'id', 'text'"),
     "empty-object": ("PreflightError", f"data.train: 1 empty object(s) (0 bytes) under s3://{BUCKET}/datasets/empty/"
                                        "train/: part-1.jsonl; remove them or upload their content"),
-    "short-runtime": ("SpecError", "max_runtime_seconds: 5 is below 2400 s: 600 s for the job's start-up"),
+    "short-runtime": ("SpecError", "max_runtime_seconds: 5 is below 900 s: 600 s for the job's start-up"),
     "unknown-type": ("PreflightError", "compute.instance_type: ml.g9.2xlarge is not allowed in environment dev; "
                                        "allowed: ml.g5.xlarge"),
     "local-model": ("PreflightError", "hyperparameters.label_column: 'sentiment' is not a column of data.train"),

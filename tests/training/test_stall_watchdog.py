@@ -94,6 +94,27 @@ def test_a_frozen_rank_is_named_first_and_said_to_be_frozen():
     assert "stopped responding (its process is frozen or SIGSTOPped" in verdict.message.splitlines()[0]
 
 
+def test_a_rank_frozen_late_is_waited_for_then_named_even_if_it_moved_last():
+    """A SIGSTOP that lands a moment after the rank's last step (CI: the others were named, the frozen rank was
+    not): at the limit its watchdog has missed a few beats but is not yet clearly frozen, and it may even have
+    moved last (it began the next step). The verdict waits, then names it."""
+    limits = stall.Limits(minutes=0.1)  # 6 s
+    beats = {r: beat(r, moved=NOW - 6.1, waiting=True) for r in range(4)}
+    beats[2].update(moved_at=NOW - 4.0, alive_at=NOW - 3.0)  # moved 2 s after the others, silent for 3 s
+    assert stall.judge(beats, limits, now=NOW, started_at=0, poll=0.6) is None  # late, not yet frozen: wait
+    for b in beats.values():
+        if b["rank"] != 2:
+            b["alive_at"] = NOW + 2.5  # the others go on publishing
+    verdict = stall.judge(beats, limits, now=NOW + 2.5, started_at=0, poll=0.6)
+    assert verdict.record["rank"] == 2 and verdict.record["frozen"] and verdict.record["ranks"] == [2]
+    # a watchdog that only missed beats for good (never frozen past the wait) does not hold the verdict forever
+    beats[2].update(alive_at=NOW + 10.0)
+    for b in beats.values():
+        b["alive_at"] = min(b["alive_at"], NOW + 10.0)
+    beats[0]["alive_at"] = NOW + 20 - 2.0  # a healthy watchdog 2 s late, 20 s after the last step
+    assert stall.judge(beats, limits, now=NOW + 20, started_at=0, poll=0.6) is not None
+
+
 def test_start_up_evaluation_and_saves_use_the_longer_limit_and_a_rank_that_never_reported_is_named():
     limits = stall.Limits(minutes=1, startup_minutes=30)
     beats = {r: beat(r, moved=NOW - 20 * 60, kind="startup", step=None, phase="tokenize") for r in range(2)}

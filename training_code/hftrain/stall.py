@@ -247,7 +247,7 @@ def judge(beats: dict[int, dict[str, Any] | None], limits: Limits, *, now: float
     `started_at`)."""
     medians = [b["median_step"] for b in beats.values() if b and b.get("median_step")]
     median = max(medians) if medians else None
-    silent: list[tuple[dict[str, Any], float, float]] = []  # past half their limit: may be the cause
+    every: list[tuple[dict[str, Any], float, float]] = []
     stalled = False
     for rank, beat in beats.items():
         beat = beat or {"rank": rank, "moved_at": started_at, "alive_at": started_at, "kind": "startup",
@@ -256,14 +256,22 @@ def judge(beats: dict[int, dict[str, Any] | None], limits: Limits, *, now: float
         limit = limits.seconds(beat.get("kind", "train"), median)
         quiet = now - float(beat.get("moved_at") or started_at)
         stalled = stalled or quiet > limit
-        if quiet > limit / 2:
-            silent.append((beat, quiet, limit))
+        every.append((beat, quiet, limit))
     if not stalled:
         return None
     frozen_after = max(3 * poll, 5.0)
-    for beat, _, _ in silent:
-        beat["frozen"] = bool(beat.get("never")) or now - float(beat.get("alive_at") or 0) > frozen_after
-    named = [s for s in silent if s[0]["frozen"]] or [s for s in silent if not s[0].get("waiting")] or silent
+    late = False
+    for beat, quiet, limit in every:
+        age = now - float(beat.get("alive_at") or 0)
+        beat["frozen"] = bool(beat.get("never")) or age > frozen_after
+        # a watchdog that missed two beats may be frozen (a SIGSTOP that landed after the rank's last step): wait
+        # until it is clearly frozen or alive again before naming anyone, at most frozen_after past the limit
+        late = late or (not beat["frozen"] and age > 2 * poll and quiet <= limit + frozen_after)
+    if late:
+        return None
+    silent = [s for s in every if s[1] > s[2] / 2]  # past half their limit: may be the cause
+    # a frozen rank is the cause whenever it last moved (it may have begun the next step before it froze)
+    named = [s for s in every if s[0]["frozen"]] or [s for s in silent if not s[0].get("waiting")] or silent
     named.sort(key=lambda s: (-s[1], s[0]["rank"]))
     beat, quiet, limit = named[0]
     rule = limits.describe(beat.get("kind", "train"), median)
