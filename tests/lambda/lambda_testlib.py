@@ -165,7 +165,8 @@ def _hp_value(name: str, meta: dict[str, Any]) -> st.SearchStrategy[Any]:
         if "exclusiveMaximum" in bounds:
             values = st.floats(low, bounds["exclusiveMaximum"], exclude_max=True, allow_nan=False)
         else:
-            values = st.floats(low, high, allow_nan=False, allow_infinity=False) | st.integers(
+            values = st.floats(low, high, exclude_min="exclusiveMinimum" in bounds, allow_nan=False,
+                               allow_infinity=False) | st.integers(
                 max(int(low) + 1, 0), int(high))
         return values if low >= 0 else values | st.sampled_from([-1e-05, -2.5e-07, -3.0])
     if kind == "boolean":

@@ -134,6 +134,7 @@ def broken_specs(draw: Any) -> tuple[dict[str, Any], str]:
     if kind == "type_not_allowed":
         spec["compute"]["instance_type"] = draw(st.sampled_from(["ml.g4dn.xlarge", "ml.c5.xlarge", "ml.p3.2xlarge"]))
         spec["hyperparameters"].pop("tf32", None)
+        spec["compute"].pop("processes_per_host", None)  # 2 on a 1-GPU type would be a second broken field
         return spec, "compute.instance_type"
     if kind == "count_over_limit":
         spec["distribution"]["strategy"] = "ddp" if spec["distribution"]["strategy"] == "none" else \
@@ -162,6 +163,7 @@ def broken_specs(draw: Any) -> tuple[dict[str, Any], str]:
     if kind == "smddp_type":
         spec["distribution"] = {"strategy": "smddp"}
         spec["compute"]["instance_type"] = "ml.g5.2xlarge"
+        spec["compute"].pop("processes_per_host", None)  # 2 on a 1-GPU type would be a second broken field
         spec["fallback"]["options"] = []
         return spec, "compute.instance_type"
     if kind == "fsx_without_fsx":
