@@ -100,10 +100,13 @@ def _epochs(epochs: float) -> None:
         math.ceil(epochs * steps_per_epoch)
 
 
-# These two start worker processes: they run in a fresh interpreter of their own (a fork of the test process, with
-# whatever threads other tests left in it, could hang), all values in one go.
+# These start worker processes or threads: they run in a fresh interpreter of their own (a fork of the test process,
+# with whatever threads other tests left in it, could hang), all values in one go. The child ends with os._exit, its
+# process groups kept alive: tearing down a gloo group joins its worker threads, which hung CI's test process once.
 IN_CHILD = """
-import json, sys
+import json, os, sys
+from datetime import timedelta
+KEEP = []
 def num_proc(workers):
     import datasets
     datasets.disable_progress_bars()
@@ -113,14 +116,34 @@ def prefetch(factor):
     iterator = iter(DataLoader(list(range(4)), batch_size=2, num_workers=1, prefetch_factor=factor))
     next(iterator)
     del iterator
+def process_group(timeout=None, bucket_cap_mb=None):
+    # A one-process gloo group over a TCP store as torchrun's env:// sets up, and a DDP model in it.
+    import torch
+    import torch.distributed as dist
+    seconds = timedelta(seconds=1800 if timeout is None else timeout)
+    store = dist.TCPStore("127.0.0.1", 0, 1, True, timeout=seconds)
+    KEEP.append(store)
+    dist.init_process_group("gloo", store=store, rank=0, world_size=1, timeout=seconds)
+    try:
+        model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(2, 2),
+                                                          bucket_cap_mb=25 if bucket_cap_mb is None else bucket_cap_mb)
+        KEEP.append(model)
+        model(torch.ones(1, 2)).sum().backward()
+    finally:
+        KEEP.append(dist.group.WORLD)
+        dist.destroy_process_group()
+CALLS = {"preprocessing_num_workers": num_proc, "dataloader_prefetch_factor": prefetch,
+         "ddp_timeout": lambda v: process_group(timeout=int(v)),
+         "ddp_bucket_cap_mb": lambda v: process_group(bucket_cap_mb=int(v))}
 out = []
 for name, value in json.loads(sys.argv[1]):
     try:
-        {"preprocessing_num_workers": num_proc, "dataloader_prefetch_factor": prefetch}[name](value)
+        CALLS[name](value)
         out.append("")
     except Exception as err:
         out.append(f"{type(err).__name__}: {str(err).splitlines()[0][:120] if str(err) else ''}")
-print(json.dumps(out))
+print(json.dumps(out), flush=True)
+os._exit(0)
 """
 
 
@@ -140,25 +163,6 @@ def _in_child(cases: list[tuple[str, Any]]) -> Any:
     return answers
 
 
-def _process_group(timeout: int | None = None, bucket_cap_mb: int | None = None) -> None:
-    """A one-process gloo group over a TCP store as torchrun's env:// sets up, and a DDP model in it."""
-    from datetime import timedelta
-
-    import torch
-    import torch.distributed as dist
-
-    seconds = timedelta(seconds=1800 if timeout is None else timeout)
-    store = dist.TCPStore("127.0.0.1", 0, 1, True, timeout=seconds)
-    try:
-        dist.init_process_group("gloo", store=store, rank=0, world_size=1, timeout=seconds)
-        model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(2, 2),
-                                                          bucket_cap_mb=25 if bucket_cap_mb is None else bucket_cap_mb)
-        model(torch.ones(1, 2)).sum().backward()
-    finally:
-        if dist.is_initialized():
-            dist.destroy_process_group()
-
-
 # hyperparameter -> (the library call of a job's start that takes it, values around its edges)
 START: dict[str, tuple[Any, list[Any]]] = {
     "adam_beta1": (lambda v: _optimizer("adam_beta1", v), [-1.0, -0.1, -1e-05, 0, 0.5, 0.9, 0.999999, 1, 1.5, 3]),
@@ -168,8 +172,8 @@ START: dict[str, tuple[Any, list[Any]]] = {
     "num_train_epochs": (_epochs, [1, 3, 2.5, 1000, 1e6, 1e300, 1.7e308]),
     "preprocessing_num_workers": (None, [-5, -1, 0, 1]),  # IN_CHILD
     "dataloader_prefetch_factor": (None, [-3, -1, 0, 1, 2]),
-    "ddp_timeout": (lambda v: _process_group(timeout=v), [-5, 0, 1, 1800, 10**12, 10**13, 10**20]),
-    "ddp_bucket_cap_mb": (lambda v: _process_group(bucket_cap_mb=v), [25, 2**40, 10**20, 10**29]),
+    "ddp_timeout": (None, [-5, 0, 1, 1800, 10**12, 10**13, 10**20]),  # IN_CHILD
+    "ddp_bucket_cap_mb": (None, [25, 2**40, 10**20, 10**29]),  # IN_CHILD
 }
 # Prepare may refuse more than the library (a bound with a margin: documented in BOUND_REASONS), never less.
 MARGIN = {"num_train_epochs", "ddp_timeout", "ddp_bucket_cap_mb"}
