@@ -7,8 +7,8 @@
 (on the code before the ledger, that run's summary said "step 0 reached ... 0 step(s), 0.0 min of work lost"
 when the lost attempt had logged 13 steps), with two more interruptions in the same run, so that one run has the
 four cases: before the first checkpoint (step 10: SIGTERM, as SageMaker stops a job), during a save (the
-instances lost while checkpoint-20 is written), just after a checkpoint (lost at step 22) and several in one
-run. What the run then says: every billed instance-second in named parts that add up, each interruption as the
+instances lost while checkpoint-60 is written), just after a checkpoint (lost at step 66) and several in one
+run (checkpoints every 60 steps here, so that the SIGTERM lands before the first one however fast the steps). What the run then says: every billed instance-second in named parts that add up, each interruption as the
 lost attempt logged it, the replayed time as the recomputed steps x the measured step time, a restart loading
 the tokenized data set kept with the run, the automatic checkpoint interval in the log, the ledger in the
 notification and the report.
@@ -43,15 +43,18 @@ def steps(log: Path) -> list[int]:
 def story(dev_outdir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
     root = tmp_path_factory.mktemp("goodput-story")
     data = root / "data"
-    made = cli("--cdk-out", str(dev_outdir), "data", "text-classification", str(data), "--rows", "3000", cwd=root)
+    made = cli("--cdk-out", str(dev_outdir), "data", "text-classification", str(data), "--rows", "20000", cwd=root)
     assert made.returncode == 0, made.stderr[-2000:]
     spec_path = data / "text-classification.json"
     spec = json.loads(spec_path.read_text())
-    spec["checkpoint"] = {"every_steps": 20}  # every_minutes: the default ("auto")
+    # every_minutes: the default ("auto"). 50 steps between the first interruption and the first checkpoint: the
+    # tiny model runs about 50 steps a second here, and SageMaker's stop (SIGTERM) comes a poll after the step.
+    spec["checkpoint"] = {"every_steps": 60}
+    spec["hyperparameters"]["max_steps"] = 90
     spec_path.write_text(json.dumps(spec))
     run = cli("--cdk-out", str(dev_outdir), "--work-dir", str(root / "run"), "run", str(spec_path), "--data",
-              str(data), "--interrupt-at-step", "10", "--interrupt-during-save", "20",
-              "--interrupt-abruptly-at-step", "22", cwd=root)
+              str(data), "--interrupt-at-step", "10", "--interrupt-during-save", "60",
+              "--interrupt-abruptly-at-step", "66", cwd=root)
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-4000:]
     record = json.loads((root / "run" / "report" / "run.json").read_text())
     (job,) = [j["TrainingJobName"] for j in record["jobs"] if "TrainingJobName" in j]
@@ -82,7 +85,7 @@ def test_each_interruption_is_reported_as_the_lost_attempt_logged_it(story: dict
     records = story["result"]["interruptions"]
     attempts = story["result"]["goodput"]["attempts"]
     logged = [steps(story["logs"] / f"attempt-{i}" / "algo-1.log") for i in range(1, 5)]
-    assert len(records) == 3 and logged[-1][-1] == 30
+    assert len(records) == 3 and logged[-1][-1] == 90
     for i, (record, attempt) in enumerate(zip(records, attempts, strict=False)):
         assert record["step_logged"] == logged[i][-1]  # what the lost attempt printed: not 0, not a stale file
         assert record["resumed_from_step"] == logged[i + 1][0] - 1  # where the next one started
@@ -96,9 +99,9 @@ def test_each_interruption_is_reported_as_the_lost_attempt_logged_it(story: dict
         assert f"step {record['step_reached']} reached" in story["stdout"]
     before_checkpoint, during_save, after_checkpoint = records
     assert before_checkpoint["step_logged"] >= 10 and not before_checkpoint["during_save"]
-    assert during_save["during_save"] and during_save["step_logged"] == 20
-    assert during_save["resumed_from_step"] < 20  # checkpoint-20 was never complete
-    assert after_checkpoint["step_logged"] >= 22 and not after_checkpoint["during_save"]
+    assert during_save["during_save"] and during_save["step_logged"] == 60
+    assert during_save["resumed_from_step"] < 60  # checkpoint-60 was never complete
+    assert after_checkpoint["step_logged"] >= 66 and not after_checkpoint["during_save"]
     assert "(during a checkpoint save)" in story["stdout"] and "on download and start-up again" in story["stdout"]
 
 
