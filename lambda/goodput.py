@@ -501,7 +501,8 @@ def ledger(jobs: list[dict[str, Any]], streams: dict[str, list[dict[str, Any]]],
             "log_stream": found.stream if found else None,
         })
         if not final:
-            interruptions.append(_interruption(attempt, found, attempts[i + 1], following, split, rows[-1]))
+            interruptions.append(_interruption(attempt, found, attempts[i + 1], following, split, rows[-1],
+                                               stalled=_stall_for(attempt, stalls) is not None))
     from_transitions = sum(r["billed_seconds"] for r in rows)
     for job, seconds in job_reported.items():  # what SageMaker bills is the reference: the rest is unaccounted
         mine = [r for r in rows if r["job_name"] == job]
@@ -541,7 +542,7 @@ def _iso(seconds: float) -> str:
 
 
 def _interruption(attempt: Attempt, found: Evidence | None, nxt: Attempt, following: Evidence | None,
-                  split: Split, row: dict[str, Any]) -> dict[str, Any]:
+                  split: Split, row: dict[str, Any], *, stalled: bool = False) -> dict[str, Any]:
     logged = reached = found.step_reached if found else None
     resumed = following.start_step if following else None
     source = f"the last PROGRESS line of {found.stream}" if found else None
@@ -569,7 +570,7 @@ def _interruption(attempt: Attempt, found: Evidence | None, nxt: Attempt, follow
     count = attempt.instance_count
     replayed = row["parts"]["replayed"]
     restart = (nxt.window(BEFORE_TRAINING) + _startup_wall(nxt, following))
-    how = {"Interrupted": "spot interruption"}.get(attempt.ended, attempt.ended or "ended")
+    how = "stall" if stalled else {"Interrupted": "spot interruption"}.get(attempt.ended, attempt.ended or "ended")
     return {
         "job": attempt.job, "attempt": row["attempt"], "restart": attempt.restart, "how": how,
         "step_reached": reached, "step_logged": logged, "step_reached_from": source if reached is not None else None,

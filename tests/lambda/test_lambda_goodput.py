@@ -205,6 +205,9 @@ def test_a_stall_record_fills_stalled_from_the_last_progress_to_the_end_of_train
     assert without["parts"]["stalled"] == 0 and without["attempts"][0]["parts"]["replayed"] == pytest.approx(310)
     stalled = ledger["attempts"][0]["parts"]
     assert stalled["stalled"] == pytest.approx(300) and stalled["replayed"] == pytest.approx(10)
+    # the interruption says what ended the attempt (it said "Failed of <job>" for a stalled job)
+    assert without["interruptions"][0]["how"] == "spot interruption"
+    assert goodput.interruption_line(ledger["interruptions"][0]).startswith(f"stall of {JOB}: step 10 reached")
 
 
 def test_attempts_follow_the_status_transitions_and_unknown_statuses_are_billed():
