@@ -92,12 +92,11 @@ def test_last_durable_needs_every_hosts_marker_and_every_listed_file(aws_account
 
 
 # --- check_job ------------------------------------------------------------------------------------------------
-@pytest.fixture
-def training(aws_account, put_data, context, monkeypatch):
+def start_watched_job(spec: dict, put_data, context, monkeypatch) -> tuple:
+    """Prepare and StartTraining of `spec` against moto, the job Training since T0, CheckJob's clock at T0 (advance
+    clock["now"]), and its StopTrainingJob calls recorded: (run, job, moto's job, clock, stopped job names)."""
     put_data(DATA + "train/", 4)
     put_data(DATA + "val/", 1)
-    spec = {**SPEC, "checkpoint": {"every_minutes": 10, "watchdog": {"action": "stop"}},
-            "fallback": {"max_attempts": 2}}
     run = strict_json(handlers.prepare({"spec": spec}, context))["run"]
     job = strict_json(handlers.start_training({"run": run, "attempt": 0}, context))
     fake = sagemaker_backends[ACCOUNT][REGION].training_jobs[job["job_name"]]
@@ -115,6 +114,13 @@ def training(aws_account, put_data, context, monkeypatch):
 
     monkeypatch.setattr(aws.client("sagemaker"), "stop_training_job", stop_training_job)
     return run, job, fake, clock, stops
+
+
+@pytest.fixture
+def training(aws_account, put_data, context, monkeypatch):
+    spec = {**SPEC, "checkpoint": {"every_minutes": 10, "watchdog": {"action": "stop"}},
+            "fallback": {"max_attempts": 2}}
+    return start_watched_job(spec, put_data, context, monkeypatch)
 
 
 def notes() -> list[tuple]:

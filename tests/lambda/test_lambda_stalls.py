@@ -9,16 +9,14 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import aws
-import durability
 import handlers
 import outcomes
 import pytest
 import run_spec
 import stall_watch
 from errors import FallbackExhaustedError, SpecError
-from lambda_testlib import ACCOUNT, REGION
-from moto.sagemaker.models import sagemaker_backends
-from test_lambda_handlers import DATA, SPEC, strict_json
+from test_lambda_durability import start_watched_job
+from test_lambda_handlers import SPEC, strict_json
 from test_lambda_requests import training
 from test_lambda_run_spec import MINIMAL, problems_of
 
@@ -125,26 +123,7 @@ def test_outside_watch_counts_from_the_last_progress_or_the_training_start():
 # --- CheckJob against moto ---------------------------------------------------------------------------------------------
 @pytest.fixture
 def running(aws_account, put_data, context, monkeypatch):
-    put_data(DATA + "train/", 4)
-    put_data(DATA + "val/", 1)
-    spec = {**SPEC, "stall": {"minutes": 2, "startup_minutes": 10}}
-    run = strict_json(handlers.prepare({"spec": spec}, context))["run"]
-    job = strict_json(handlers.start_training({"run": run, "attempt": 0}, context))
-    fake = sagemaker_backends[ACCOUNT][REGION].training_jobs[job["job_name"]]
-    fake.training_job_status, fake.secondary_status = "InProgress", "Training"
-    fake.secondary_status_transitions = [{"Status": "Starting", "StartTime": T0 - timedelta(minutes=5)},
-                                         {"Status": "Training", "StartTime": T0}]
-    clock = {"now": T0}
-    monkeypatch.setattr(durability, "utc_now", lambda: clock["now"])
-    stops: list[str] = []
-
-    def stop_training_job(TrainingJobName: str) -> dict:  # noqa: N803 - boto3's parameter name
-        stops.append(TrainingJobName)
-        fake.training_job_status = "Stopping"
-        return {}
-
-    monkeypatch.setattr(aws.client("sagemaker"), "stop_training_job", stop_training_job)
-    return run, job, fake, clock, stops
+    return start_watched_job({**SPEC, "stall": {"minutes": 2, "startup_minutes": 10}}, put_data, context, monkeypatch)
 
 
 def _heartbeat(run: dict, job: dict, step: int, moved: datetime, limit: float = 120) -> None:
