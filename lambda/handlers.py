@@ -284,6 +284,16 @@ def check_job(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
     return status
 
 
+def _stop_job(sm: Any, job_name: str, message: str, reason: str) -> None:
+    """StopTrainingJob for a watch that found the job wasting its instances; logged with the watch's reason."""
+    with aws_errors():
+        try:
+            sm.stop_training_job(TrainingJobName=job_name)
+        except ClientError as err:  # already stopping or ended: nothing to stop
+            logger.warning("stop_training_job %s: %s", job_name, error_code(err))
+    _log(message, job_name=job_name, reason=reason)
+
+
 def _watch_durability(sm: Any, job: dict[str, Any], desc: dict[str, Any], status: dict[str, Any],
                       previous: dict[str, Any] | None) -> None:
     """The durability watchdog (durability.py): report, warn once per stale period, stop when asked."""
@@ -301,12 +311,7 @@ def _watch_durability(sm: Any, job: dict[str, Any], desc: dict[str, Any], status
     report["checkpoint_uri"] = job["checkpoint_uri"]
     status["durability"] = report
     if "stop" in actions:
-        with aws_errors():
-            try:
-                sm.stop_training_job(TrainingJobName=job["job_name"])
-            except ClientError as err:  # already stopping or ended: nothing to stop
-                logger.warning("stop_training_job %s: %s", job["job_name"], error_code(err))
-        _log("durability watchdog stopped the job", job_name=job["job_name"], reason=report["stop_reason"])
+        _stop_job(sm, job["job_name"], "durability watchdog stopped the job", report["stop_reason"])
     if "warn" in actions:
         subject, message = messages.durability_warning(settings, job, report, stopped="stop" in actions)
         _publish(settings, subject, message, "Warning", job.get("run_id"))
@@ -329,12 +334,7 @@ def _watch_stall(sm: Any, job: dict[str, Any], desc: dict[str, Any], status: dic
                                      since=durability.training_since(desc), stall=stall)
     status["stall_watch"] = report
     if stop:
-        with aws_errors():
-            try:
-                sm.stop_training_job(TrainingJobName=job["job_name"])
-            except ClientError as err:  # already stopping or ended: nothing to stop
-                logger.warning("stop_training_job %s: %s", job["job_name"], error_code(err))
-        _log("stall watch stopped the job", job_name=job["job_name"], reason=report["stop_reason"])
+        _stop_job(sm, job["job_name"], "stall watch stopped the job", report["stop_reason"])
     if report.get("stopped_at") and status["status"] in ("Stopped", "Failed") and status["state"] != "completed":
         status["state"] = outcomes.RETRYABLE
         status["outcome"] = outcomes.STALL
