@@ -578,13 +578,13 @@ class TrainingRun:
         stall.HEART.mark("final model write", "final")
         with self.clock.final("save"):
             fsdp.save_final_model(trainer, env.model_dir)
-            if self.rank == 0:
+            if self.rank == 0:  # one writer: a host's ranks share its output dir
                 export.make_readable_by_transformers4(env.model_dir)  # the inference image is transformers 4.x
-            metrics["total_runtime_seconds"] = time.time() - self.started
-            os.makedirs(env.output_data_dir, exist_ok=True)
-            with open(os.path.join(env.output_data_dir, "metrics.json"), "w") as handle:
-                json.dump(metrics, handle, indent=2, sort_keys=True)
-            logger.info("model written to %s, metrics to %s", env.model_dir, env.output_data_dir)
+                metrics["total_runtime_seconds"] = time.time() - self.started
+                os.makedirs(env.output_data_dir, exist_ok=True)
+                with open(os.path.join(env.output_data_dir, "metrics.json"), "w") as handle:
+                    json.dump(metrics, handle, indent=2, sort_keys=True)
+                logger.info("model written to %s, metrics to %s", env.model_dir, env.output_data_dir)
 
 
 def _first_rows(dataset, limit):
