@@ -25,10 +25,10 @@ import time
 import zipfile
 from pathlib import Path
 
+from stacks.lambda_asset import stage  # the asset's files, as synth stages them
+
 REPO = Path(__file__).resolve().parents[1]
 LAMBDA = REPO / "lambda"
-sys.path.insert(0, str(REPO))
-from stacks.lambda_asset import stage  # noqa: E402  (the asset's files, as synth stages them)
 
 EXCLUDE_SUFFIXES = (".pyc", ".md")
 LAMBDA_ZIP_LIMIT = 50 * 1024 * 1024  # direct upload limit (zipped)
@@ -82,10 +82,9 @@ def cold_imports_ms(runs: dict[str, tuple[Path, str]], repeat: int) -> dict[str,
 
 
 def planning_ms(repeat: int) -> float:
-    sys.path.insert(0, str(LAMBDA))
-    import job_requests
-    from runs import prepare_run
-    from settings import Settings
+    from hfsm_lambda import job_requests
+    from hfsm_lambda.runs import prepare_run
+    from hfsm_lambda.settings import Settings
 
     settings = Settings.from_dict(SETTINGS)
     specs = [json.loads(p.read_text()) for p in sorted((REPO / "examples").glob("*.json"))]
@@ -106,13 +105,24 @@ def _extract(ref: str, target: Path) -> None:
         tar.extractall(target, filter="data")
 
 
-def _first_prepare(tmp: Path) -> str:
+def _statements(tmp: Path, package: str) -> dict[str, str]:
+    """What each cold-import probe runs; `package` is "hfsm_lambda." for this checkout's asset, "" for a ref from
+    before lambda/ was a package (its modules were top-level)."""
+    return {"bare": "pass", "boto": "import boto3, botocore.config, botocore.exceptions",
+            "handlers": f"import {package}handlers",
+            "pure": f"import {package}run_spec, {package}planning, {package}job_requests",
+            "prepare": _first_prepare(tmp, package)}
+
+
+def _first_prepare(tmp: Path, package: str) -> str:
     """The first example without its editor-only `$schema` key (older code refuses the key)."""
     spec = json.loads(sorted((REPO / "examples").glob("*.json"))[0].read_text())
     spec.pop("$schema", None)
     path = tmp / "spec.json"
     path.write_text(json.dumps(spec))
-    return f"import handlers, json, runs, settings; runs.prepare_run(json.load(open({str(path)!r})), settings.load_settings())"
+    runs, settings = f"{package}runs", f"{package}settings"
+    return (f"import json, {runs}, {settings}; "
+            f"{runs}.prepare_run(json.load(open({str(path)!r})), {settings}.load_settings())")
 
 
 def main() -> int:
@@ -124,13 +134,16 @@ def main() -> int:
         code_dir = Path(tmp) / "task"
         stage(code_dir)
         count, raw, zipped = asset_sizes(code_dir)
-        statements = {"bare": "pass", "boto": "import boto3, botocore.config, botocore.exceptions",
-                      "handlers": "import handlers", "pure": "import run_spec, planning, job_requests",
-                      "prepare": _first_prepare(Path(tmp))}
+        statements = _statements(Path(tmp), "hfsm_lambda.")
         runs = {name: (code_dir, statement) for name, statement in statements.items()}
         if args.baseline_ref:
-            _extract(args.baseline_ref, Path(tmp) / "base")
-            runs.update({f"base:{name}": (Path(tmp) / "base" / "lambda", statements[name])
+            base = Path(tmp) / "base"
+            _extract(args.baseline_ref, base)
+            packaged = (base / "lambda" / "__init__.py").is_file()  # the package's parent holds it as hfsm_lambda/
+            if packaged:
+                (base / "lambda").rename(base / "hfsm_lambda")
+            old = _statements(Path(tmp), "hfsm_lambda." if packaged else "")
+            runs.update({f"base:{name}": (base if packaged else base / "lambda", old[name])
                          for name in ("handlers", "pure", "prepare")})
         cold = cold_imports_ms(runs, args.repeat)
         bare, boto, handlers, pure = cold["bare"], cold["boto"], cold["handlers"], cold["pure"]

@@ -6,7 +6,7 @@ pipeline's own Prepare path (`runs.prepare_run` with an S3 client: parse, plan, 
 storage), interleaved: with the data check, and with it switched off (the baseline). Prints the medians, the
 added time (budget: < 2 s), the ratio, and the bytes the data check read (ranged GETs only).
 
-    PYTHONPATH=. python benchmarks/bench_preflight.py [--objects 1000] [--object-mb 1] [--repeat 5]
+    python benchmarks/bench_preflight.py [--objects 1000] [--object-mb 1] [--repeat 5]
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ import os
 import statistics
 import time
 
+from hfsm_lambda import aws, data_preflight, runs
+from hfsm_lambda import settings as settings_module
 from moto import mock_aws
-
-from runctl.lambda_code import lambda_module
 
 os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
 os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
@@ -79,8 +79,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--object-mb", type=float, default=1.0)
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args(argv)
-    settings_module, runs, data_preflight, aws = (lambda_module(m) for m in (
-        "settings", "runs", "data_preflight", "aws"))
     settings = settings_module.Settings.from_dict(SETTINGS)
     with mock_aws():
         aws.reset_clients()

@@ -18,15 +18,11 @@ import io
 import json
 import os
 import statistics
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-for _path in (REPO, REPO / "training_code"):  # `local_mode`, `hftrain`: importable from a fresh clone
-    if str(_path) not in sys.path:
-        sys.path.insert(0, str(_path))
 for _var in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):
     os.environ.setdefault(_var, "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

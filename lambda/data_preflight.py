@@ -34,11 +34,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-import hyperparameters
-import parquet_footer
-from aws import aws_errors
 from botocore.exceptions import ClientError
-from settings import Settings
+
+from . import hyperparameters, parquet_footer
+from .aws import aws_errors
+from .settings import Settings
 
 LIST_KEYS = 1000  # one listing page
 SAMPLE_OBJECTS = 3  # data files read per channel

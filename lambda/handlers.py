@@ -27,28 +27,31 @@ from hashlib import sha256
 from typing import Any
 from urllib.parse import unquote_plus
 
-import checkpoint_interval
-import durability
-import goodput_sources
-import job_requests
-import messages
-import model_package
-import naming
-import orphans
-import outcomes
-import planning
-import registry
-import request_guard
-import run_claims
-import runtime_limits
-import stall_watch
-import verdict
-from aws import aws_errors, client, error_code, is_already_exists, is_not_found
 from botocore.exceptions import ClientError
-from errors import JobConflictError, JobFailedError, PreflightError, SpecError
-from run_spec import parse_spec_text
-from runs import prepare_run
-from settings import Settings, load_settings
+
+from . import (
+    checkpoint_interval,
+    durability,
+    goodput_sources,
+    job_requests,
+    messages,
+    model_package,
+    naming,
+    orphans,
+    outcomes,
+    planning,
+    registry,
+    request_guard,
+    run_claims,
+    runtime_limits,
+    stall_watch,
+    verdict,
+)
+from .aws import aws_errors, client, error_code, is_already_exists, is_not_found
+from .errors import JobConflictError, JobFailedError, PreflightError, SpecError
+from .run_spec import parse_spec_text
+from .runs import prepare_run
+from .settings import Settings, load_settings
 
 logger = logging.getLogger("hfsm")
 logger.setLevel(os.environ.get("LOG_LEVEL", "INFO"))

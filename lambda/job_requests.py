@@ -18,10 +18,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import checkpoint_interval
-import efa
-import hyperparameters
-from settings import Settings
+from . import checkpoint_interval, efa, hyperparameters
+from .settings import Settings
 
 ENTRY_POINT = "train.py"
 CONTAINER_LOG_LEVEL = 20  # logging.INFO, the SDK's default

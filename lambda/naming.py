@@ -1,7 +1,7 @@
 """Names and addresses: run ids, job names, execution names, instance types, ARNs, console links. Pure.
 
 The one declaration of these patterns and builders: the Lambdas, runctl (runctl/core.py) and the stacks' config
-(stacks/config.py, through stacks/lambda_modules.py) import them; tests/lambda/test_lambda_naming.py fails when
+(stacks/config.py) import them; tests/lambda/test_lambda_naming.py fails when
 a copy reappears. Patterns are whole-string, in the regex subset Python and ECMAScript share (run_spec.py puts
 them in the JSON Schema).
 """

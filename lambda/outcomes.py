@@ -7,7 +7,7 @@ import re
 from datetime import datetime
 from typing import Any
 
-from errors import FallbackExhaustedError, JobFailedError
+from .errors import FallbackExhaustedError, JobFailedError
 
 RUNNING, COMPLETED, RETRYABLE, FAILED = "running", "completed", "retryable", "failed"
 CAPACITY_RE = re.compile(r"insufficient\s*(instance\s*)?capacity|capacity\s*error", re.IGNORECASE)

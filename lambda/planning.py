@@ -9,9 +9,9 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-import naming
-from errors import SpecError
-from settings import Settings
+from . import naming
+from .errors import SpecError
+from .settings import Settings
 
 
 def _attempt_config(spec: dict[str, Any], attempt: int) -> dict[str, Any]:

@@ -18,17 +18,13 @@ from __future__ import annotations
 
 from typing import Any
 
-import data_preflight
-import efa
-import hyperparameters
-import naming
-import smddp_support
-import spend
-from aws import aws_errors, error_code, error_message, is_not_found
 from botocore.exceptions import ClientError
-from hyperparameters import PIPELINE
-from run_spec import MAX_CONTAINER_ARGUMENT, MAX_RUNTIME_LIMIT, PROCESSING_RUNTIME_LIMIT
-from settings import Settings
+
+from . import data_preflight, efa, hyperparameters, naming, smddp_support, spend
+from .aws import aws_errors, error_code, error_message, is_not_found
+from .hyperparameters import PIPELINE
+from .run_spec import MAX_CONTAINER_ARGUMENT, MAX_RUNTIME_LIMIT, PROCESSING_RUNTIME_LIMIT
+from .settings import Settings
 
 MAX_HYPERPARAMETERS = 100
 MAX_HYPERPARAMETER_KEY = 256

@@ -15,16 +15,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import cost
-import efa
-import hp_paths
-import hyperparameters
-import naming
-from errors import RequestRejected
-from job_requests import CODE_CHANNEL, CONTAINER_LOG_LEVEL, ENTRY_POINT, ISOLATED_CODE_DIR
-from run_spec import MAX_RUNTIME_LIMIT as MAX_TRAINING_RUNTIME
-from run_spec import PROCESSING_RUNTIME_LIMIT as MAX_PROCESSING_RUNTIME
-from settings import Settings
+from . import cost, efa, hp_paths, hyperparameters, naming
+from .errors import RequestRejected
+from .job_requests import CODE_CHANNEL, CONTAINER_LOG_LEVEL, ENTRY_POINT, ISOLATED_CODE_DIR
+from .run_spec import MAX_RUNTIME_LIMIT as MAX_TRAINING_RUNTIME
+from .run_spec import PROCESSING_RUNTIME_LIMIT as MAX_PROCESSING_RUNTIME
+from .settings import Settings
 
 PROCESSING_ENTRYPOINT = ["/bin/bash", "/opt/ml/processing/input/code/runproc.sh"]
 

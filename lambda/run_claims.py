@@ -16,10 +16,11 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-from aws import aws_errors, error_code
 from botocore.exceptions import ClientError
-from errors import PreflightError
-from settings import Settings
+
+from .aws import aws_errors, error_code
+from .errors import PreflightError
+from .settings import Settings
 
 CLAIMS_PREFIX = "claims/"
 

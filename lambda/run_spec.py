@@ -2,7 +2,7 @@
 fields in `RULES`. Pure: no AWS calls.
 
 From this declaration come Prepare's validator (`parse_spec`), the field table in docs/run_spec.md and
-docs/run-spec.schema.json (both written by `python lambda/spec_docs.py --write`; a test fails when they are
+docs/run-spec.schema.json (both written by `python -m hfsm_lambda.spec_docs --write`; a test fails when they are
 stale). `parse_spec` returns the *resolved* spec, the input with every default filled in (so
 `parse_spec(parse_spec(x)) == parse_spec(x)`), or raises one `SpecError` whose problems each start with the
 JSON path of their field. Adding a field: one entry in `SPEC` (and a rule in `RULES` if it depends on other
@@ -14,15 +14,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import hyperparameters
-import instance_types
-import runtime_limits
-import strict_json
-from charsets import DESCRIPTION, NO_CONTROL, TAG, VISIBLE, Charset
-from errors import SpecError
-from naming import INSTANCE_TYPE, NAME
-from settings import Settings
-from spec_schema import (
+from . import hyperparameters, instance_types, runtime_limits, strict_json
+from .charsets import DESCRIPTION, NO_CONTROL, TAG, VISIBLE, Charset
+from .errors import SpecError
+from .naming import INSTANCE_TYPE, NAME
+from .settings import Settings
+from .spec_schema import (
     ABSENT,
     INVALID,
     Bool,
@@ -42,7 +39,7 @@ from spec_schema import (
     Str,
     valid,
 )
-from training_contract import tokenizer_rules
+from .training_contract import tokenizer_rules
 
 SPEC_VERSION = 1
 TASKS = hyperparameters.tasks()  # the training code's task registry (training_hyperparameters.json)

@@ -14,8 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from charsets import Charset
-from strict_json import join
+from .charsets import Charset
+from .strict_json import join
 
 MAX_PROBLEMS = 50
 

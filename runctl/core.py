@@ -10,11 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from botocore.exceptions import ClientError
-
-from runctl.lambda_code import lambda_module
-
-naming = lambda_module("naming")
-orphans = lambda_module("orphans")
+from hfsm_lambda import goodput_sources, naming, orphans
 
 OUTPUT_KEY = "FineTuneStateMachineArn"
 ARN_ENV = "RUNCTL_STATE_MACHINE_ARN"
@@ -231,9 +227,7 @@ def status(clients: Clients, execution_arn: str, *, live_ledger: bool = True) ->
 def live_goodput(clients: Clients, run: dict[str, Any]) -> dict[str, Any]:
     """The goodput ledger of a running run so far, computed as Finish will (lambda/goodput_sources.py), with
     the caller's credentials: {"error": ...} when they cannot read the jobs' logs."""
-    from runctl.lambda_code import lambda_module
-
-    return lambda_module("goodput_sources").run_ledger(clients.sagemaker, clients.logs, clients.s3, run)
+    return goodput_sources.run_ledger(clients.sagemaker, clients.logs, clients.s3, run)
 
 
 def stop(clients: Clients, execution_arn: str, *, keep_jobs: bool = False, who: str = "runctl") -> dict[str, Any]:

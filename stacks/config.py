@@ -12,10 +12,10 @@ import re
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from stacks.lambda_modules import lambda_module
+from hfsm_lambda.naming import INSTANCE_TYPE_RE
 
 # ml.<family>.<size>: the pattern the Lambdas check a spec's instance types with (lambda/naming.py).
-INSTANCE_TYPE = lambda_module("naming").INSTANCE_TYPE_RE
+INSTANCE_TYPE = INSTANCE_TYPE_RE
 
 ACCOUNT = re.compile(r"^\d{12}$")
 REGION = re.compile(r"^[a-z]{2}(-gov)?-[a-z]+-\d$")

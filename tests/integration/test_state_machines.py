@@ -211,8 +211,8 @@ def test_durability_watchdog_stops_a_job_whose_checkpoints_stop_arriving(pipelin
     this process: the watchdog's clock moves 8 minutes per look."""
     from datetime import UTC, datetime, timedelta
 
-    import durability
     from checkpoint_testlib import upload_checkpoint
+    from hfsm_lambda import durability
 
     p = with_data(pipeline)
     t0 = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)

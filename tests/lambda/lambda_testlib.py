@@ -10,16 +10,11 @@ from functools import lru_cache
 from typing import Any
 
 import botocore.session
-import hp_paths
-import hyperparameters
-import instance_types
-import job_requests
 import regex  # Java-style \p{L} classes in the service model's patterns (installed with transformers)
-import run_spec
-import runtime_limits
 from botocore.validate import ParamValidator
+from hfsm_lambda import hp_paths, hyperparameters, instance_types, job_requests, run_spec, runtime_limits
+from hfsm_lambda.training_contract import hp_rules
 from hypothesis import strategies as st
-from training_contract import hp_rules
 
 ACCOUNT = "123456789012"  # moto's default account
 REGION = "us-east-1"
@@ -277,7 +272,7 @@ def all_requests(run: dict[str, Any], settings: Any) -> list[tuple[str, dict[str
 
 def stand_in_state_machine(monkeypatch: Any) -> str:
     """A one-Pass-state fine-tune machine on moto, named as the stack names it; STATE_MACHINE_ARN points at it."""
-    import aws
+    from hfsm_lambda import aws
 
     definition = {"StartAt": "P", "States": {"P": {"Type": "Pass", "End": True}}}
     arn = aws.client("stepfunctions").create_state_machine(

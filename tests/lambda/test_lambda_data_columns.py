@@ -4,9 +4,8 @@ hyperparameters against the real `Task.resolve_columns` (which raises DataError 
 
 from __future__ import annotations
 
-import data_preflight
 import datasets
-import hyperparameters
+from hfsm_lambda import data_preflight, hyperparameters
 from hftrain.args import DataArguments
 from hftrain.data import DataError
 from hftrain.tasks import REGISTRY, column_declarations, get_task

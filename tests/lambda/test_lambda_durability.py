@@ -7,11 +7,9 @@ import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import aws
-import durability
-import handlers
 import pytest
 from checkpoint_testlib import upload_checkpoint
+from hfsm_lambda import aws, durability, handlers
 from lambda_testlib import ACCOUNT, REGION, SETTINGS
 from moto.sagemaker.models import sagemaker_backends
 from moto.sns.models import sns_backends

@@ -5,9 +5,8 @@ from __future__ import annotations
 import json
 import time
 
-import aws
-import goodput_sources
 from botocore.exceptions import ClientError
+from hfsm_lambda import aws, goodput_sources
 from moto import mock_aws
 
 GROUP = goodput_sources.LOG_GROUP

@@ -6,8 +6,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import botocore.session
-import naming
 import pytest
+from hfsm_lambda import naming
 from hypothesis import given
 from hypothesis import strategies as st
 from lambda_testlib import NAMES
@@ -79,7 +79,7 @@ COPY_SIGNATURES = {
 
 
 def test_the_cli_the_config_and_the_spec_use_naming_s_objects():
-    import run_spec
+    from hfsm_lambda import run_spec
 
     from runctl import core
     from stacks import config

@@ -6,8 +6,7 @@ import json
 import sys
 from pathlib import Path
 
-import job_requests
-import runs
+from hfsm_lambda import job_requests, runs
 
 EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "examples").glob("*.json"))
 STAGES = {"run_spec", "planning", "job_requests", "preflight"}
@@ -19,7 +18,7 @@ def _entered_modules(call) -> list[str]:
 
     def profile(frame, event, arg):
         if event == "call":
-            module = frame.f_globals.get("__name__")
+            module = str(frame.f_globals.get("__name__")).removeprefix("hfsm_lambda.")
             if module in STAGES and (not order or order[-1] != module):
                 order.append(module)
 

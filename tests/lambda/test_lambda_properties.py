@@ -8,11 +8,11 @@ import json
 import re
 from typing import Any
 
-import naming
-import preflight
 import pytest
-import run_spec
-from errors import PreflightError, SpecError
+from hfsm_lambda import naming, preflight, run_spec
+from hfsm_lambda.errors import PreflightError, SpecError
+from hfsm_lambda.runs import prepare_run
+from hfsm_lambda.settings import Settings
 from hypothesis import given
 from hypothesis import strategies as st
 from lambda_testlib import (
@@ -24,8 +24,6 @@ from lambda_testlib import (
     settings_dict,
     valid_specs,
 )
-from runs import prepare_run
-from settings import Settings
 
 PLAIN = Settings.from_dict(settings_dict())
 WITH_FSX = Settings.from_dict(settings_dict(fsx={"file_system_id": "fs-0123456789abcdef0", "mount_name": "abcdefgh",

@@ -10,10 +10,9 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-import aws
-import handlers
 import pytest
-from errors import ModelArtifactError
+from hfsm_lambda import aws, handlers
+from hfsm_lambda.errors import ModelArtifactError
 from lambda_testlib import ACCOUNT, REGION, SETTINGS
 from moto.sagemaker.models import sagemaker_backends
 

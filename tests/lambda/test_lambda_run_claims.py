@@ -9,10 +9,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import aws
-import handlers
 import pytest
-from errors import PreflightError
+from hfsm_lambda import aws, handlers
+from hfsm_lambda.errors import PreflightError
 from lambda_testlib import ACCOUNT, REGION, SETTINGS
 
 SPEC = {"version": 1, "name": "squad", "task": "question-answering", "model": "distilbert/distilbert-base-uncased",

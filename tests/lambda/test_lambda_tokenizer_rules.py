@@ -7,8 +7,8 @@ import ast
 import sys
 from pathlib import Path
 
-import run_spec
-from training_contract import tokenizer_rules
+from hfsm_lambda import run_spec
+from hfsm_lambda.training_contract import tokenizer_rules
 
 REPO = Path(__file__).resolve().parents[2]
 LAMBDA = REPO / "lambda"

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import re
 
-import job_requests
 import pytest
+from hfsm_lambda import job_requests
 from hftrain_testkit import layout_job
 
 from local_mode import synthetic as synth

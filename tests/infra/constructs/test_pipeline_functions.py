@@ -17,6 +17,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sqs as sqs
 from aws_cdk.assertions import Template
 from construct_helpers import Built, bare_app, bare_key, env_config, env_fixtures
+from hfsm_lambda import HANDLER_MODULE
 from synth_helpers import as_list, policy_statements, resources
 
 from stacks import names
@@ -33,7 +34,7 @@ class FunctionsBuilt(Built):
 
     def function(self, handler: str) -> tuple[str, dict]:
         (lid,) = [k for k, f in resources(self.json, "AWS::Lambda::Function").items()
-                  if f["Properties"]["Handler"] == f"handlers.{handler}"]
+                  if f["Properties"]["Handler"] == f"{HANDLER_MODULE}.{handler}"]
         return lid, self.json["Resources"][lid]["Properties"]
 
     def logical_id(self, construct: object) -> str:
