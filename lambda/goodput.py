@@ -68,8 +68,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from goodput_attempts import END_STATUSES, RUNNING, UNBILLED, Attempt, Segment, attempts_of
-from goodput_evidence import (
+from .goodput_attempts import END_STATUSES, RUNNING, UNBILLED, Attempt, Segment, attempts_of
+from .goodput_evidence import (
     GOODPUT_PREFIX,
     PROGRESS_PREFIX,
     STREAM_SLACK_SECONDS,
@@ -79,10 +79,10 @@ from goodput_evidence import (
     parse_progress,
     parse_report,
 )
-from goodput_interruptions import interruption
-from goodput_split import Split, split_attempt
-from goodput_text import SHOW_SHARE, interruption_line, summary_lines
-from goodput_values import BEFORE_TRAINING, LEADER, PARTS, epoch, iso, number
+from .goodput_interruptions import interruption
+from .goodput_split import Split, split_attempt
+from .goodput_text import SHOW_SHARE, interruption_line, summary_lines
+from .goodput_values import BEFORE_TRAINING, LEADER, PARTS, epoch, iso, number
 
 __all__ = [
     "BEFORE_TRAINING", "END_STATUSES", "FORMAT", "GOODPUT_PREFIX", "LEADER", "PARTS", "PROGRESS_PREFIX", "SHOW_SHARE",

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from goodput_values import BEFORE_TRAINING, epoch
+from .goodput_values import BEFORE_TRAINING, epoch
 
 UNBILLED = frozenset({"Starting", "Interrupted", "LaunchingMLInstances", "PreparingTrainingStack", "Pending"})
 END_STATUSES = frozenset({"Completed", "Failed", "Stopped", "MaxRuntimeExceeded", "MaxWaitTimeExceeded"})

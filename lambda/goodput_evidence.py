@@ -9,7 +9,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from goodput_attempts import Attempt
+from .goodput_attempts import Attempt
 
 GOODPUT_PREFIX = "GOODPUT "
 PROGRESS_PREFIX = "PROGRESS global_step="

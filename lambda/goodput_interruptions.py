@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from goodput_attempts import Attempt
-from goodput_evidence import Evidence
-from goodput_split import Split
-from goodput_values import BEFORE_TRAINING, LEADER, iso, number
+from .goodput_attempts import Attempt
+from .goodput_evidence import Evidence
+from .goodput_split import Split
+from .goodput_values import BEFORE_TRAINING, LEADER, iso, number
 
 HOW = {"Interrupted": "spot interruption"}  # how an attempt ended, in words (else its end status)
 

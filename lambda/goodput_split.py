@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from goodput_attempts import Attempt
-from goodput_evidence import Evidence
-from goodput_values import BEFORE_TRAINING, LEADER, PARTS, epoch, number
+from .goodput_attempts import Attempt
+from .goodput_evidence import Evidence
+from .goodput_values import BEFORE_TRAINING, LEADER, PARTS, epoch, number
 
 
 @dataclass

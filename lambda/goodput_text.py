@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from goodput_values import PARTS
+from .goodput_values import PARTS
 
 SHOW_SHARE = 0.05  # parts shown in the summary text: more than 5% of the billed time
 TOP_DETAILS = 4  # the largest details shown beside a part

@@ -9,13 +9,15 @@ import random
 from datetime import UTC, datetime
 from pathlib import Path
 
-import goodput
-import goodput_attempts
-import goodput_evidence
-import goodput_split
-import goodput_text
-import goodput_values
 import pytest
+from hfsm_lambda import (
+    goodput,
+    goodput_attempts,
+    goodput_evidence,
+    goodput_split,
+    goodput_text,
+    goodput_values,
+)
 from test_lambda_goodput import JOB, T, assert_adds_up, attempt_lines, describe, stream
 
 LAMBDA = Path(__file__).resolve().parents[2] / "lambda"
