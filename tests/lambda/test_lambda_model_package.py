@@ -11,7 +11,7 @@ import model_package
 import pytest
 import settings as settings_module
 import verdict
-from lambda_testlib import SETTINGS, sagemaker_request_errors, settings_dict
+from lambda_testlib import SETTINGS, sagemaker_request_errors
 from runs import prepare_run
 
 SPEC: dict[str, Any] = {
@@ -26,12 +26,7 @@ JOB = "hfsm-dev-qa-train-0"
 
 
 @pytest.fixture
-def settings() -> settings_module.Settings:
-    return settings_module.Settings.from_dict(settings_dict())
-
-
-@pytest.fixture
-def run(settings: settings_module.Settings) -> dict[str, Any]:
+def run(settings: settings_module.Settings) -> dict[str, Any]:  # `settings`: tests/lambda/conftest.py
     return prepare_run(SPEC, settings)
 
 
