@@ -23,7 +23,6 @@ import json
 import logging
 import os
 from datetime import UTC, datetime
-from hashlib import sha256
 from typing import Any
 from urllib.parse import unquote_plus
 
@@ -394,11 +393,6 @@ def _job_config(desc: dict[str, Any]) -> dict[str, Any]:
             "spot": bool(desc.get("EnableManagedSpotTraining"))}
 
 
-def _metadata_value(value: Any) -> str:
-    text = f"{value:.6g}" if isinstance(value, float) else str(value)
-    return text[:256] or "-"
-
-
 def finish(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
     """Input {run, job}: metrics, cost, metrics.json + summary.json, model package, SNS success ($.result)."""
     settings = load_settings()
@@ -417,29 +411,9 @@ def finish(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
     frozen = registry.freeze_model_artifact(client("s3"), settings, run["run_id"], job["job_name"], model_uri, desc)
     _put_json(settings, run["uris"]["metrics"], metrics)
     judged = verdict.judge(spec["task"], metrics)
-    metadata = {"run_id": run["run_id"], "training_job": job["job_name"], "task": spec["task"],
-                "base_model": spec["model"], "attempts": str(attempt + 1), "verdict": judged["verdict"],
-                "model_etag": frozen["etag"] or "-", "model_version_id": frozen["version_id"] or "-",
-                "source_version_id": frozen["source_version_id"] or "-"}
-    for name, value in list(metrics.items())[: 50 - len(metadata)]:
-        metadata[name] = _metadata_value(value)
-    description = f"{spec['task']} fine-tune of {spec['model']}, run {run['run_id']}"
-    if spec.get("description"):
-        description += f": {spec['description']}"
-    description = f"[{judged['text']}] {description}"  # the verdict first: the description is cut at 1024
+    request = model_package.package_request(settings, run, job["job_name"], attempt, metrics, judged, frozen)
     with aws_errors():
-        package_arn = sm.create_model_package(
-            ModelPackageGroupName=settings.model_package_group,
-            ModelPackageDescription=description[:1024],
-            ModelApprovalStatus="PendingManualApproval",
-            InferenceSpecification=registry.pinned(model_package.inference_specification(
-                settings.inference_image_uri, frozen["uri"], spec["task"]), frozen),
-            ModelMetrics={"ModelQuality": {"Statistics": {"ContentType": "application/json",
-                                                          "S3Uri": run["uris"]["metrics"]}}},
-            CustomerMetadataProperties=metadata,
-            ClientToken=sha256(job["job_name"].encode()).hexdigest()[:32],  # one package per job, even on retry
-            Tags=job_requests.tags(settings, run),
-        )["ModelPackageArn"]
+        package_arn = sm.create_model_package(**request)["ModelPackageArn"]
     checkpoints = _checkpoint_report(run)
     ledger = goodput_sources.run_ledger(sm, client("logs"), client("s3"), run, other_jobs=[
         {"job_name": u["job_name"], "job_type": u["job_type"], "instance_seconds": u["training_seconds"] *
@@ -498,6 +472,40 @@ def _publish(settings: Settings, subject: str, message: str, status: str, run_id
 
 
 # --- failure ---------------------------------------------------------------------------------------------
+def _dict_or_empty(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _failed_run(event: dict[str, Any], settings: Settings) -> dict[str, Any] | None:
+    """The state's run when its run id is a run id, with every address derived from it (none from the state)."""
+    run = event.get("run") if isinstance(event.get("run"), dict) else None
+    if run is None:
+        return None
+    if not (isinstance(run.get("run_id"), str) and naming.RUN_ID_RE.fullmatch(run["run_id"])):
+        logger.warning("notify_failure: run.run_id %.80r is not a run id; reporting without it", run.get("run_id"))
+        return None
+    return {**run, "uris": planning.run_uris(settings, run["run_id"])}
+
+
+def _failure_summary(event: dict[str, Any], settings: Settings, run: dict[str, Any] | None, name: str,
+                     reason: str) -> dict[str, Any]:
+    """summary.json of a failed run (also what the notification says)."""
+    job, status = _dict_or_empty(event.get("job")), _dict_or_empty(event.get("status"))
+    execution = _dict_or_empty(event.get("execution"))
+    spec = _dict_or_empty((run or {}).get("spec"))
+    job_name = job.get("job_name") or status.get("job_name")
+    links = messages.run_links(settings, run, job_name, job.get("job_type", "training"))
+    if not run and isinstance(execution.get("Id"), str):
+        links["execution"] = naming.execution_url(settings.region, execution["Id"])
+    return {
+        "run_id": (run or {}).get("run_id"), "name": spec.get("name"), "status": "Failed", "error": name,
+        "reason": reason, "source": (run or {}).get("source"), "execution": execution.get("Name"),
+        "job_name": job_name, "job_status": status or None,
+        "attempt": event.get("attempt"), "summary_uri": run["uris"]["summary"] if run else None, "links": links,
+        "finished_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
+
+
 def notify_failure(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
     """Input: the whole state, with error = the Catch output {Error, Cause}; publishes the failure to SNS.
 
@@ -507,28 +515,9 @@ def notify_failure(event: dict[str, Any], context: Any = None) -> dict[str, Any]
     """
     settings = load_settings()
     name, reason = messages.parse_error(event.get("error"))
-    run = event.get("run") if isinstance(event.get("run"), dict) else None
-    if run is not None and not (isinstance(run.get("run_id"), str) and naming.RUN_ID_RE.fullmatch(run["run_id"])):
-        logger.warning("notify_failure: run.run_id %.80r is not a run id; reporting without it", run.get("run_id"))
-        run = None
-    if run is not None:  # every address from the validated run id, none from the state
-        run = {**run, "uris": planning.run_uris(settings, run["run_id"])}
-    job = event.get("job") if isinstance(event.get("job"), dict) else {}
-    status = event.get("status") if isinstance(event.get("status"), dict) else {}
-    execution = event.get("execution") if isinstance(event.get("execution"), dict) else {}
-    spec = (run or {}).get("spec") if isinstance((run or {}).get("spec"), dict) else {}
-    job_name = job.get("job_name") or status.get("job_name")
-    summary_uri = run["uris"]["summary"] if run else None
-    links = messages.run_links(settings, run, job_name, job.get("job_type", "training"))
-    if not run and isinstance(execution.get("Id"), str):
-        links["execution"] = naming.execution_url(settings.region, execution["Id"])
-    summary = {
-        "run_id": (run or {}).get("run_id"), "name": spec.get("name"), "status": "Failed", "error": name,
-        "reason": reason, "source": (run or {}).get("source"), "execution": execution.get("Name"),
-        "job_name": job_name, "job_status": status or None,
-        "attempt": event.get("attempt"), "summary_uri": summary_uri, "links": links,
-        "finished_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-    }
+    run = _failed_run(event, settings)
+    summary = _failure_summary(event, settings, run, name, reason)
+    summary_uri = summary["summary_uri"]
     if summary_uri:
         try:
             _put_json(settings, summary_uri, summary)

@@ -435,6 +435,20 @@ def test_notify_failure_for_a_failed_job(state, context):
     assert written["status"] == "Failed" and written["error"] == "TrainingJobFailed"
 
 
+def test_notify_failure_takes_no_address_from_a_forged_run(aws_account, context):
+    """A state whose run id is not a run id: reported without the run, its `uris` never written to."""
+    forged = {"run_id": "../../runs/x", "spec": {"name": "x"},
+              "uris": {"summary": f"s3://{SETTINGS['data_bucket']}/runs/evil.json"}}
+    result = strict_json(handlers.notify_failure({"run": forged, "error": {"Error": "States.TaskFailed",
+                                                                          "Cause": "boom"}}, context))
+    assert result["notified"] is True and result["error"] == "States.TaskFailed"
+    s3 = aws.client("s3")
+    assert all(s3.list_objects_v2(Bucket=b).get("KeyCount", 0) == 0
+               for b in (SETTINGS["data_bucket"], SETTINGS["artifacts_bucket"]))
+    (_, _, subject, _, _) = sent_messages()[-1]
+    assert "../" not in subject
+
+
 def test_a_start_never_adopts_a_job_of_another_spec(data, context):
     """The same run id planned twice for different specs: the second start fails loudly and starts nothing."""
     run_id = "squad-20250101000000-0123456789abcdef"
