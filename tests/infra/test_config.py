@@ -207,3 +207,14 @@ def test_missing_required_key_and_wrong_nested_type() -> None:
         load_config(ctx, "dev")
     assert "environments.dev.region: missing; it is required" in str(err.value)
     assert "environments.dev.fsx.per_unit_storage_throughput='fast': must be int or null" in str(err.value)
+
+
+def test_every_declared_key_is_in_the_readme_table() -> None:
+    """README's "Environment configuration" table documents each declared key (fsx's as fsx.<key>)."""
+    from stacks.config import FsxConfig
+    from stacks.config_fields import environment_keys
+    readme = (REPO_ROOT / "README.md").read_text()
+    table = readme[readme.index("## Environment configuration"):readme.index("## Local mode")]
+    keys = [k for k in environment_keys(EnvironmentConfig) if k != "fsx"]
+    keys += [f"fsx.{k}" for k in environment_keys(FsxConfig)]
+    assert [k for k in keys if f"`{k}`" not in table] == []
