@@ -16,6 +16,10 @@ from typing import Any
 from urllib.parse import quote
 
 # A run spec's `name` (and so a run id's first part).
+# The project (and environment) name, 1-16 characters: every name built from it is `<project>-<environment>...`
+# (so at least 3 characters), and 16 keeps those names within IAM's, Lambda's, S3's and SageMaker's limits (63-64
+# characters). stacks/config.py (cdk.json) and settings.py (the Lambdas) check it with this one pattern.
+PROJECT_NAME = r"[a-z][a-z0-9-]{0,15}"
 NAME = r"[a-z][a-z0-9-]{0,31}"
 NAME_RE = re.compile(NAME)  # fullmatch
 # ml.<family>.<size>; families may hold '-' (ml.p6-b200.48xlarge, botocore's TrainingInstanceType).

@@ -20,9 +20,10 @@ from functools import cache, lru_cache
 from typing import Any, get_args, get_origin, get_type_hints
 
 from .errors import SettingsError
+from .naming import PROJECT_NAME
 
 ENV_VAR = "PIPELINE_SETTINGS"
-_PROJECT = r"[a-z][a-z0-9-]{0,15}"
+_PROJECT = PROJECT_NAME
 
 
 def setting(doc: str, *, default: Any = dataclasses.MISSING, pattern: str | None = None, what: str | None = None,
