@@ -233,7 +233,7 @@ class SageMakerTrainingArguments(Seq2SeqTrainingArguments):
     dataloader_num_workers: int = field(
         default=-1,
         metadata={
-            "help": "Dataloader worker processes per rank; -1 = auto (min(4, CPUs per local process) on GPU "
+            "help": "Dataloader worker processes per rank; -1 = auto (min(4, CPUs per local process - 1) on GPU "
             "machines, 0 on CPU-only machines)."
         },
     )
