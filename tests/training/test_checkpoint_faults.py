@@ -383,9 +383,11 @@ def test_a_pickled_file_swapped_after_verification_is_not_what_the_trainer_loads
     base = interrupted_copy(saved_run, tmp_path)
     swapped = ckpt(base, 8) / "optimizer.pt"
     decide = run_startup.decide_resume
+    swaps = []
 
     def decide_then_swap(*args, **kwargs):
         planned = decide(*args, **kwargs)
+        swaps.append(swapped)
         replacement = swapped.with_name("optimizer.pt.new")
         replacement.write_bytes(pickle.dumps(Payload(tmp_path / "payload-ran")))
         os.replace(replacement, swapped)
@@ -395,6 +397,7 @@ def test_a_pickled_file_swapped_after_verification_is_not_what_the_trainer_loads
     with opened_files() as opened:
         code, log = train(base, saved_run[1])
     assert code == 0, log[-3000:]
+    assert swaps == [swapped], "the resume decision ran without the swap"
     assert str(swapped) not in opened, "the swapped optimizer.pt was opened"
     assert "loading failed" not in log
     assert [s["resumed_from_step"] for s in history(base)["starts"][-1:]] == [8]
