@@ -16,6 +16,7 @@ from local_mode.console import failure_lines, success_lines
 from local_mode.job_settings import Interruption
 from local_mode.report import write_report
 from local_mode.session import LocalSession, RunOutcome
+from local_mode.spec_file import read_spec_file
 from local_mode.stall_faults import describe_stall
 
 REPO = Path(__file__).resolve().parents[1]
@@ -30,15 +31,7 @@ class UsageError(ValueError):
 
 
 def read_spec(path: Path) -> dict[str, Any]:
-    try:
-        spec = json.loads(path.read_text())
-    except OSError as exc:
-        raise UsageError(f"cannot read {path}: {exc.strerror}") from None
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"{path} is not valid JSON: {exc}") from None
-    if not isinstance(spec, dict):
-        raise UsageError(f"{path}: a run spec is a JSON object")
-    return spec
+    return read_spec_file(path, UsageError)
 
 
 def check_data_folder(data: Path) -> int:

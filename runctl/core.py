@@ -6,11 +6,11 @@ import json
 import os
 import secrets
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from botocore.exceptions import ClientError
 
+from local_mode.spec_file import read_spec_file
 from runctl.lambda_code import lambda_module
 
 naming = lambda_module("naming")
@@ -106,14 +106,7 @@ def execution_arn_for(state_machine_arn: str, run: str) -> str:
 
 
 def load_spec(path: str, name: str | None) -> dict[str, Any]:
-    try:
-        spec = json.loads(Path(path).read_text())
-    except OSError as err:
-        raise RunctlError(f"cannot read {path}: {err.strerror}") from err
-    except json.JSONDecodeError as err:
-        raise RunctlError(f"{path} is not valid JSON: {err}") from err
-    if not isinstance(spec, dict):
-        raise RunctlError(f"{path}: a run spec is a JSON object")
+    spec = read_spec_file(path, RunctlError)
     if name is not None:
         spec["name"] = name
     if not isinstance(spec.get("name"), str) or not NAME_RE.fullmatch(spec["name"]):
