@@ -125,49 +125,76 @@ class LocalPlan:
 
 
 def local_overrides(spec: dict[str, Any], settings: dict[str, Any], inputs: Path) -> LocalPlan:
-    """The documented local overrides of `python -m local_mode example` (docs/local_sagemaker.md)."""
+    """The documented local overrides of `python -m local_mode example` (docs/local_sagemaker.md), each said
+    aloud in the plan's notes, in this order."""
     import copy
 
-    spec = copy.deepcopy(spec)
-    plan = LocalPlan(spec)
-    notes = plan.notes
+    plan = LocalPlan(copy.deepcopy(spec))
     bucket = settings["data_bucket"]
     env = settings.get("environment", "local")
-    model = spec.get("model", "")
-    if isinstance(model, str) and not model.startswith("s3://"):
-        family = model_family(model) or DEFAULT_FAMILY.get(spec.get("task", ""), "bert")
-        plan.model_key = f"base-models/local-{family}/"
-        plan.model_dir = synthetic.build_model_dir(family, inputs / plan.model_key)
-        spec["model"] = f"s3://{bucket}/{plan.model_key}"
-        guessed = "" if model_family(model) else f" (the name does not say its family: {family} for the task)"
-        notes.append(f"model: {model} is a Hugging Face Hub model, which jobs here cannot download (no network; "
-                     f"{env} has no NAT gateway): substituted a tiny {family} of the same architecture family built "
-                     f"from a config{guessed}, uploaded to {spec['model']}")
-    limit = int(settings.get("max_instance_count", 1))
-    for path, holder in (("compute.instance_count", spec.get("compute")), ("tokenizer.instance_count",
-                                                                           spec.get("tokenizer"))):
-        if holder and holder.get("instance_count", 1) > limit:
-            notes.append(f"{path}: {holder['instance_count']} is over environment {env}'s limit of {limit}: "
-                         f"capped to {limit} (each instance is a process tree on this machine)")
-            holder["instance_count"] = limit
-    allowed = settings.get("allowed_instance_types") or []
-    compute = spec.get("compute") or {}
-    if compute.get("instance_type") and allowed and compute["instance_type"] not in allowed:
-        notes.append(f"compute.instance_type: {compute['instance_type']} is not allowed in {env}: using {allowed[0]}")
-        compute["instance_type"] = allowed[0]
-    for name, channel in (spec.get("data") or {}).items():
-        if isinstance(channel.get("s3"), str) and channel["s3"].startswith("s3://") and \
-                channel["s3"].split("/")[2] != bucket:
-            channel["s3"] = channel_key(channel["s3"])
-            notes.append(f"data.{name}.s3: generated data lives in the emulated data bucket: using {channel['s3']}")
-    distribution = spec.get("distribution") or {}
-    if distribution.get("strategy") == "fsdp" and not FSDP_RUNS_ON_CPU:
-        spec["distribution"] = {"strategy": "ddp"}
-        notes.append(f"distribution.strategy: fsdp -> ddp: {FSDP_REASON}")
-    hp = spec.setdefault("hyperparameters", {})
-    length = {"max_steps": LOCAL_MAX_STEPS, "logging_steps": LOCAL_LOGGING_STEPS}
-    before = {k: hp[k] for k in ("num_train_epochs", "max_steps", "logging_steps") if k in hp}
-    hp.update(length)
-    notes.append(f"hyperparameters: max_steps={LOCAL_MAX_STEPS}, logging_steps={LOCAL_LOGGING_STEPS} for a short "
-                 f"local run (the spec has {before or 'the defaults'}); everything else as written")
+    _substitute_hub_model(plan, bucket, env, inputs)
+    _cap_instance_counts(plan, int(settings.get("max_instance_count", 1)), env)
+    _allowed_instance_type(plan, settings.get("allowed_instance_types") or [], env)
+    _channels_in_data_bucket(plan, bucket)
+    _fsdp_on_cpu(plan)
+    _short_run(plan)
     return plan
+
+
+def _substitute_hub_model(plan: LocalPlan, bucket: str, env: str, inputs: Path) -> None:
+    """A Hub id cannot be downloaded here: a tiny model of its family, built from a config, takes its place."""
+    spec = plan.spec
+    model = spec.get("model", "")
+    if not isinstance(model, str) or model.startswith("s3://"):
+        return
+    family = model_family(model) or DEFAULT_FAMILY.get(spec.get("task", ""), "bert")
+    plan.model_key = f"base-models/local-{family}/"
+    plan.model_dir = synthetic.build_model_dir(family, inputs / plan.model_key)
+    spec["model"] = f"s3://{bucket}/{plan.model_key}"
+    guessed = "" if model_family(model) else f" (the name does not say its family: {family} for the task)"
+    plan.notes.append(f"model: {model} is a Hugging Face Hub model, which jobs here cannot download (no network; "
+                      f"{env} has no NAT gateway): substituted a tiny {family} of the same architecture family "
+                      f"built from a config{guessed}, uploaded to {spec['model']}")
+
+
+def _cap_instance_counts(plan: LocalPlan, limit: int, env: str) -> None:
+    for path, holder in (("compute.instance_count", plan.spec.get("compute")),
+                         ("tokenizer.instance_count", plan.spec.get("tokenizer"))):
+        if holder and holder.get("instance_count", 1) > limit:
+            plan.notes.append(f"{path}: {holder['instance_count']} is over environment {env}'s limit of {limit}: "
+                              f"capped to {limit} (each instance is a process tree on this machine)")
+            holder["instance_count"] = limit
+
+
+def _allowed_instance_type(plan: LocalPlan, allowed: list[str], env: str) -> None:
+    compute = plan.spec.get("compute") or {}
+    if compute.get("instance_type") and allowed and compute["instance_type"] not in allowed:
+        plan.notes.append(f"compute.instance_type: {compute['instance_type']} is not allowed in {env}: using "
+                          f"{allowed[0]}")
+        compute["instance_type"] = allowed[0]
+
+
+def _channels_in_data_bucket(plan: LocalPlan, bucket: str) -> None:
+    """Channels in another bucket read the generated data, which lives in the emulated data bucket."""
+    for name, channel in (plan.spec.get("data") or {}).items():
+        uri = channel.get("s3")
+        if isinstance(uri, str) and uri.startswith("s3://") and uri.split("/")[2] != bucket:
+            channel["s3"] = channel_key(uri)
+            plan.notes.append(f"data.{name}.s3: generated data lives in the emulated data bucket: using "
+                              f"{channel['s3']}")
+
+
+def _fsdp_on_cpu(plan: LocalPlan) -> None:
+    distribution = plan.spec.get("distribution") or {}
+    if distribution.get("strategy") == "fsdp" and not FSDP_RUNS_ON_CPU:
+        plan.spec["distribution"] = {"strategy": "ddp"}
+        plan.notes.append(f"distribution.strategy: fsdp -> ddp: {FSDP_REASON}")
+
+
+def _short_run(plan: LocalPlan) -> None:
+    """A few logging windows and a final evaluation, not the spec's epochs."""
+    hp = plan.spec.setdefault("hyperparameters", {})
+    before = {k: hp[k] for k in ("num_train_epochs", "max_steps", "logging_steps") if k in hp}
+    hp.update({"max_steps": LOCAL_MAX_STEPS, "logging_steps": LOCAL_LOGGING_STEPS})
+    plan.notes.append(f"hyperparameters: max_steps={LOCAL_MAX_STEPS}, logging_steps={LOCAL_LOGGING_STEPS} for a "
+                      f"short local run (the spec has {before or 'the defaults'}); everything else as written")
