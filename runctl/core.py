@@ -6,11 +6,12 @@ import json
 import os
 import secrets
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from botocore.exceptions import ClientError
 from hfsm_lambda import goodput_sources, naming, orphans
+
+from local_mode.spec_file import read_spec_file
 
 OUTPUT_KEY = "FineTuneStateMachineArn"
 ARN_ENV = "RUNCTL_STATE_MACHINE_ARN"
@@ -102,14 +103,7 @@ def execution_arn_for(state_machine_arn: str, run: str) -> str:
 
 
 def load_spec(path: str, name: str | None) -> dict[str, Any]:
-    try:
-        spec = json.loads(Path(path).read_text())
-    except OSError as err:
-        raise RunctlError(f"cannot read {path}: {err.strerror}") from err
-    except json.JSONDecodeError as err:
-        raise RunctlError(f"{path} is not valid JSON: {err}") from err
-    if not isinstance(spec, dict):
-        raise RunctlError(f"{path}: a run spec is a JSON object")
+    spec = read_spec_file(path, RunctlError)
     if name is not None:
         spec["name"] = name
     if not isinstance(spec.get("name"), str) or not NAME_RE.fullmatch(spec["name"]):
