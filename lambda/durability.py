@@ -16,13 +16,15 @@ so the wait for capacity and a restart after a spot interruption do not count as
 from __future__ import annotations
 
 import json
-import re
 from collections import defaultdict
 from datetime import UTC, datetime
 from typing import Any
 
-MARKER_RE = re.compile(r"checkpoint-([0-9]+)/_complete\.([^/]+)\.json")  # fullmatch
-MARKER_FORMAT = 2
+from .training_contract import checkpoint_marker
+
+# the training code's own names and marker format (hftrain/checkpoint_marker.py)
+MARKER_RE, MARKER_FORMAT = checkpoint_marker.MARKER_KEY_RE, checkpoint_marker.MARKER_FORMAT
+checkpoint_name = checkpoint_marker.checkpoint_name
 HISTORY_KEY = "_history.json"
 PROGRESS_KEY = "_progress.json"  # the step the training code reached, at most progress_every_seconds old
 MAX_MARKER_READS = 20  # newest steps looked at per check
@@ -85,7 +87,7 @@ def durable_verdict(step: int, markers: list[dict[str, Any]], listing: dict[str,
         return f"no marker from {', '.join(missing)} yet"
     for marker in markers:
         for name, meta in (marker.get("files") or {}).items():
-            found = listing.get(f"checkpoint-{step}/{name}")
+            found = listing.get(f"{checkpoint_name(step)}/{name}")
             if found is None:
                 return f"{name} (listed by {marker.get('host')}) is not in S3 yet"
             if found["size"] != (meta or {}).get("size"):
@@ -110,7 +112,7 @@ def last_durable(s3: Any, uri: str) -> dict[str, Any] | None:
             continue
         saved = max((parse_time(m.get("saved_at_unix") or m.get("saved_at")) for m in markers),
                     default=None, key=lambda t: t or datetime.min.replace(tzinfo=UTC))
-        uploaded = max(v["last_modified"] for k, v in listing.items() if k.startswith(f"checkpoint-{step}/"))
+        uploaded = max(v["last_modified"] for k, v in listing.items() if k.startswith(f"{checkpoint_name(step)}/"))
         return {"step": step, "saved_at": iso(saved), "uploaded_at": iso(parse_time(uploaded)),
                 "hosts": sorted({h for m in markers for h in m.get("hosts", [])}), "pending": pending}
     return None
@@ -162,7 +164,7 @@ def _age_minutes(durable: dict[str, Any] | None, now: datetime, since: datetime 
 
 
 def _stop_reason(step: int | None, age: float, every: float, intervals: float, watchdog: dict[str, Any]) -> str:
-    where = f"checkpoint-{step}" if step is not None else "the start (no durable checkpoint yet)"
+    where = checkpoint_name(step) if step is not None else "the start (no durable checkpoint yet)"
     return (f"durability watchdog: no new checkpoint reached S3 for {age:.0f} minutes (checkpoint.every_minutes="
             f"{'auto, at most ' if watchdog.get('auto') else ''}{every:g}, watchdog.intervals={intervals:g}); "
             f"stopped so that the next attempt resumes from {where}")

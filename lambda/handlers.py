@@ -50,6 +50,7 @@ from .aws import aws_errors, client, error_code, is_already_exists, is_not_found
 from .errors import JobConflictError, JobFailedError, PreflightError, SpecError
 from .run_spec import parse_spec_text
 from .runs import prepare_run
+from .s3_layout import RUNS_PREFIX
 from .settings import Settings, load_settings
 
 logger = logging.getLogger("hfsm")
@@ -74,7 +75,7 @@ def trigger(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
     bucket = (detail.get("bucket") or {}).get("name", "")
     obj = detail.get("object") or {}
     key, version = obj.get("key", ""), obj.get("version-id")
-    if not (key.startswith("runs/") and key.endswith(".json")):
+    if not (key.startswith(RUNS_PREFIX) and key.endswith(".json")):
         _log("ignored: not a runs/*.json object", bucket=bucket, key=key)
         return {"started": False, "reason": "not a runs/*.json object"}
     etag = obj.get("etag") or obj.get("eTag")  # AWS documents "etag"; some emitters write "eTag"
@@ -105,7 +106,7 @@ def _read_source(s3: Any, source: Any, settings: Settings) -> Any:
     problems = []
     if bucket != settings.data_bucket:
         problems.append(f"source.bucket: runs start only from the data bucket {settings.data_bucket}, not {bucket}")
-    if not (key.startswith("runs/") and key.endswith(".json")):
+    if not (key.startswith(RUNS_PREFIX) and key.endswith(".json")):
         problems.append(f"source.key: {key!r} is not under runs/ with suffix .json")
     if problems:
         raise PreflightError(problems)

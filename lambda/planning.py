@@ -11,6 +11,7 @@ from typing import Any
 
 from . import naming
 from .errors import SpecError
+from .s3_layout import CHECKPOINTS_PREFIX, MODELS_PREFIX, OUTPUTS_PREFIX
 from .settings import Settings
 
 
@@ -34,10 +35,10 @@ def _attempt_config(spec: dict[str, Any], attempt: int) -> dict[str, Any]:
 
 def run_uris(settings: Settings, run_id: str) -> dict[str, str]:
     bucket = settings.artifacts_bucket
-    outputs = f"s3://{bucket}/outputs/{run_id}/"
+    outputs = f"s3://{bucket}/{OUTPUTS_PREFIX}{run_id}/"
     return {
-        "checkpoint": f"s3://{bucket}/checkpoints/{run_id}/",
-        "model_output": f"s3://{bucket}/models/{run_id}/",
+        "checkpoint": f"s3://{bucket}/{CHECKPOINTS_PREFIX}{run_id}/",
+        "model_output": f"s3://{bucket}/{MODELS_PREFIX}{run_id}/",
         "outputs": outputs,
         "tokenizer_counts": f"{outputs}tokenizer/counts/",
         "tokenizer": f"{outputs}tokenizer/tokenizer/",

@@ -17,12 +17,16 @@ from typing import Any
 
 from . import cost, efa, hp_paths, hyperparameters, naming
 from .errors import RequestRejected
-from .job_requests import CODE_CHANNEL, CONTAINER_LOG_LEVEL, ENTRY_POINT, ISOLATED_CODE_DIR
-from .run_spec import MAX_RUNTIME_LIMIT as MAX_TRAINING_RUNTIME
-from .run_spec import PROCESSING_RUNTIME_LIMIT as MAX_PROCESSING_RUNTIME
+from .job_requests import (
+    CODE_CHANNEL,
+    CONTAINER_LOG_LEVEL,
+    ENTRY_POINT,
+    ISOLATED_CODE_DIR,
+    PROCESSING_ENTRYPOINT,
+)
+from .sagemaker_limits import MAX_RUNTIME_LIMIT as MAX_TRAINING_RUNTIME
+from .sagemaker_limits import PROCESSING_RUNTIME_LIMIT as MAX_PROCESSING_RUNTIME
 from .settings import Settings
-
-PROCESSING_ENTRYPOINT = ["/bin/bash", "/opt/ml/processing/input/code/runproc.sh"]
 
 
 class _Prefixes:

@@ -20,9 +20,8 @@ from botocore.exceptions import ClientError
 
 from .aws import aws_errors, error_code
 from .errors import PreflightError
+from .s3_layout import CLAIMS_PREFIX
 from .settings import Settings
-
-CLAIMS_PREFIX = "claims/"
 
 
 def claim_key(run_id: str) -> str:

@@ -18,6 +18,7 @@ from . import hyperparameters, instance_types, runtime_limits, strict_json
 from .charsets import DESCRIPTION, NO_CONTROL, TAG, VISIBLE, Charset
 from .errors import SpecError
 from .naming import INSTANCE_TYPE, NAME
+from .sagemaker_limits import MAX_CONTAINER_ARGUMENT, MAX_RUNTIME_LIMIT, PROCESSING_RUNTIME_LIMIT
 from .settings import Settings
 from .spec_schema import (
     ABSENT,
@@ -55,7 +56,6 @@ STALL_ACTIONS = ("retry", "fail", "off")
 DEFAULT_SPECIAL_TOKENS = {kind: list(tokens) for kind, tokens in tokenizer_rules.DEFAULT_SPECIAL_TOKENS.items()}
 # wordpiece exports with the bert style (`--style auto`), which needs these
 WORDPIECE_REQUIRED_TOKENS = tokenizer_rules.STYLE_SPECIAL_TOKENS["bert"]
-MAX_CONTAINER_ARGUMENT = 256  # CreateProcessingJob ContainerArguments items
 FSDP_SHARDING_MODES = ("full_shard", "shard_grad_op", "hybrid_shard_zero2", "hybrid_shard", "no_shard")
 FSDP_EXTRAS = ("offload", "auto_wrap")
 FSDP_OPTIONS = FSDP_SHARDING_MODES + FSDP_EXTRAS
@@ -64,9 +64,7 @@ DEFAULT_FSDP_SHARDING = "full_shard auto_wrap"
 # (local mode); see training_code/hftrain/fsdp.py.
 DEFAULT_FSDP_VERSION = 2
 RESERVED_TAG_KEYS = ("project", "environment", "run")
-MAX_SPEC_TAGS = 40  # SageMaker allows 50 tags; the pipeline adds 3
-MAX_RUNTIME_LIMIT = 28 * 24 * 3600
-PROCESSING_RUNTIME_LIMIT = 777600
+MAX_SPEC_TAGS = 40  # SageMaker allows 50 tags (sagemaker_limits.MAX_TAGS); the pipeline adds 3
 MAX_ATTEMPTS_LIMIT = 10
 
 # --- patterns: whole-string, in the regex subset Python and ECMAScript share (see spec_schema) ---------------

@@ -8,19 +8,21 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
+# Prefixes of the buckets (CONTRACTS.md "S3 layout", declared in lambda/s3_layout.py); the roles are scoped to them.
+from hfsm_lambda.s3_layout import (  # noqa: F401  (re-exported: the stacks import the prefixes from here)
+    CHECKPOINTS_PREFIX,
+    CLAIMS_PREFIX,
+    CODE_PREFIX,
+    MODELS_PREFIX,
+    OUTPUTS_PREFIX,
+    REGISTRY_PREFIX,
+    RUNS_PREFIX,
+)
+
 from stacks import names
 from stacks.common import removal_policy
 from stacks.config import EnvironmentConfig
 from stacks.key_policy import key_policy
-
-# Prefixes of the artifacts bucket (CONTRACTS.md "S3 layout"); the SageMaker role is scoped to them.
-CODE_PREFIX = "code/"
-CHECKPOINTS_PREFIX = "checkpoints/"
-MODELS_PREFIX = "models/"
-OUTPUTS_PREFIX = "outputs/"
-RUNS_PREFIX = "runs/"
-REGISTRY_PREFIX = "registry/"  # frozen copies of registered model artifacts (lambda/registry.py)
-CLAIMS_PREFIX = "claims/"  # one object per run id, written once by Prepare (lambda/run_claims.py)
 
 
 def bucket_name(config: EnvironmentConfig, purpose: str) -> str:

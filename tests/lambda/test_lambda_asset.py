@@ -97,3 +97,15 @@ def test_without_the_asset_copies_or_a_checkout_the_error_says_where_it_looked(t
     assert last.startswith("hfsm_lambda.training_contract.MissingTrainingContract: training_hyperparameters.json "
                            "is neither in the Lambda asset"), result.stderr
     assert "make synth" in last and "the package hftrain is not installed" in last
+
+
+def test_the_durability_watchdog_reads_the_training_codes_marker_names():
+    """One declaration of the checkpoint and marker names (hftrain/checkpoint_marker.py): the watchdog finds in S3
+    exactly what the training code writes."""
+    from hfsm_lambda import durability
+    from hftrain import checkpoints
+
+    assert durability.MARKER_FORMAT == checkpoints.MARKER_FORMAT
+    key = f"{checkpoints.checkpoint_name(7)}/{checkpoints.marker_name('algo-2')}"
+    assert durability.MARKER_RE.fullmatch(key).groups() == ("7", "algo-2")
+    assert training_contract.checkpoint_marker is sys.modules["hftrain.checkpoint_marker"]

@@ -45,14 +45,18 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from .checkpoint_marker import (  # noqa: F401 - importable from here
+    MARKER_FORMAT,
+    MARKER_PREFIX,
+    MARKER_SUFFIX,
+    PREFIX,
+    checkpoint_name,
+    marker_name,
+)
 from .checkpoint_storage import LocalStorage, hash_algorithm, hash_file  # noqa: F401 - importable from here
 
 logger = logging.getLogger(__name__)
 
-PREFIX = "checkpoint-"
-MARKER_PREFIX = "_complete."
-MARKER_SUFFIX = ".json"
-MARKER_FORMAT = 2
 QUARANTINE_TAG = ".unverified-"
 _STEP_RE = re.compile(r"^checkpoint-(\d+)$")
 
@@ -119,14 +123,6 @@ def same_identity(a: dict[str, Any], b: dict[str, Any]) -> bool:
 def step_of(name: str) -> int | None:
     match = _STEP_RE.match(name)
     return int(match.group(1)) if match else None
-
-
-def checkpoint_name(step: int) -> str:
-    return f"{PREFIX}{step}"
-
-
-def marker_name(host: str) -> str:
-    return f"{MARKER_PREFIX}{host}{MARKER_SUFFIX}"
 
 
 def is_marker(name: str) -> bool:
