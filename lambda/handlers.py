@@ -52,6 +52,18 @@ from .run_spec import parse_spec_text
 from .runs import prepare_run
 from .s3_layout import RUNS_PREFIX
 from .settings import Settings, load_settings
+from .state import (
+    CheckJobInput,
+    ExecutionState,
+    FinishInput,
+    Job,
+    PlanFallbackInput,
+    PrepareInput,
+    StartProcessingInput,
+    StartTrainingInput,
+    Status,
+    section,
+)
 
 logger = logging.getLogger("hfsm")
 logger.setLevel(os.environ.get("LOG_LEVEL", "INFO"))
@@ -129,14 +141,14 @@ def _read_source(s3: Any, source: Any, settings: Settings) -> Any:
     return parse_spec_text(body)
 
 
-def prepare(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
+def prepare(event: PrepareInput, context: Any = None) -> ExecutionState:
     """Input {spec} or {source: {bucket, key, version_id}}, optionally run_id (runctl) or execution.
 
     Returns the new state {run, poll_seconds, tokenizer_enabled, attempt: 0}. Raises SpecError /
     PreflightError with every problem; never starts a job.
     """
     settings = load_settings()
-    execution = event.get("execution") if isinstance(event.get("execution"), dict) else None
+    execution = section(event, "execution")
     payload = event
     if "spec" not in event and "source" not in event and execution and isinstance(execution.get("Input"), dict):
         payload = execution["Input"]  # started with only $$.Execution
@@ -208,7 +220,7 @@ def _start_once(request: dict[str, Any], name: str, describe: Any, create: Any, 
     return found[arn_key], False
 
 
-def start_processing(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
+def start_processing(event: StartProcessingInput, context: Any = None) -> Job:
     """Input {run, stage: map|reduce}; starts the tokenizer processing job; returns the job ($.job)."""
     settings = load_settings()
     run, stage = event["run"], event["stage"]
@@ -226,7 +238,7 @@ def start_processing(event: dict[str, Any], context: Any = None) -> dict[str, An
             "links": messages.run_links(settings, None, name, "processing")}
 
 
-def start_training(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
+def start_training(event: StartTrainingInput, context: Any = None) -> Job:
     """Input {run, attempt}; starts that attempt's training job (its fallback option applied); returns $.job."""
     settings = load_settings()
     run = event["run"]
@@ -259,7 +271,7 @@ def _describe(sm: Any, job_type: str, name: str) -> dict[str, Any]:
         return sm.describe_processing_job(ProcessingJobName=name)
 
 
-def check_job(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
+def check_job(event: CheckJobInput, context: Any = None) -> Status:
     """Input {job, previous?}; returns {state, status, secondary_status, failure_reason, ...} ($.status).
 
     state: running | completed | retryable (spot MaxWaitTimeExceeded, capacity errors, a stop by the
@@ -274,7 +286,7 @@ def check_job(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
     status["stage"] = job.get("stage")
     status["checked_at"] = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     if job["job_type"] == "training" and job.get("checkpoint_uri"):
-        previous = event.get("previous") if isinstance(event.get("previous"), dict) else {}
+        previous = section(event, "previous") or {}
         _watch_durability(sm, job, desc, status, previous.get("durability"))
         if desc.get("SecondaryStatus") == "MaxRuntimeExceeded":  # say which limit, where it stopped, what survived
             progress = durability.read_progress(client("s3"), job["checkpoint_uri"])
@@ -344,7 +356,7 @@ def _watch_stall(sm: Any, job: dict[str, Any], desc: dict[str, Any], status: dic
         status["failure_reason"] = report["stop_reason"]
 
 
-def plan_fallback(event: dict[str, Any], context: Any = None) -> int:
+def plan_fallback(event: PlanFallbackInput, context: Any = None) -> int:
     """Input {run, attempt, status}; returns the next attempt index ($.attempt) or raises
     FallbackExhaustedError (attempts used up) / JobFailedError (a failure a new attempt would not fix)."""
     run, attempt = event["run"], int(event.get("attempt") or 0)
@@ -394,7 +406,7 @@ def _job_config(desc: dict[str, Any]) -> dict[str, Any]:
             "spot": bool(desc.get("EnableManagedSpotTraining"))}
 
 
-def finish(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
+def finish(event: FinishInput, context: Any = None) -> dict[str, Any]:
     """Input {run, job}: metrics, cost, metrics.json + summary.json, model package, SNS success ($.result)."""
     settings = load_settings()
     run, job = event["run"], event["job"]
@@ -479,7 +491,7 @@ def _dict_or_empty(value: Any) -> dict[str, Any]:
 
 def _failed_run(event: dict[str, Any], settings: Settings) -> dict[str, Any] | None:
     """The state's run when its run id is a run id, with every address derived from it (none from the state)."""
-    run = event.get("run") if isinstance(event.get("run"), dict) else None
+    run = section(event, "run")
     if run is None:
         return None
     if not (isinstance(run.get("run_id"), str) and naming.RUN_ID_RE.fullmatch(run["run_id"])):
@@ -491,8 +503,8 @@ def _failed_run(event: dict[str, Any], settings: Settings) -> dict[str, Any] | N
 def _failure_summary(event: dict[str, Any], settings: Settings, run: dict[str, Any] | None, name: str,
                      reason: str) -> dict[str, Any]:
     """summary.json of a failed run (also what the notification says)."""
-    job, status = _dict_or_empty(event.get("job")), _dict_or_empty(event.get("status"))
-    execution = _dict_or_empty(event.get("execution"))
+    job, status = section(event, "job") or {}, section(event, "status") or {}
+    execution = section(event, "execution") or {}
     spec = _dict_or_empty((run or {}).get("spec"))
     job_name = job.get("job_name") or status.get("job_name")
     links = messages.run_links(settings, run, job_name, job.get("job_type", "training"))

@@ -56,9 +56,13 @@ class Status(TypedDict, total=False):
 
     state: JobState
     job_name: str
+    job_type: Literal["processing", "training"]
     status: str
     secondary_status: str
+    status_message: str
     failure_reason: str
+    billable_seconds: int
+    training_seconds: int
     stage: str
     checked_at: str
     durability: dict[str, Any]
