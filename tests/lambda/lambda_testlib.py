@@ -190,6 +190,24 @@ def _maybe(draw: Any, target: dict[str, Any], key: str, strategy: st.SearchStrat
         target[key] = draw(strategy)
 
 
+def declared(path: str) -> Any:
+    """The run spec's declaration of the field at `path` (run_spec.SPEC), e.g. "compute.volume_size_gb"."""
+    kind = run_spec.SPEC
+    for part in path.split("."):
+        kind = kind.fields[part]
+    return getattr(kind, "number", kind)  # a number-or-word field: its number's bounds
+
+
+def declared_numbers(path: str, *, low: float | None = None, high: float | None = None) -> Any:
+    """Values the declaration of `path` accepts, from its own bounds (narrowed only where the caller says why):
+    the generators hold no copy of the spec's limits."""
+    kind = declared(path)
+    lo, hi = max(kind.low, low if low is not None else kind.low), min(kind.high, high if high is not None else kind.high)
+    if isinstance(kind.low, int) and isinstance(kind.high, int):
+        return st.integers(int(lo), int(hi))
+    return st.floats(lo, hi, allow_nan=False) | st.integers(int(lo) + 1, int(hi))
+
+
 @st.composite
 def valid_specs(draw: Any, with_fsx: bool = False) -> dict[str, Any]:
     """Specs that must pass validation and pre-flight (data present) in SETTINGS (+FSX when with_fsx)."""
@@ -203,7 +221,7 @@ def valid_specs(draw: Any, with_fsx: bool = False) -> dict[str, Any]:
     types = SMDDP_TYPES if strategy == "smddp" else tuple(SETTINGS["allowed_instance_types"])
     count = 1 if strategy == "none" else draw(st.integers(1, SETTINGS["max_instance_count"]))
     compute: dict[str, Any] = {"instance_type": draw(st.sampled_from(types)), "instance_count": count}
-    _maybe(draw, compute, "volume_size_gb", st.integers(1, 2000))
+    _maybe(draw, compute, "volume_size_gb", declared_numbers("compute.volume_size_gb"))
     spec["compute"] = compute
     distribution: dict[str, Any] = {"strategy": strategy}
     if strategy == "fsdp" and draw(st.booleans()):
@@ -223,43 +241,47 @@ def valid_specs(draw: Any, with_fsx: bool = False) -> dict[str, Any]:
             _maybe(draw, channel, "input_mode", st.sampled_from(run_spec.INPUT_MODES))
         data[name] = channel
     spec["data"] = data
-    runtime = draw(st.integers(runtime_limits.floor(600), 5 * 24 * 3600))  # every_minutes below is at most 600
+    # every_minutes below is at most 600: a runtime above its floor
+    runtime = draw(declared_numbers("max_runtime_seconds", low=runtime_limits.floor(600)))
     _maybe(draw, spec, "max_runtime_seconds", st.just(runtime))
     spot: dict[str, Any] = {}
     _maybe(draw, spot, "enabled", st.booleans())
     if draw(st.booleans()):
-        spot["max_wait_seconds"] = draw(st.integers(runtime if "max_runtime_seconds" in spec else 86400, 28 * 86400))
+        spot["max_wait_seconds"] = draw(declared_numbers(  # the wait covers the runtime (a rule across fields)
+            "spot.max_wait_seconds", low=runtime if "max_runtime_seconds" in spec else 86400))
     spec["spot"] = spot
     checkpoint: dict[str, Any] = {}
-    _maybe(draw, checkpoint, "every_steps", st.integers(1, 10**6))
-    _maybe(draw, checkpoint, "every_minutes", st.integers(0, 600))
+    _maybe(draw, checkpoint, "every_steps", declared_numbers("checkpoint.every_steps"))
+    _maybe(draw, checkpoint, "every_minutes", declared_numbers("checkpoint.every_minutes", high=600))
     if checkpoint.get("every_minutes", 30) and draw(st.booleans()):
         checkpoint["watchdog"] = draw(st.fixed_dictionaries({}, optional={
-            "intervals": st.floats(1.5, 100) | st.integers(2, 100), "action": st.sampled_from(["warn", "off"])}))
+            "intervals": declared_numbers("checkpoint.watchdog.intervals"),
+            "action": st.sampled_from(["warn", "off"])}))
     if checkpoint:
         spec["checkpoint"] = checkpoint
     options = draw(st.lists(st.fixed_dictionaries({}, optional={"instance_type": st.sampled_from(types),
                                                                 "spot": st.booleans()}).filter(bool), max_size=3))
     fallback: dict[str, Any] = {"options": options}
-    _maybe(draw, fallback, "max_attempts", st.integers(1, run_spec.MAX_ATTEMPTS_LIMIT))
+    _maybe(draw, fallback, "max_attempts", declared_numbers("fallback.max_attempts"))
     spec["fallback"] = fallback
     if strategy != "none":  # at most the GPUs of every attempt's instance type (lambda/instance_types.py)
         gpus = min(instance_types.GPUS[t] for t in [compute["instance_type"]]
                    + [o["instance_type"] for o in options if "instance_type" in o])
-        _maybe(draw, compute, "processes_per_host", st.integers(1, gpus))
+        _maybe(draw, compute, "processes_per_host", declared_numbers("compute.processes_per_host", high=gpus))
     spec["hyperparameters"] = draw(HYPERPARAMETERS)
     spec["tags"] = draw(TAGS)
     s3_channels = [n for n, c in data.items() if "s3" in c]
     if draw(st.booleans()):
         tokenizer: dict[str, Any] = {"type": draw(st.sampled_from(run_spec.TOKENIZER_TYPES)),
                                      "channel": draw(st.sampled_from(s3_channels))}
-        _maybe(draw, tokenizer, "vocab_size", st.integers(300, 100000))
+        # at least the byte-level alphabet plus the special tokens (a tokenizer rule across fields)
+        _maybe(draw, tokenizer, "vocab_size", declared_numbers("tokenizer.vocab_size", low=300))
         _maybe(draw, tokenizer, "instance_count", st.integers(1, SETTINGS["max_instance_count"]))
         _maybe(draw, tokenizer, "lowercase", st.booleans())
         _maybe(draw, tokenizer, "instance_type", st.sampled_from(SETTINGS["tokenizer_instance_types"]))
         spec["tokenizer"] = tokenizer
     if draw(st.booleans()):
-        spec["local"] = {"interrupt_at_step": draw(st.integers(1, 100))}
+        spec["local"] = {"interrupt_at_step": draw(declared_numbers("local.interrupt_at_step"))}
     _maybe(draw, spec, "description", DESCRIPTIONS)
     _maybe(draw, spec, "$schema", st.just("../docs/run-spec.schema.json"))
     return spec
