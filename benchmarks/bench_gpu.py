@@ -274,9 +274,10 @@ def eval_loss(w: GpuWorkload, model, tokenizer, rows: list[dict], work: Path, cu
     with torch.autocast("cuda", dtype=torch.bfloat16, enabled=cuda):
         if w.task == "summarization":  # loss only: generation of a 400M model is not what this measures
             import datasets
+            from transformers import DataCollatorForSeq2Seq, Seq2SeqTrainer, Seq2SeqTrainingArguments
+
             from hftrain.args import DataArguments
             from hftrain.tasks import get_task
-            from transformers import DataCollatorForSeq2Seq, Seq2SeqTrainer, Seq2SeqTrainingArguments
 
             raw = datasets.Dataset.from_list(rows)
             spec = get_task(w.task, DataArguments(task=w.task, max_seq_length=w.max_seq_length, **spec_extra))

@@ -17,25 +17,18 @@ import os
 import statistics
 import time
 
+from moto import mock_aws
+
+from benchmarks.pipeline_settings import SETTINGS as BASE_SETTINGS
 from hfsm_lambda import aws, data_preflight, runs
 from hfsm_lambda import settings as settings_module
-from moto import mock_aws
 
 os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
 os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
 os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
 
-SETTINGS = {
-    "project": "hfsm", "environment": "dev", "region": "us-east-1", "account": "123456789012",
-    "data_bucket": "hfsm-dev-data", "artifacts_bucket": "hfsm-dev-artifacts",
-    "kms_key_arn": "arn:aws:kms:us-east-1:123456789012:key/k", "sagemaker_role_arn": "arn:aws:iam::123456789012:role/r",
-    "training_image_uri": "img", "processing_image_uri": "img", "inference_image_uri": "img",
-    "code_s3_prefix": "s3://hfsm-dev-artifacts/code/0123456789abcdef/", "subnet_ids": ["subnet-1"],
-    "security_group_ids": ["sg-1"], "fsx": None, "allowed_instance_types": ["ml.g5.2xlarge"],
-    "tokenizer_instance_types": ["ml.c5.2xlarge"], "max_instance_count": 4, "spot_default": True,
-    "inter_container_encryption": False, "default_max_runtime_seconds": 86400, "default_max_wait_seconds": 172800,
-    "poll_seconds": 60, "model_package_group": "g", "topic_arn": "arn:aws:sns:us-east-1:123456789012:t",
-}
+# one allowed instance type: the data check is what is measured
+SETTINGS = {**BASE_SETTINGS, "allowed_instance_types": ["ml.g5.2xlarge"]}
 SPEC = {"version": 1, "name": "bench", "task": "text-classification", "model": "s3://hfsm-dev-data/base-models/m/",
         "data": {"train": {"s3": "datasets/big/train/", "distribution": "ShardedByS3Key"},
                  "validation": {"s3": "datasets/big/validation/"}},

@@ -176,16 +176,17 @@ def evaluate(task: str, model, tokenizer, eval_rows: list[dict], *, max_seq_leng
     """
     import datasets
     import numpy as np
-    from hftrain import metrics_qa
-    from hftrain.args import DataArguments
-    from hftrain.tasks import get_task
-    from hftrain.tasks.summarization import rouge
     from transformers import (
         DataCollatorForSeq2Seq,
         DataCollatorWithPadding,
         Seq2SeqTrainer,
         Seq2SeqTrainingArguments,
     )
+
+    from hftrain import metrics_qa
+    from hftrain.args import DataArguments
+    from hftrain.tasks import get_task
+    from hftrain.tasks.summarization import rouge
 
     args = Seq2SeqTrainingArguments(output_dir=str(work), per_device_eval_batch_size=batch_size, report_to="none",
                                     disable_tqdm=True, predict_with_generate=task == "summarization",

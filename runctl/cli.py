@@ -12,8 +12,8 @@ from typing import Any
 
 import boto3
 from botocore.exceptions import BotoCoreError, ClientError
-from hfsm_lambda import goodput, verdict
 
+from hfsm_lambda import goodput, verdict
 from runctl import core, local_runs, observe
 
 NOT_BEATEN, NOT_BEATEN_PHRASE = verdict.NOT_BEATEN, verdict.NOT_BEATEN_PHRASE

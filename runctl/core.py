@@ -9,8 +9,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from botocore.exceptions import ClientError
-from hfsm_lambda import goodput_sources, naming, orphans
 
+from hfsm_lambda import goodput_sources, naming, orphans
 from local_mode.spec_file import read_spec_file
 
 OUTPUT_KEY = "FineTuneStateMachineArn"

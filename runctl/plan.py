@@ -14,7 +14,6 @@ from types import ModuleType
 from typing import Any
 
 from hfsm_lambda import cost, errors, job_requests, runs, settings
-
 from runctl.core import Clients, RunctlError
 
 

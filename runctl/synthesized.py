@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 from hfsm_lambda import HANDLER_MODULE
-
 from local_mode.cloud_assembly import AssemblyError, CloudAssembly, StackArtifact
 from local_mode.intrinsics import Resolver, UnresolvedReference
 from runctl.core import RunctlError

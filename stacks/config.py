@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from hfsm_lambda.naming import INSTANCE_TYPE_RE, PROJECT_NAME
-
 from stacks.config_fields import all_match, field_errors, in_range, matches, one_of, parse_fields, setting
 
 # ml.<family>.<size>: the pattern the Lambdas check a spec's instance types with (lambda/naming.py).

@@ -15,9 +15,10 @@ import shutil
 from pathlib import Path
 
 import aws_cdk as cdk
-import hfsm_lambda
 import jsii
 from aws_cdk import aws_lambda as lambda_
+
+import hfsm_lambda
 from hfsm_lambda.training_contract import FILES
 
 LAMBDA_DIR = Path(hfsm_lambda.__file__).resolve().parent  # lambda/ of this checkout

@@ -11,8 +11,8 @@ from __future__ import annotations
 from aws_cdk import Acknowledgment, Stack, Validations
 from constructs import IConstruct
 
+from hfsm_lambda.s3_layout import CHECKPOINTS_PREFIX
 from stacks.config import EnvironmentConfig
-from stacks.storage_stack import CHECKPOINTS_PREFIX
 
 XRAY = ("X-Ray tracing (Lambda tracing ACTIVE / state machine tracing): xray:PutTraceSegments and "
         "xray:PutTelemetryRecords support no resource-level permissions, so AWS requires Resource '*'.")

@@ -10,8 +10,8 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
-from hfsm_lambda import HANDLER_MODULE
 
+from hfsm_lambda import HANDLER_MODULE
 from stacks import names
 from stacks.common import removal_policy, retention
 from stacks.config import EnvironmentConfig

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from aws_cdk import Stack, Token
+
 from hfsm_lambda.errors import SettingsError
 from hfsm_lambda.settings import FsxSettings, Settings
 

@@ -14,8 +14,8 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
-from hfsm_lambda.state import path as state_path
 
+from hfsm_lambda.state import path as state_path
 from stacks import names
 from stacks.common import removal_policy, retention
 from stacks.config import EnvironmentConfig

@@ -8,17 +8,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-# Prefixes of the buckets (CONTRACTS.md "S3 layout", declared in lambda/s3_layout.py); the roles are scoped to them.
-from hfsm_lambda.s3_layout import (  # noqa: F401  (re-exported: the stacks import the prefixes from here)
-    CHECKPOINTS_PREFIX,
-    CLAIMS_PREFIX,
-    CODE_PREFIX,
-    MODELS_PREFIX,
-    OUTPUTS_PREFIX,
-    REGISTRY_PREFIX,
-    RUNS_PREFIX,
-)
-
+from hfsm_lambda import s3_layout as layout  # the buckets' prefixes (CONTRACTS.md "S3 layout")
 from stacks import names
 from stacks.common import removal_policy
 from stacks.config import EnvironmentConfig
@@ -73,7 +63,7 @@ class StorageStack(Stack):
             self, "Artifacts", bucket_name=bucket_name(config, "artifacts"), server_access_logs_prefix="artifacts/",
             lifecycle_rules=[
                 abort_uploads, old_versions,
-                s3.LifecycleRule(id="expire-checkpoints", prefix=CHECKPOINTS_PREFIX,
+                s3.LifecycleRule(id="expire-checkpoints", prefix=layout.CHECKPOINTS_PREFIX,
                                  expiration=Duration.days(config.checkpoint_expiry_days),
                                  noncurrent_version_expiration=Duration.days(1)),
             ],
@@ -107,31 +97,31 @@ class StorageStack(Stack):
         self.data_bucket.add_to_resource_policy(iam.PolicyStatement(
             sid="RunSpecsOnlyFromRunSubmitters", effect=iam.Effect.DENY, principals=[iam.AnyPrincipal()],
             actions=["s3:PutObject", "s3:ReplicateObject"],
-            resources=[self.data_bucket.arn_for_objects(f"{RUNS_PREFIX}*")],
+            resources=[self.data_bucket.arn_for_objects(f"{layout.RUNS_PREFIX}*")],
             conditions={"ArnNotEquals": {"aws:PrincipalArn": submitters}}))
         finish = names.role_arn(config, names.function_role_name(config, "finish"))
         self.artifacts_bucket.add_to_resource_policy(iam.PolicyStatement(
             sid="RegisteredModelsOnlyFromFinish", effect=iam.Effect.DENY, principals=[iam.AnyPrincipal()],
             actions=["s3:PutObject", "s3:DeleteObject", "s3:ReplicateObject"],
-            resources=[self.artifacts_bucket.arn_for_objects(f"{REGISTRY_PREFIX}*")],
+            resources=[self.artifacts_bucket.arn_for_objects(f"{layout.REGISTRY_PREFIX}*")],
             conditions={"ArnNotEquals": {"aws:PrincipalArn": finish}}))
         self.artifacts_bucket.add_to_resource_policy(iam.PolicyStatement(
             sid="RegisteredModelVersionsAreKept", effect=iam.Effect.DENY, principals=[iam.AnyPrincipal()],
             actions=["s3:DeleteObjectVersion"],
-            resources=[self.artifacts_bucket.arn_for_objects(f"{REGISTRY_PREFIX}*")]))
+            resources=[self.artifacts_bucket.arn_for_objects(f"{layout.REGISTRY_PREFIX}*")]))
         prepare = names.role_arn(config, names.function_role_name(config, "prepare"))
         self.artifacts_bucket.add_to_resource_policy(iam.PolicyStatement(
             sid="RunIdsClaimedOnlyByPrepare", effect=iam.Effect.DENY, principals=[iam.AnyPrincipal()],
             actions=["s3:PutObject", "s3:DeleteObject", "s3:ReplicateObject"],
-            resources=[self.artifacts_bucket.arn_for_objects(f"{CLAIMS_PREFIX}*")],
+            resources=[self.artifacts_bucket.arn_for_objects(f"{layout.CLAIMS_PREFIX}*")],
             conditions={"ArnNotEquals": {"aws:PrincipalArn": prepare}}))
         self.artifacts_bucket.add_to_resource_policy(iam.PolicyStatement(
             sid="RunIdClaimsAreKept", effect=iam.Effect.DENY, principals=[iam.AnyPrincipal()],
             actions=["s3:DeleteObject", "s3:DeleteObjectVersion"],
-            resources=[self.artifacts_bucket.arn_for_objects(f"{CLAIMS_PREFIX}*")]))
+            resources=[self.artifacts_bucket.arn_for_objects(f"{layout.CLAIMS_PREFIX}*")]))
         deployer = names.role_arn(config, names.code_deployment_role_name(config))
         self.artifacts_bucket.add_to_resource_policy(iam.PolicyStatement(
             sid="CodeOnlyFromTheCodeDeployment", effect=iam.Effect.DENY, principals=[iam.AnyPrincipal()],
             actions=["s3:PutObject", "s3:DeleteObject", "s3:ReplicateObject"],
-            resources=[self.artifacts_bucket.arn_for_objects(f"{CODE_PREFIX}*")],
+            resources=[self.artifacts_bucket.arn_for_objects(f"{layout.CODE_PREFIX}*")],
             conditions={"ArnNotEquals": {"aws:PrincipalArn": deployer}}))

@@ -11,9 +11,9 @@ import sys
 from typing import Any
 
 import pytest
+
 from hfsm_lambda import naming
 from hfsm_lambda.settings import Settings
-
 from stacks.app_builder import REPO_ROOT, cdk_json_context
 from stacks.config import ConfigError, EnvironmentConfig, load_config
 

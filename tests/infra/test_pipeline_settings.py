@@ -7,10 +7,10 @@ import dataclasses
 import json
 
 import pytest
-from hfsm_lambda import HANDLER_MODULE
-from hfsm_lambda import settings as settings_module
 from synth_helpers import Synthesized, resources
 
+from hfsm_lambda import HANDLER_MODULE
+from hfsm_lambda import settings as settings_module
 from stacks import pipeline_stack
 from stacks.app_builder import build_app, cdk_json_context
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from hfsm_lambda import HANDLER_MODULE
 from synth_helpers import Synthesized, as_list, policy_statements, resources
 
+from hfsm_lambda import HANDLER_MODULE
 from stacks.code_asset import build_code_bundle
 
 REPO = Path(__file__).resolve().parents[2]

@@ -8,10 +8,10 @@ import json
 from typing import Any
 
 import pytest
-from hfsm_lambda import HANDLER_MODULE
 from policy_walk import as_list, normalize
 from synth_helpers import Synthesized, resources
 
+from hfsm_lambda import HANDLER_MODULE
 from stacks import names
 
 

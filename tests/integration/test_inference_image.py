@@ -14,10 +14,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from hfsm_lambda import model_package
 from hftrain_testkit import layout_job, subprocess_env, to_argv
 from image_sim import inference_python
 
+from hfsm_lambda import model_package
 from local_mode import synthetic as synth
 from stacks import job_images
 from stacks.app_builder import cdk_json_context

@@ -212,6 +212,7 @@ def test_durability_watchdog_stops_a_job_whose_checkpoints_stop_arriving(pipelin
     from datetime import UTC, datetime, timedelta
 
     from checkpoint_testlib import upload_checkpoint
+
     from hfsm_lambda import durability
 
     p = with_data(pipeline)

@@ -12,9 +12,10 @@ from typing import Any
 import botocore.session
 import regex  # Java-style \p{L} classes in the service model's patterns (installed with transformers)
 from botocore.validate import ParamValidator
+from hypothesis import strategies as st
+
 from hfsm_lambda import hp_paths, hyperparameters, instance_types, job_requests, run_spec, runtime_limits
 from hfsm_lambda.training_contract import hp_rules
-from hypothesis import strategies as st
 
 ACCOUNT = "123456789012"  # moto's default account
 REGION = "us-east-1"

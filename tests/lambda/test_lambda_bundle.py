@@ -12,11 +12,11 @@ import tempfile
 from pathlib import Path
 
 import aws_cdk as cdk
-import hfsm_lambda
 import pytest
-from hfsm_lambda import HANDLER_MODULE, training_contract
 from lambda_testlib import settings_dict
 
+import hfsm_lambda
+from hfsm_lambda import HANDLER_MODULE, training_contract
 from stacks.lambda_asset import TRAINING_CODE, lambda_code
 
 REPO = Path(__file__).resolve().parents[2]

@@ -6,6 +6,7 @@ import json
 from datetime import UTC, datetime, timedelta
 
 import pytest
+
 from hfsm_lambda import checkpoint_interval, durability, job_requests, run_spec
 from hfsm_lambda.errors import SpecError
 from hfsm_lambda.runs import prepare_run

@@ -6,11 +6,12 @@ import json
 from typing import Any
 
 import pytest
+from lambda_testlib import sagemaker_request_errors, settings_dict
+
 from hfsm_lambda import hyperparameters
 from hfsm_lambda import settings as settings_module
 from hfsm_lambda.errors import PreflightError, SpecError
 from hfsm_lambda.runs import prepare_run
-from lambda_testlib import sagemaker_request_errors, settings_dict
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 S3_MODEL = "s3://hfsm-dev-data/base-models/bert/"

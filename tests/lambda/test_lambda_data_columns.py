@@ -5,12 +5,13 @@ hyperparameters against the real `Task.resolve_columns` (which raises DataError 
 from __future__ import annotations
 
 import datasets
+from hypothesis import given
+from hypothesis import strategies as st
+
 from hfsm_lambda import data_column_checks, data_preflight, hyperparameters
 from hftrain.args import DataArguments
 from hftrain.data import DataError
 from hftrain.tasks import REGISTRY, column_declarations, get_task
-from hypothesis import given
-from hypothesis import strategies as st
 
 DEFAULTS = {name: meta.get("default") for name, meta in hyperparameters.schema().items()}
 # every name a declaration mentions, plus names no task knows

@@ -9,10 +9,11 @@ import json
 from typing import Any
 
 import pytest
+from lambda_testlib import SETTINGS
+
 from hfsm_lambda import aws, data_preflight
 from hfsm_lambda.errors import PreflightError
 from hfsm_lambda.runs import prepare_run
-from lambda_testlib import SETTINGS
 
 BUCKET = SETTINGS["data_bucket"]
 CLS_ROWS = [{"id": str(i), "text": f"words {i}", "label": ["neg", "pos"][i % 2]} for i in range(40)]

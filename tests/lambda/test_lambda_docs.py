@@ -10,6 +10,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+
 from hfsm_lambda import run_spec, settings, spec_docs
 
 REPO = Path(__file__).resolve().parents[2]

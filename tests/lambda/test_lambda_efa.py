@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import pytest
 import sagemaker_training
+from lambda_testlib import settings_dict
+
 from hfsm_lambda import efa, job_requests
 from hfsm_lambda import settings as settings_module
 from hfsm_lambda.errors import PreflightError
 from hfsm_lambda.runs import prepare_run
-from lambda_testlib import settings_dict
 
 SPEC = {"version": 1, "name": "efa", "task": "text-classification", "model": "bert-base-uncased",
         "data": {"train": {"s3": "s3://hfsm-dev-data/datasets/x/"}},

@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+
 from hfsm_lambda import goodput
 
 JOB = "hfsm-dev-run-20260101000000-0123456789abcdef-train0"

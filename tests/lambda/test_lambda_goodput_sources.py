@@ -6,8 +6,9 @@ import json
 import time
 
 from botocore.exceptions import ClientError
-from hfsm_lambda import aws, goodput_sources
 from moto import mock_aws
+
+from hfsm_lambda import aws, goodput_sources
 
 GROUP = goodput_sources.LOG_GROUP
 JOB = "hfsm-dev-run-20260101000000-0123456789abcdef-train0"

@@ -10,6 +10,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from test_lambda_goodput import JOB, T, assert_adds_up, attempt_lines, describe, stream
+
 from hfsm_lambda import (
     goodput,
     goodput_attempts,
@@ -18,7 +20,6 @@ from hfsm_lambda import (
     goodput_text,
     goodput_values,
 )
-from test_lambda_goodput import JOB, T, assert_adds_up, attempt_lines, describe, stream
 
 LAMBDA = Path(__file__).resolve().parents[2] / "lambda"
 

@@ -8,6 +8,10 @@ from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
+from lambda_testlib import ACCOUNT, REGION, SETTINGS, sagemaker_request_errors, stand_in_state_machine
+from moto.sagemaker.models import sagemaker_backends
+from moto.sns.models import sns_backends
+
 from hfsm_lambda import aws, handlers, naming
 from hfsm_lambda.errors import (
     FallbackExhaustedError,
@@ -20,9 +24,6 @@ from hfsm_lambda.errors import (
 from hfsm_lambda.errors import ThrottlingException as ThrottlingError
 from hfsm_lambda.runs import prepare_run
 from hfsm_lambda.settings import load_settings
-from lambda_testlib import ACCOUNT, REGION, SETTINGS, sagemaker_request_errors, stand_in_state_machine
-from moto.sagemaker.models import sagemaker_backends
-from moto.sns.models import sns_backends
 
 SPEC = {"version": 1, "name": "squad", "task": "question-answering", "model": "distilbert/distilbert-base-uncased",
         "data": {"train": {"s3": "datasets/squad/train/", "distribution": "ShardedByS3Key"},

@@ -26,11 +26,12 @@ import random
 from typing import Any
 
 import pytest
+from lambda_testlib import SETTINGS, settings_dict
+
 from hfsm_lambda import aws, hyperparameters, instance_types, job_requests
 from hfsm_lambda.errors import PreflightError, SpecError
 from hfsm_lambda.runs import prepare_run
 from hfsm_lambda.settings import Settings
-from lambda_testlib import SETTINGS, settings_dict
 
 BASE: dict[str, Any] = {"version": 1, "name": "hostile", "task": "text-classification", "model": "bert-base-uncased",
                         "data": {"train": {"s3": "datasets/h/train/"}, "validation": {"s3": "datasets/h/val/"}},

@@ -8,10 +8,11 @@ from hashlib import sha256
 from typing import Any
 
 import pytest
+from lambda_testlib import SETTINGS, sagemaker_request_errors
+
 from hfsm_lambda import model_package, verdict
 from hfsm_lambda import settings as settings_module
 from hfsm_lambda.runs import prepare_run
-from lambda_testlib import SETTINGS, sagemaker_request_errors
 
 SPEC: dict[str, Any] = {
     "version": 1, "name": "qa", "task": "question-answering", "model": "s3://hfsm-dev-data/base-models/bert/",

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
+
 from hfsm_lambda import orphans
 
 ARN = "arn:aws:states:us-east-1:123456789012:execution:hfsm-dev-fine-tune:run-1"

@@ -9,10 +9,6 @@ import re
 from typing import Any
 
 import pytest
-from hfsm_lambda import naming, preflight, run_spec
-from hfsm_lambda.errors import PreflightError, SpecError
-from hfsm_lambda.runs import prepare_run
-from hfsm_lambda.settings import Settings
 from hypothesis import given
 from hypothesis import strategies as st
 from lambda_testlib import (
@@ -24,6 +20,11 @@ from lambda_testlib import (
     settings_dict,
     valid_specs,
 )
+
+from hfsm_lambda import naming, preflight, run_spec
+from hfsm_lambda.errors import PreflightError, SpecError
+from hfsm_lambda.runs import prepare_run
+from hfsm_lambda.settings import Settings
 
 PLAIN = Settings.from_dict(settings_dict())
 WITH_FSX = Settings.from_dict(settings_dict(fsx={"file_system_id": "fs-0123456789abcdef0", "mount_name": "abcdefgh",

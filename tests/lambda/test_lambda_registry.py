@@ -11,10 +11,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from hfsm_lambda import aws, handlers
-from hfsm_lambda.errors import ModelArtifactError
 from lambda_testlib import ACCOUNT, REGION, SETTINGS
 from moto.sagemaker.models import sagemaker_backends
+
+from hfsm_lambda import aws, handlers
+from hfsm_lambda.errors import ModelArtifactError
 
 SPEC = {"version": 1, "name": "reg", "task": "question-answering", "model": "distilbert/distilbert-base-uncased",
         "data": {"train": {"s3": "datasets/reg/train/"}}, "spot": {"enabled": False}}

@@ -7,12 +7,13 @@ import json
 from typing import Any
 
 import pytest
+from lambda_testlib import SETTINGS, settings_dict
+from moto.sagemaker.models import sagemaker_backends
+
 from hfsm_lambda import handlers, job_requests, request_guard
 from hfsm_lambda import settings as settings_module
 from hfsm_lambda.errors import RequestRejected
 from hfsm_lambda.runs import prepare_run
-from lambda_testlib import SETTINGS, settings_dict
-from moto.sagemaker.models import sagemaker_backends
 
 SPEC: dict[str, Any] = {
     "version": 1, "name": "qa", "task": "question-answering", "model": "s3://hfsm-dev-data/base-models/bert/",

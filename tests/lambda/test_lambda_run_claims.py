@@ -10,9 +10,10 @@ import json
 from typing import Any
 
 import pytest
+from lambda_testlib import ACCOUNT, REGION, SETTINGS
+
 from hfsm_lambda import aws, handlers
 from hfsm_lambda.errors import PreflightError
-from lambda_testlib import ACCOUNT, REGION, SETTINGS
 
 SPEC = {"version": 1, "name": "squad", "task": "question-answering", "model": "distilbert/distilbert-base-uncased",
         "data": {"train": {"s3": "datasets/squad/train/"}},

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import botocore.session
 import pytest
+
 from hfsm_lambda import preflight, request_guard, run_spec, sagemaker_limits
 
 

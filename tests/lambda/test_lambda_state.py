@@ -8,9 +8,10 @@ import typing
 from pathlib import Path
 
 import pytest
-from hfsm_lambda import handlers, state
 from test_lambda_durability import start_watched_job
 from test_lambda_handlers import SPEC, strict_json
+
+from hfsm_lambda import handlers, state
 
 REPO = Path(__file__).resolve().parents[2]
 

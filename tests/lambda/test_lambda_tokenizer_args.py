@@ -5,14 +5,15 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from lambda_testlib import SETTINGS, settings_dict
+
 from hfsm_lambda import job_requests, run_spec
 from hfsm_lambda.errors import SpecError
 from hfsm_lambda.runs import prepare_run
 from hfsm_lambda.settings import Settings
 from hfsm_lambda.training_contract import tokenizer_rules
-from hypothesis import given, settings
-from hypothesis import strategies as st
-from lambda_testlib import SETTINGS, settings_dict
 
 tokenizer_map = pytest.importorskip("tokenizer_map")
 tokenizer_reduce = pytest.importorskip("tokenizer_reduce")

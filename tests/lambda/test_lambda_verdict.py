@@ -4,6 +4,7 @@ both declared in the training code's task registry (Task.verdict)."""
 from __future__ import annotations
 
 import pytest
+
 from hfsm_lambda import verdict
 from hftrain.tasks import REGISTRY
 

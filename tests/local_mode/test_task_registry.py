@@ -13,11 +13,11 @@ from pathlib import Path
 
 import datasets
 import pytest
+from transformers import AutoConfig
+
 from hftrain.args import DataArguments
 from hftrain.tasks import REGISTRY, get_task
 from hftrain.tasks.base import LocalMode
-from transformers import AutoConfig
-
 from local_mode import spec_inputs, synthetic, task_registry
 
 REPO = Path(__file__).resolve().parents[2]

@@ -19,11 +19,11 @@ import time
 from pathlib import Path
 
 import pytest
-from hftrain import checkpoints as ck
-from hftrain import run_history
 from hftrain_testkit import layout_job, to_argv
 from safetensors.torch import load_file, save_file
 
+from hftrain import checkpoints as ck
+from hftrain import run_history
 from local_mode import synthetic as synth
 
 pytestmark = pytest.mark.slow

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+
 from hftrain import args as hp
 from hftrain import args_docs
 

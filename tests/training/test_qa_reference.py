@@ -34,9 +34,10 @@ def _rows(v2: bool) -> list[dict]:
 @pytest.mark.parametrize("v2", [False, True])
 def test_training_features_equal_run_qa(tiny_models, v2):
     import datasets
+    from transformers import AutoConfig, AutoTokenizer
+
     from hftrain.args import DataArguments
     from hftrain.tasks import get_task
-    from transformers import AutoConfig, AutoTokenizer
 
     rows = _rows(v2)
     tokenizer = AutoTokenizer.from_pretrained(tiny_models["bert"])

@@ -17,9 +17,9 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sqs as sqs
 from aws_cdk.assertions import Template
 from construct_helpers import Built, bare_app, bare_key, env_config, env_fixtures
-from hfsm_lambda import HANDLER_MODULE
 from synth_helpers import as_list, policy_statements, resources
 
+from hfsm_lambda import HANDLER_MODULE
 from stacks import names
 from stacks.pipeline_functions import PipelineFunction
 
