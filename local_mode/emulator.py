@@ -197,8 +197,8 @@ def _is_pipeline_handler(code_dir: Path, module: str) -> bool:
 
 def import_from(code_dir: Path, module_name: str) -> ModuleType:
     """`module_name` (e.g. hfsm_lambda.handlers) with its top-level package found in the function's code
-    directory, as the Lambda runtime finds it in /var/task, without adding the directory to the import path. A package
-    already imported in this process (the checkout's, in tests) is used as it is: one copy of each module."""
+    directory, as the Lambda runtime finds it in /var/task, without adding the directory to the import path. A
+    package already imported in this process (the checkout's, in tests) is used as it is: one copy of each module."""
     top = module_name.partition(".")[0]
     if top not in sys.modules:
         spec = importlib.machinery.PathFinder.find_spec(top, [str(code_dir)])
