@@ -38,7 +38,8 @@ def test_each_stage_module_is_entered_once_in_order(settings):
 
 
 def test_every_request_is_built_once(settings, monkeypatch):
-    spec = json.loads(EXAMPLES[-1].read_text())  # the tokenizer example: training attempts and both stages
+    tokenizer_example = next(p for p in EXAMPLES if p.name == "tokenizer-text-classification.json")
+    spec = json.loads(tokenizer_example.read_text())  # training attempts and both stages
     built: list[str] = []
     for name in ("training_request", "processing_request"):
         original = getattr(job_requests, name)
