@@ -13,13 +13,14 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
 # Set-up is stamped on the requirement files: it re-runs only when a pin changes.
 # The tokenizer's native merge loop is installed from its source folder: a change to it re-installs.
+# Last, the checkout's own packages (pyproject.toml: hfsm_lambda = lambda/, hftrain, stacks, ...), editable: every
+# part is imported by its package name, from anywhere, with no PYTHONPATH.
 $(VENV)/.stamp: requirements.txt requirements-dev.txt training_code/requirements.txt \
 		training_code/requirements-processing.txt $(wildcard training_code/tokenizer_mr/native/*.*) \
 		$(wildcard training_code/tokenizer_mr/native/tokenizer_mr_native/*.py) pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip==25.3
 	$(PY) -m pip install -q -r requirements-dev.txt
-	# The checkout's own packages (hfsm_lambda = lambda/, hftrain, stacks, ...), editable: imported by name everywhere.
 	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
 	touch $@
 
