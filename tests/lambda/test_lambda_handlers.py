@@ -315,6 +315,14 @@ def test_finish_registers_the_model_and_notifies(state, context, set_settings):
     summary = strict_json(handlers.finish({"run": run, "job": job}, context))
     assert sagemaker_request_errors("CreateModelPackage", sent) == []
 
+    _assert_succeeded_summary(summary, job)
+    _assert_registered_a_frozen_copy(summary, run, sent, model_bucket, model_key)
+    _assert_metrics_and_summary_written(run)
+    _assert_success_notification(summary, run, job)
+
+
+def _assert_succeeded_summary(summary: dict[str, Any], job: dict[str, Any]) -> None:
+    """The second attempt (ml.g6.2xlarge x2, spot) completed after the first stopped at MaxWaitTimeExceeded."""
     assert summary["status"] == "Succeeded" and summary["metrics"] == {"eval_f1": 71.25, "train_loss": 0.5,
                                                                        "eval_loss": "nan"}
     assert summary["cost"]["billable_instance_seconds"] == 2400
@@ -323,6 +331,10 @@ def test_finish_registers_the_model_and_notifies(state, context, set_settings):
     assert [a["outcome"] for a in summary["attempts"]] == ["retryable", "completed"]
     assert summary["model_uri"].endswith(f"{job['job_name']}/output/model.tar.gz")
 
+
+def _assert_registered_a_frozen_copy(summary: dict[str, Any], run: dict[str, Any], sent: dict[str, Any],
+                                     model_bucket: str, model_key: str) -> None:
+    """One package pending approval, pointing at a frozen copy of the job's model that a later job cannot swap."""
     sm = aws.client("sagemaker")
     packages = sm.list_model_packages(ModelPackageGroupName=SETTINGS["model_package_group"])["ModelPackageSummaryList"]
     assert len(packages) == 1 and packages[0]["ModelApprovalStatus"] == "PendingManualApproval"
@@ -341,6 +353,8 @@ def test_finish_registers_the_model_and_notifies(state, context, set_settings):
     assert package["ModelMetrics"]["ModelQuality"]["Statistics"]["S3Uri"] == run["uris"]["metrics"]
     assert package["CustomerMetadataProperties"]["eval_f1"] == "71.25"
 
+
+def _assert_metrics_and_summary_written(run: dict[str, Any]) -> None:
     s3 = aws.client("s3")
     key = run["uris"]["metrics"].split("/", 3)[3]
     assert json.loads(s3.get_object(Bucket=SETTINGS["artifacts_bucket"], Key=key)["Body"].read())["eval_f1"] == 71.25
@@ -348,6 +362,9 @@ def test_finish_registers_the_model_and_notifies(state, context, set_settings):
     assert json.loads(s3.get_object(Bucket=SETTINGS["artifacts_bucket"], Key=key)["Body"].read())["run_id"] == \
         run["run_id"]
 
+
+def _assert_success_notification(summary: dict[str, Any], run: dict[str, Any], job: dict[str, Any]) -> None:
+    """The last message on the topic: a text a person reads, with the run's outcome, cost and attempts."""
     (_, message, subject, attributes, _) = sent_messages()[-1]
     assert subject == f"[hfsm-dev] run {run['run_id']} succeeded"
     assert attributes["status"]["Value"] == "Succeeded" or attributes["status"]["StringValue"] == "Succeeded"
