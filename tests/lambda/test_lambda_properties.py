@@ -17,6 +17,7 @@ from lambda_testlib import (
     HP_META,
     SETTINGS,
     all_requests,
+    declared,
     sagemaker_request_errors,
     settings_dict,
     valid_specs,
@@ -310,8 +311,14 @@ def _hp_bounds(draw: Any, spec: dict[str, Any]) -> Broken:
     return spec, f"hyperparameters.{name}"
 
 
-# The kinds of broken field, each drawn as often as the others. "runtime_range" has had no mutation of its own
-# since the hyperparameter bounds took the fall-through branch of the old if-chain: it draws a bound too.
+def _runtime_range(draw: Any, spec: dict[str, Any]) -> Broken:
+    limit = declared("max_runtime_seconds").high
+    spec["max_runtime_seconds"] = draw(st.sampled_from([0, -5, "3600", 1.5, limit + 1]))
+    spec.get("spot", {}).pop("max_wait_seconds", None)  # a wait below the runtime would be a second broken field
+    return spec, "max_runtime_seconds"
+
+
+# The kinds of broken field, each drawn as often as the others.
 MUTATORS: dict[str, Callable[[Any, dict[str, Any]], Broken]] = {
     "unknown_top": _unknown_top, "unknown_compute": _unknown_compute,
     "unknown_channel_field": _unknown_channel_field, "unknown_channel": _unknown_channel, "version": _version,
@@ -321,7 +328,7 @@ MUTATORS: dict[str, Callable[[Any, dict[str, Any]], Broken]] = {
     "wait_below_runtime": _wait_below_runtime, "smddp_type": _smddp_type, "fsx_without_fsx": _fsx_without_fsx,
     "distribution_type": _distribution_type, "none_multi_node": _none_multi_node, "foreign_bucket": _foreign_bucket,
     "fallback_unknown": _fallback_unknown, "tokenizer_type": _tokenizer_type, "model": _model,
-    "runtime_range": _hp_bounds, "trailing_newline": _trailing_newline, "description_chars": _description_chars,
+    "runtime_range": _runtime_range, "trailing_newline": _trailing_newline, "description_chars": _description_chars,
     "hub_id": _hub_id, "hp_dash": _hp_dash, "hp_line_break": _hp_line_break,
     "save_on_each_node": _save_on_each_node, "fp16_bf16": _fp16_bf16,
     "eval_without_validation": _eval_without_validation, "doc_stride": _doc_stride,
