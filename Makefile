@@ -13,12 +13,15 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
 # Set-up is stamped on the requirement files: it re-runs only when a pin changes.
 # The tokenizer's native merge loop is installed from its source folder: a change to it re-installs.
+# Last, the checkout's own packages (pyproject.toml: hfsm_lambda = lambda/, hftrain, stacks, ...), editable: every
+# part is imported by its package name, from anywhere, with no PYTHONPATH.
 $(VENV)/.stamp: requirements.txt requirements-dev.txt training_code/requirements.txt \
 		training_code/requirements-processing.txt $(wildcard training_code/tokenizer_mr/native/*.*) \
-		$(wildcard training_code/tokenizer_mr/native/tokenizer_mr_native/*.py)
+		$(wildcard training_code/tokenizer_mr/native/tokenizer_mr_native/*.py) pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip==25.3
 	$(PY) -m pip install -q -r requirements-dev.txt
+	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
 	touch $@
 
 # checkov in a venv of its own: its dependency pins conflict with the project's (requirements-checkov.txt).
@@ -61,7 +64,7 @@ demo: setup
 
 # The benchmarks import the project's packages (local_mode, lambda/ via their own paths) from the repo root.
 bench: setup
-	for b in benchmarks/bench_*.py; do PYTHONPATH=$(CURDIR) $(PY) $$b || exit 1; done
+	for b in benchmarks/bench_*.py; do $(PY) $$b || exit 1; done
 
 clean:
 	rm -rf cdk.out cdk.out.new build .local-runs .pytest_cache  # .whl/ and .cache/ keep downloads (rm them to refetch)

@@ -18,15 +18,13 @@ import argparse
 import json
 import os
 import shutil
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "training_code"))
+from hftrain import checkpoints as ck
 
-from hftrain import checkpoints as ck  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 IDENTITY = {"task": "text-classification", "model_fingerprint": "0" * 32, "model": {"model_type": "bench"}}
 

@@ -1,9 +1,9 @@
 """Expected goodput of long multi-node runs under interruptions and stalls: a simulator, checked against a
 measured ledger.
 
-    PYTHONPATH=. python benchmarks/bench_goodput.py                      # the table (16 x ml.p4d.24xlarge, 24 h)
-    PYTHONPATH=. python benchmarks/bench_goodput.py --ledger RUN.json    # + cross-check against a local run
-    PYTHONPATH=. python benchmarks/bench_goodput.py --smoke              # few samples (the test)
+    python benchmarks/bench_goodput.py                      # the table (16 x ml.p4d.24xlarge, 24 h)
+    python benchmarks/bench_goodput.py --ledger RUN.json    # + cross-check against a local run
+    python benchmarks/bench_goodput.py --smoke              # few samples (the test)
 
 Model (per instance, wall seconds; instance-hours = x instance count): the run needs `work` seconds of optimizer
 steps. Every attempt pays `download` and `startup` (a restart also `restore`; with the tokenized cache a restart
@@ -36,10 +36,10 @@ import sys
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "training_code"))  # hftrain.save_interval: the interval the training code uses
+from hftrain.save_interval import clamp_minutes, young_daly_seconds  # the interval the training code uses
 
-from hftrain.save_interval import clamp_minutes, young_daly_seconds  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
+
 
 DAY = 86400.0
 FIXED_MINUTES = 30.0

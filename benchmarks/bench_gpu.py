@@ -42,19 +42,13 @@ import argparse
 import contextlib
 import io
 import os
-import sys
 import tempfile
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import benchlib  # noqa: E402  (puts the repository root and training_code/ on sys.path)
-import hf_baselines  # noqa: E402
-import workloads  # noqa: E402
-
-from local_mode import synthetic as synth  # noqa: E402
+from benchmarks import benchlib, hf_baselines, workloads
+from local_mode import synthetic as synth
 
 PEAK_BF16_TFLOPS = {"H200": 989.0, "H100": 989.0, "A100": 312.0, "L40S": 362.0, "L4": 121.0}
 
@@ -280,9 +274,10 @@ def eval_loss(w: GpuWorkload, model, tokenizer, rows: list[dict], work: Path, cu
     with torch.autocast("cuda", dtype=torch.bfloat16, enabled=cuda):
         if w.task == "summarization":  # loss only: generation of a 400M model is not what this measures
             import datasets
+            from transformers import DataCollatorForSeq2Seq, Seq2SeqTrainer, Seq2SeqTrainingArguments
+
             from hftrain.args import DataArguments
             from hftrain.tasks import get_task
-            from transformers import DataCollatorForSeq2Seq, Seq2SeqTrainer, Seq2SeqTrainingArguments
 
             raw = datasets.Dataset.from_list(rows)
             spec = get_task(w.task, DataArguments(task=w.task, max_seq_length=w.max_seq_length, **spec_extra))

@@ -25,26 +25,15 @@ import time
 import zipfile
 from pathlib import Path
 
+from benchmarks.pipeline_settings import SETTINGS
+from stacks.lambda_asset import stage  # the asset's files, as synth stages them
+
 REPO = Path(__file__).resolve().parents[1]
 LAMBDA = REPO / "lambda"
-sys.path.insert(0, str(REPO))
-from stacks.lambda_asset import stage  # noqa: E402  (the asset's files, as synth stages them)
 
 EXCLUDE_SUFFIXES = (".pyc", ".md")
 LAMBDA_ZIP_LIMIT = 50 * 1024 * 1024  # direct upload limit (zipped)
 LAMBDA_UNZIPPED_LIMIT = 250 * 1024 * 1024
-SETTINGS = {
-    "project": "hfsm", "environment": "dev", "region": "us-east-1", "account": "123456789012",
-    "data_bucket": "hfsm-dev-data", "artifacts_bucket": "hfsm-dev-artifacts",
-    "kms_key_arn": "arn:aws:kms:us-east-1:123456789012:key/k", "sagemaker_role_arn": "arn:aws:iam::123456789012:role/r",
-    "training_image_uri": "img", "processing_image_uri": "img", "inference_image_uri": "img",
-    "code_s3_prefix": "s3://hfsm-dev-artifacts/code/0123456789abcdef/", "subnet_ids": ["subnet-1"],
-    "security_group_ids": ["sg-1"], "fsx": None,
-    "allowed_instance_types": ["ml.g5.2xlarge", "ml.g5.12xlarge", "ml.g6.2xlarge", "ml.p4d.24xlarge"],
-    "tokenizer_instance_types": ["ml.c5.2xlarge"], "max_instance_count": 4, "spot_default": True,
-    "inter_container_encryption": False, "default_max_runtime_seconds": 86400, "default_max_wait_seconds": 172800,
-    "poll_seconds": 60, "model_package_group": "g", "topic_arn": "arn:aws:sns:us-east-1:123456789012:t",
-}
 
 
 def asset_files(asset: Path) -> list[Path]:
@@ -82,10 +71,9 @@ def cold_imports_ms(runs: dict[str, tuple[Path, str]], repeat: int) -> dict[str,
 
 
 def planning_ms(repeat: int) -> float:
-    sys.path.insert(0, str(LAMBDA))
-    import job_requests
-    from runs import prepare_run
-    from settings import Settings
+    from hfsm_lambda import job_requests
+    from hfsm_lambda.runs import prepare_run
+    from hfsm_lambda.settings import Settings
 
     settings = Settings.from_dict(SETTINGS)
     specs = [json.loads(p.read_text()) for p in sorted((REPO / "examples").glob("*.json"))]
@@ -106,13 +94,24 @@ def _extract(ref: str, target: Path) -> None:
         tar.extractall(target, filter="data")
 
 
-def _first_prepare(tmp: Path) -> str:
+def _statements(tmp: Path, package: str) -> dict[str, str]:
+    """What each cold-import probe runs; `package` is "hfsm_lambda." for this checkout's asset, "" for a ref from
+    before lambda/ was a package (its modules were top-level)."""
+    return {"bare": "pass", "boto": "import boto3, botocore.config, botocore.exceptions",
+            "handlers": f"import {package}handlers",
+            "pure": f"import {package}run_spec, {package}planning, {package}job_requests",
+            "prepare": _first_prepare(tmp, package)}
+
+
+def _first_prepare(tmp: Path, package: str) -> str:
     """The first example without its editor-only `$schema` key (older code refuses the key)."""
     spec = json.loads(sorted((REPO / "examples").glob("*.json"))[0].read_text())
     spec.pop("$schema", None)
     path = tmp / "spec.json"
     path.write_text(json.dumps(spec))
-    return f"import handlers, json, runs, settings; runs.prepare_run(json.load(open({str(path)!r})), settings.load_settings())"
+    runs, settings = f"{package}runs", f"{package}settings"
+    return (f"import json, {runs}, {settings}; "
+            f"{runs}.prepare_run(json.load(open({str(path)!r})), {settings}.load_settings())")
 
 
 def main() -> int:
@@ -124,13 +123,16 @@ def main() -> int:
         code_dir = Path(tmp) / "task"
         stage(code_dir)
         count, raw, zipped = asset_sizes(code_dir)
-        statements = {"bare": "pass", "boto": "import boto3, botocore.config, botocore.exceptions",
-                      "handlers": "import handlers", "pure": "import run_spec, planning, job_requests",
-                      "prepare": _first_prepare(Path(tmp))}
+        statements = _statements(Path(tmp), "hfsm_lambda.")
         runs = {name: (code_dir, statement) for name, statement in statements.items()}
         if args.baseline_ref:
-            _extract(args.baseline_ref, Path(tmp) / "base")
-            runs.update({f"base:{name}": (Path(tmp) / "base" / "lambda", statements[name])
+            base = Path(tmp) / "base"
+            _extract(args.baseline_ref, base)
+            packaged = (base / "lambda" / "__init__.py").is_file()  # the package's parent holds it as hfsm_lambda/
+            if packaged:
+                (base / "lambda").rename(base / "hfsm_lambda")
+            old = _statements(Path(tmp), "hfsm_lambda." if packaged else "")
+            runs.update({f"base:{name}": (base if packaged else base / "lambda", old[name])
                          for name in ("handlers", "pure", "prepare")})
         cold = cold_imports_ms(runs, args.repeat)
         bare, boto, handlers, pure = cold["bare"], cold["boto"], cold["handlers"], cold["pure"]

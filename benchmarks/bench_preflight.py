@@ -6,7 +6,7 @@ pipeline's own Prepare path (`runs.prepare_run` with an S3 client: parse, plan, 
 storage), interleaved: with the data check, and with it switched off (the baseline). Prints the medians, the
 added time (budget: < 2 s), the ratio, and the bytes the data check read (ranged GETs only).
 
-    PYTHONPATH=. python benchmarks/bench_preflight.py [--objects 1000] [--object-mb 1] [--repeat 5]
+    python benchmarks/bench_preflight.py [--objects 1000] [--object-mb 1] [--repeat 5]
 """
 
 from __future__ import annotations
@@ -19,23 +19,16 @@ import time
 
 from moto import mock_aws
 
-from runctl.lambda_code import lambda_module
+from benchmarks.pipeline_settings import SETTINGS as BASE_SETTINGS
+from hfsm_lambda import aws, data_preflight, runs
+from hfsm_lambda import settings as settings_module
 
 os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
 os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
 os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
 
-SETTINGS = {
-    "project": "hfsm", "environment": "dev", "region": "us-east-1", "account": "123456789012",
-    "data_bucket": "hfsm-dev-data", "artifacts_bucket": "hfsm-dev-artifacts",
-    "kms_key_arn": "arn:aws:kms:us-east-1:123456789012:key/k", "sagemaker_role_arn": "arn:aws:iam::123456789012:role/r",
-    "training_image_uri": "img", "processing_image_uri": "img", "inference_image_uri": "img",
-    "code_s3_prefix": "s3://hfsm-dev-artifacts/code/0123456789abcdef/", "subnet_ids": ["subnet-1"],
-    "security_group_ids": ["sg-1"], "fsx": None, "allowed_instance_types": ["ml.g5.2xlarge"],
-    "tokenizer_instance_types": ["ml.c5.2xlarge"], "max_instance_count": 4, "spot_default": True,
-    "inter_container_encryption": False, "default_max_runtime_seconds": 86400, "default_max_wait_seconds": 172800,
-    "poll_seconds": 60, "model_package_group": "g", "topic_arn": "arn:aws:sns:us-east-1:123456789012:t",
-}
+# one allowed instance type: the data check is what is measured
+SETTINGS = {**BASE_SETTINGS, "allowed_instance_types": ["ml.g5.2xlarge"]}
 SPEC = {"version": 1, "name": "bench", "task": "text-classification", "model": "s3://hfsm-dev-data/base-models/m/",
         "data": {"train": {"s3": "datasets/big/train/", "distribution": "ShardedByS3Key"},
                  "validation": {"s3": "datasets/big/validation/"}},
@@ -79,8 +72,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--object-mb", type=float, default=1.0)
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args(argv)
-    settings_module, runs, data_preflight, aws = (lambda_module(m) for m in (
-        "settings", "runs", "data_preflight", "aws"))
     settings = settings_module.Settings.from_dict(SETTINGS)
     with mock_aws():
         aws.reset_clients()

@@ -1,7 +1,7 @@
 """Restart start-up with and without the tokenized data set kept with the run (hftrain/tokenized_cache.py).
 
-    PYTHONPATH=. python benchmarks/bench_restart.py               # 100,000 generated QA examples (SQuAD-like lengths)
-    PYTHONPATH=. python benchmarks/bench_restart.py --smoke       # 2,000 examples
+    python benchmarks/bench_restart.py               # 100,000 generated QA examples (SQuAD-like lengths)
+    python benchmarks/bench_restart.py --smoke       # 2,000 examples
 
 One job base dir (a `train` and a `validation` channel of generated SQuAD-format JSON lines, a tiny BERT built
 from a config), train.py run as its own process on one CPU rank:

@@ -10,13 +10,14 @@ assumed), and prints the hourly figures for several poll intervals against the b
 from __future__ import annotations
 
 import copy
+import importlib.util
 import os
 import sys
 import tempfile
 from pathlib import Path
+from types import ModuleType
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO), str(REPO / "tests" / "integration")]
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 for var in ("AWS_PROFILE", "AWS_SESSION_TOKEN"):
     os.environ.pop(var, None)
@@ -27,9 +28,23 @@ PRICE_PER_LAMBDA_CALL = 0.20 / 1_000_000 + 0.0000166667 * 0.256 * 0.3  # request
 POLLS = (10, 30)
 
 
+def _pipeline_harness() -> ModuleType:
+    """The integration tests' pipeline harness (moto's Step Functions + a scripted SageMaker), loaded from its file:
+    the tests are not an installed package."""
+    spec = importlib.util.spec_from_file_location("pipeline_harness", REPO / "tests/integration/pipeline_harness.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up by name
+    spec.loader.exec_module(module)
+    return module
+
+
 def measure() -> float:
     from moto import mock_aws
-    from pipeline_harness import COMPLETED, RUNNING, Pipeline, ScriptedSageMaker
+
+    harness = _pipeline_harness()
+    COMPLETED, RUNNING, Pipeline, ScriptedSageMaker = (  # noqa: N806
+        harness.COMPLETED, harness.RUNNING, harness.Pipeline, harness.ScriptedSageMaker)
 
     from stacks.app_builder import build_app, cdk_json_context
 

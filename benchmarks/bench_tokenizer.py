@@ -219,8 +219,7 @@ def run_measured(cmd: list[str], env: dict | None = None, log_path: Path | None 
 
 
 _BASELINE = """
-import json, sys, time
-sys.path.insert(0, {code!r})
+import json, time
 from tokenizer_mr.settings import TokenizerSettings
 s = TokenizerSettings(tokenizer_type="bpe", vocab_size={vocab}, special_tokens=tuple({specials!r}))
 tok, trainer = s.reference_trainer()

@@ -37,12 +37,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import benchlib  # noqa: E402  (puts the repository root and training_code/ on sys.path)
-import hf_baselines  # noqa: E402
-import workloads  # noqa: E402
-
+from benchmarks import benchlib, hf_baselines, workloads
 from local_mode import synthetic as synth  # noqa: E402
 
 ARMS = ("hf-default", "hf-best", "ours")

@@ -18,15 +18,11 @@ import io
 import json
 import os
 import statistics
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-for _path in (REPO, REPO / "training_code"):  # `local_mode`, `hftrain`: importable from a fresh clone
-    if str(_path) not in sys.path:
-        sys.path.insert(0, str(_path))
 for _var in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):
     os.environ.setdefault(_var, "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -180,16 +176,17 @@ def evaluate(task: str, model, tokenizer, eval_rows: list[dict], *, max_seq_leng
     """
     import datasets
     import numpy as np
-    from hftrain import metrics_qa
-    from hftrain.args import DataArguments
-    from hftrain.tasks import get_task
-    from hftrain.tasks.summarization import rouge
     from transformers import (
         DataCollatorForSeq2Seq,
         DataCollatorWithPadding,
         Seq2SeqTrainer,
         Seq2SeqTrainingArguments,
     )
+
+    from hftrain import metrics_qa
+    from hftrain.args import DataArguments
+    from hftrain.tasks import get_task
+    from hftrain.tasks.summarization import rouge
 
     args = Seq2SeqTrainingArguments(output_dir=str(work), per_device_eval_batch_size=batch_size, report_to="none",
                                     disable_tqdm=True, predict_with_generate=task == "summarization",

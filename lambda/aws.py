@@ -11,7 +11,8 @@ from typing import Any
 import boto3
 from botocore.config import Config
 from botocore.exceptions import ClientError
-from errors import ResourceLimitExceeded, ThrottlingException
+
+from .errors import ResourceLimitExceeded, ThrottlingException
 
 _THROTTLING_CODES = {"ThrottlingException", "Throttling", "TooManyRequestsException", "RequestLimitExceeded",
                      "SlowDown", "ProvisionedThroughputExceededException"}

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from settings import Settings
+from .settings import Settings
 
 # Every instance also bills its ML storage volume (VolumeSizeInGB, up to 16,384 GB) while it runs: SageMaker's
 # pricing page (https://aws.amazon.com/sagemaker/pricing/, "ML storage", General Purpose SSD for training and

@@ -16,13 +16,15 @@ so the wait for capacity and a restart after a spot interruption do not count as
 from __future__ import annotations
 
 import json
-import re
 from collections import defaultdict
 from datetime import UTC, datetime
 from typing import Any
 
-MARKER_RE = re.compile(r"checkpoint-([0-9]+)/_complete\.([^/]+)\.json")  # fullmatch
-MARKER_FORMAT = 2
+from .training_contract import checkpoint_marker
+
+# the training code's own names and marker format (hftrain/checkpoint_marker.py)
+MARKER_RE, MARKER_FORMAT = checkpoint_marker.MARKER_KEY_RE, checkpoint_marker.MARKER_FORMAT
+checkpoint_name = checkpoint_marker.checkpoint_name
 HISTORY_KEY = "_history.json"
 PROGRESS_KEY = "_progress.json"  # the step the training code reached, at most progress_every_seconds old
 MAX_MARKER_READS = 20  # newest steps looked at per check
@@ -85,7 +87,7 @@ def durable_verdict(step: int, markers: list[dict[str, Any]], listing: dict[str,
         return f"no marker from {', '.join(missing)} yet"
     for marker in markers:
         for name, meta in (marker.get("files") or {}).items():
-            found = listing.get(f"checkpoint-{step}/{name}")
+            found = listing.get(f"{checkpoint_name(step)}/{name}")
             if found is None:
                 return f"{name} (listed by {marker.get('host')}) is not in S3 yet"
             if found["size"] != (meta or {}).get("size"):
@@ -110,7 +112,7 @@ def last_durable(s3: Any, uri: str) -> dict[str, Any] | None:
             continue
         saved = max((parse_time(m.get("saved_at_unix") or m.get("saved_at")) for m in markers),
                     default=None, key=lambda t: t or datetime.min.replace(tzinfo=UTC))
-        uploaded = max(v["last_modified"] for k, v in listing.items() if k.startswith(f"checkpoint-{step}/"))
+        uploaded = max(v["last_modified"] for k, v in listing.items() if k.startswith(f"{checkpoint_name(step)}/"))
         return {"step": step, "saved_at": iso(saved), "uploaded_at": iso(parse_time(uploaded)),
                 "hosts": sorted({h for m in markers for h in m.get("hosts", [])}), "pending": pending}
     return None
@@ -144,6 +146,46 @@ def training_since(desc: dict[str, Any]) -> datetime | None:
     return parse_time(desc.get("TrainingStartTime"))
 
 
+def _durable_fields(durable: dict[str, Any] | None) -> dict[str, Any]:
+    """The newest durable checkpoint as the status reports it (all None when there is none yet)."""
+    if not durable:
+        return {"last_durable_step": None, "last_durable_at": None, "uploaded_at": None, "pending": []}
+    return {"last_durable_step": durable["step"], "last_durable_at": durable["saved_at"],
+            "uploaded_at": durable["uploaded_at"], "pending": durable.get("pending", [])[:3]}
+
+
+def _age_minutes(durable: dict[str, Any] | None, now: datetime, since: datetime | None) -> float | None:
+    """Minutes since the later of the checkpoint's save and the current Training period's start; None unless
+    the job is Training now (a wait for capacity or a restart is not lost work)."""
+    saved = parse_time(durable["saved_at"]) if durable else None
+    references = [t for t in (saved, since) if t is not None]
+    reference = max(references) if references else None
+    return (now - reference).total_seconds() / 60 if reference and since else None
+
+
+def _stop_reason(step: int | None, age: float, every: float, intervals: float, watchdog: dict[str, Any]) -> str:
+    where = checkpoint_name(step) if step is not None else "the start (no durable checkpoint yet)"
+    return (f"durability watchdog: no new checkpoint reached S3 for {age:.0f} minutes (checkpoint.every_minutes="
+            f"{'auto, at most ' if watchdog.get('auto') else ''}{every:g}, watchdog.intervals={intervals:g}); "
+            f"stopped so that the next attempt resumes from {where}")
+
+
+def _stale_actions(prev: dict[str, Any], out: dict[str, Any], *, now: datetime, since: datetime | None,
+                   age: float, every: float, intervals: float, watchdog: dict[str, Any]) -> list[str]:
+    """On a stale look: warn once per episode (a durable step within one Training period), stop once; `out`
+    records what was done."""
+    step = out["last_durable_step"]
+    actions: list[str] = []
+    episode = f"{step}@{iso(since)}"
+    if prev.get("warned_episode") != episode:
+        actions.append("warn")
+        out.update(warned_episode=episode, warned_at=iso(now))
+    if out["action"] == "stop" and not prev.get("stopped_at"):
+        actions.append("stop")
+        out.update(stopped_at=iso(now), stop_reason=_stop_reason(step, age, every, intervals, watchdog))
+    return actions
+
+
 def watch(previous: dict[str, Any] | None, durable: dict[str, Any] | None, *, now: datetime,
           since: datetime | None, watchdog: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     """(durability for the status, actions: 'warn' and/or 'stop')."""
@@ -152,41 +194,21 @@ def watch(previous: dict[str, Any] | None, durable: dict[str, Any] | None, *, no
     intervals = float(watchdog.get("intervals") or 0)
     action = watchdog.get("action", "warn")
     threshold = every * intervals
-    step = durable["step"] if durable else None
-    saved = parse_time(durable["saved_at"]) if durable else None
-    references = [t for t in (saved, since) if t is not None]
-    reference = max(references) if references else None
-    age = (now - reference).total_seconds() / 60 if reference and since else None
+    age = _age_minutes(durable, now, since)
     stale = bool(since and threshold > 0 and action != "off" and age is not None and age > threshold)
     out = {
-        "last_durable_step": step,
-        "last_durable_at": durable["saved_at"] if durable else None,
-        "uploaded_at": durable["uploaded_at"] if durable else None,
-        "pending": (durable or {}).get("pending", [])[:3],
+        **_durable_fields(durable),
         "age_minutes": round(age, 1) if age is not None else None,
         "threshold_minutes": round(threshold, 1) if threshold else None,
         "action": action,
         "stale": stale,
         "checked_at": iso(now),
-        "warned_episode": prev.get("warned_episode"),
-        "warned_at": prev.get("warned_at"),
-        "stopped_at": prev.get("stopped_at"),
-        "stop_reason": prev.get("stop_reason"),
+        **{key: prev.get(key) for key in ("warned_episode", "warned_at", "stopped_at", "stop_reason")},
     }
-    actions: list[str] = []
-    if stale:
-        episode = f"{step}@{iso(since)}"
-        if prev.get("warned_episode") != episode:
-            actions.append("warn")
-            out.update(warned_episode=episode, warned_at=iso(now))
-        if action == "stop" and not prev.get("stopped_at"):
-            actions.append("stop")
-            where = f"checkpoint-{step}" if step is not None else "the start (no durable checkpoint yet)"
-            out.update(stopped_at=iso(now), stop_reason=(
-                f"durability watchdog: no new checkpoint reached S3 for {age:.0f} minutes (checkpoint.every_minutes="
-                f"{'auto, at most ' if watchdog.get('auto') else ''}{every:g}, watchdog.intervals={intervals:g}); "
-                f"stopped so that the next attempt resumes from {where}"))
-    return out, actions
+    if not stale or age is None:  # stale implies an age: the second test only narrows the type
+        return out, []
+    return out, _stale_actions(prev, out, now=now, since=since, age=age, every=every, intervals=intervals,
+                               watchdog=watchdog)
 
 
 def describe(durability: dict[str, Any]) -> str:

@@ -15,8 +15,9 @@ import json
 import logging
 from typing import Any
 
-import goodput
 from botocore.exceptions import BotoCoreError, ClientError
+
+from . import goodput
 
 logger = logging.getLogger("hfsm")
 

@@ -23,32 +23,47 @@ import json
 import logging
 import os
 from datetime import UTC, datetime
-from hashlib import sha256
 from typing import Any
 from urllib.parse import unquote_plus
 
-import checkpoint_interval
-import durability
-import goodput_sources
-import job_requests
-import messages
-import model_package
-import naming
-import orphans
-import outcomes
-import planning
-import registry
-import request_guard
-import run_claims
-import runtime_limits
-import stall_watch
-import verdict
-from aws import aws_errors, client, error_code, is_already_exists, is_not_found
 from botocore.exceptions import ClientError
-from errors import JobConflictError, JobFailedError, PreflightError, SpecError
-from run_spec import parse_spec_text
-from runs import prepare_run
-from settings import Settings, load_settings
+
+from . import (
+    checkpoint_interval,
+    durability,
+    goodput_sources,
+    job_requests,
+    messages,
+    model_package,
+    naming,
+    orphans,
+    outcomes,
+    planning,
+    registry,
+    request_guard,
+    run_claims,
+    runtime_limits,
+    stall_watch,
+    verdict,
+)
+from .aws import aws_errors, client, error_code, is_already_exists, is_not_found
+from .errors import JobConflictError, JobFailedError, PreflightError, SpecError
+from .run_spec import parse_spec_text
+from .runs import prepare_run
+from .s3_layout import RUNS_PREFIX
+from .settings import Settings, load_settings
+from .state import (
+    CheckJobInput,
+    ExecutionState,
+    FinishInput,
+    Job,
+    PlanFallbackInput,
+    PrepareInput,
+    StartProcessingInput,
+    StartTrainingInput,
+    Status,
+    section,
+)
 
 logger = logging.getLogger("hfsm")
 logger.setLevel(os.environ.get("LOG_LEVEL", "INFO"))
@@ -72,7 +87,7 @@ def trigger(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
     bucket = (detail.get("bucket") or {}).get("name", "")
     obj = detail.get("object") or {}
     key, version = obj.get("key", ""), obj.get("version-id")
-    if not (key.startswith("runs/") and key.endswith(".json")):
+    if not (key.startswith(RUNS_PREFIX) and key.endswith(".json")):
         _log("ignored: not a runs/*.json object", bucket=bucket, key=key)
         return {"started": False, "reason": "not a runs/*.json object"}
     etag = obj.get("etag") or obj.get("eTag")  # AWS documents "etag"; some emitters write "eTag"
@@ -103,7 +118,7 @@ def _read_source(s3: Any, source: Any, settings: Settings) -> Any:
     problems = []
     if bucket != settings.data_bucket:
         problems.append(f"source.bucket: runs start only from the data bucket {settings.data_bucket}, not {bucket}")
-    if not (key.startswith("runs/") and key.endswith(".json")):
+    if not (key.startswith(RUNS_PREFIX) and key.endswith(".json")):
         problems.append(f"source.key: {key!r} is not under runs/ with suffix .json")
     if problems:
         raise PreflightError(problems)
@@ -126,14 +141,14 @@ def _read_source(s3: Any, source: Any, settings: Settings) -> Any:
     return parse_spec_text(body)
 
 
-def prepare(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
+def prepare(event: PrepareInput, context: Any = None) -> ExecutionState:
     """Input {spec} or {source: {bucket, key, version_id}}, optionally run_id (runctl) or execution.
 
     Returns the new state {run, poll_seconds, tokenizer_enabled, attempt: 0}. Raises SpecError /
     PreflightError with every problem; never starts a job.
     """
     settings = load_settings()
-    execution = event.get("execution") if isinstance(event.get("execution"), dict) else None
+    execution = section(event, "execution")
     payload = event
     if "spec" not in event and "source" not in event and execution and isinstance(execution.get("Input"), dict):
         payload = execution["Input"]  # started with only $$.Execution
@@ -205,7 +220,7 @@ def _start_once(request: dict[str, Any], name: str, describe: Any, create: Any, 
     return found[arn_key], False
 
 
-def start_processing(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
+def start_processing(event: StartProcessingInput, context: Any = None) -> Job:
     """Input {run, stage: map|reduce}; starts the tokenizer processing job; returns the job ($.job)."""
     settings = load_settings()
     run, stage = event["run"], event["stage"]
@@ -223,7 +238,7 @@ def start_processing(event: dict[str, Any], context: Any = None) -> dict[str, An
             "links": messages.run_links(settings, None, name, "processing")}
 
 
-def start_training(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
+def start_training(event: StartTrainingInput, context: Any = None) -> Job:
     """Input {run, attempt}; starts that attempt's training job (its fallback option applied); returns $.job."""
     settings = load_settings()
     run = event["run"]
@@ -256,7 +271,7 @@ def _describe(sm: Any, job_type: str, name: str) -> dict[str, Any]:
         return sm.describe_processing_job(ProcessingJobName=name)
 
 
-def check_job(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
+def check_job(event: CheckJobInput, context: Any = None) -> Status:
     """Input {job, previous?}; returns {state, status, secondary_status, failure_reason, ...} ($.status).
 
     state: running | completed | retryable (spot MaxWaitTimeExceeded, capacity errors, a stop by the
@@ -271,7 +286,7 @@ def check_job(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
     status["stage"] = job.get("stage")
     status["checked_at"] = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     if job["job_type"] == "training" and job.get("checkpoint_uri"):
-        previous = event.get("previous") if isinstance(event.get("previous"), dict) else {}
+        previous = section(event, "previous") or {}
         _watch_durability(sm, job, desc, status, previous.get("durability"))
         if desc.get("SecondaryStatus") == "MaxRuntimeExceeded":  # say which limit, where it stopped, what survived
             progress = durability.read_progress(client("s3"), job["checkpoint_uri"])
@@ -341,7 +356,7 @@ def _watch_stall(sm: Any, job: dict[str, Any], desc: dict[str, Any], status: dic
         status["failure_reason"] = report["stop_reason"]
 
 
-def plan_fallback(event: dict[str, Any], context: Any = None) -> int:
+def plan_fallback(event: PlanFallbackInput, context: Any = None) -> int:
     """Input {run, attempt, status}; returns the next attempt index ($.attempt) or raises
     FallbackExhaustedError (attempts used up) / JobFailedError (a failure a new attempt would not fix)."""
     run, attempt = event["run"], int(event.get("attempt") or 0)
@@ -391,12 +406,7 @@ def _job_config(desc: dict[str, Any]) -> dict[str, Any]:
             "spot": bool(desc.get("EnableManagedSpotTraining"))}
 
 
-def _metadata_value(value: Any) -> str:
-    text = f"{value:.6g}" if isinstance(value, float) else str(value)
-    return text[:256] or "-"
-
-
-def finish(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
+def finish(event: FinishInput, context: Any = None) -> dict[str, Any]:
     """Input {run, job}: metrics, cost, metrics.json + summary.json, model package, SNS success ($.result)."""
     settings = load_settings()
     run, job = event["run"], event["job"]
@@ -414,29 +424,9 @@ def finish(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
     frozen = registry.freeze_model_artifact(client("s3"), settings, run["run_id"], job["job_name"], model_uri, desc)
     _put_json(settings, run["uris"]["metrics"], metrics)
     judged = verdict.judge(spec["task"], metrics)
-    metadata = {"run_id": run["run_id"], "training_job": job["job_name"], "task": spec["task"],
-                "base_model": spec["model"], "attempts": str(attempt + 1), "verdict": judged["verdict"],
-                "model_etag": frozen["etag"] or "-", "model_version_id": frozen["version_id"] or "-",
-                "source_version_id": frozen["source_version_id"] or "-"}
-    for name, value in list(metrics.items())[: 50 - len(metadata)]:
-        metadata[name] = _metadata_value(value)
-    description = f"{spec['task']} fine-tune of {spec['model']}, run {run['run_id']}"
-    if spec.get("description"):
-        description += f": {spec['description']}"
-    description = f"[{judged['text']}] {description}"  # the verdict first: the description is cut at 1024
+    request = model_package.package_request(settings, run, job["job_name"], attempt, metrics, judged, frozen)
     with aws_errors():
-        package_arn = sm.create_model_package(
-            ModelPackageGroupName=settings.model_package_group,
-            ModelPackageDescription=description[:1024],
-            ModelApprovalStatus="PendingManualApproval",
-            InferenceSpecification=registry.pinned(model_package.inference_specification(
-                settings.inference_image_uri, frozen["uri"], spec["task"]), frozen),
-            ModelMetrics={"ModelQuality": {"Statistics": {"ContentType": "application/json",
-                                                          "S3Uri": run["uris"]["metrics"]}}},
-            CustomerMetadataProperties=metadata,
-            ClientToken=sha256(job["job_name"].encode()).hexdigest()[:32],  # one package per job, even on retry
-            Tags=job_requests.tags(settings, run),
-        )["ModelPackageArn"]
+        package_arn = sm.create_model_package(**request)["ModelPackageArn"]
     checkpoints = _checkpoint_report(run)
     ledger = goodput_sources.run_ledger(sm, client("logs"), client("s3"), run, other_jobs=[
         {"job_name": u["job_name"], "job_type": u["job_type"], "instance_seconds": u["training_seconds"] *
@@ -495,6 +485,40 @@ def _publish(settings: Settings, subject: str, message: str, status: str, run_id
 
 
 # --- failure ---------------------------------------------------------------------------------------------
+def _dict_or_empty(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _failed_run(event: dict[str, Any], settings: Settings) -> dict[str, Any] | None:
+    """The state's run when its run id is a run id, with every address derived from it (none from the state)."""
+    run = section(event, "run")
+    if run is None:
+        return None
+    if not (isinstance(run.get("run_id"), str) and naming.RUN_ID_RE.fullmatch(run["run_id"])):
+        logger.warning("notify_failure: run.run_id %.80r is not a run id; reporting without it", run.get("run_id"))
+        return None
+    return {**run, "uris": planning.run_uris(settings, run["run_id"])}
+
+
+def _failure_summary(event: dict[str, Any], settings: Settings, run: dict[str, Any] | None, name: str,
+                     reason: str) -> dict[str, Any]:
+    """summary.json of a failed run (also what the notification says)."""
+    job, status = section(event, "job") or {}, section(event, "status") or {}
+    execution = section(event, "execution") or {}
+    spec = _dict_or_empty((run or {}).get("spec"))
+    job_name = job.get("job_name") or status.get("job_name")
+    links = messages.run_links(settings, run, job_name, job.get("job_type", "training"))
+    if not run and isinstance(execution.get("Id"), str):
+        links["execution"] = naming.execution_url(settings.region, execution["Id"])
+    return {
+        "run_id": (run or {}).get("run_id"), "name": spec.get("name"), "status": "Failed", "error": name,
+        "reason": reason, "source": (run or {}).get("source"), "execution": execution.get("Name"),
+        "job_name": job_name, "job_status": status or None,
+        "attempt": event.get("attempt"), "summary_uri": run["uris"]["summary"] if run else None, "links": links,
+        "finished_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
+
+
 def notify_failure(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
     """Input: the whole state, with error = the Catch output {Error, Cause}; publishes the failure to SNS.
 
@@ -504,28 +528,9 @@ def notify_failure(event: dict[str, Any], context: Any = None) -> dict[str, Any]
     """
     settings = load_settings()
     name, reason = messages.parse_error(event.get("error"))
-    run = event.get("run") if isinstance(event.get("run"), dict) else None
-    if run is not None and not (isinstance(run.get("run_id"), str) and naming.RUN_ID_RE.fullmatch(run["run_id"])):
-        logger.warning("notify_failure: run.run_id %.80r is not a run id; reporting without it", run.get("run_id"))
-        run = None
-    if run is not None:  # every address from the validated run id, none from the state
-        run = {**run, "uris": planning.run_uris(settings, run["run_id"])}
-    job = event.get("job") if isinstance(event.get("job"), dict) else {}
-    status = event.get("status") if isinstance(event.get("status"), dict) else {}
-    execution = event.get("execution") if isinstance(event.get("execution"), dict) else {}
-    spec = (run or {}).get("spec") if isinstance((run or {}).get("spec"), dict) else {}
-    job_name = job.get("job_name") or status.get("job_name")
-    summary_uri = run["uris"]["summary"] if run else None
-    links = messages.run_links(settings, run, job_name, job.get("job_type", "training"))
-    if not run and isinstance(execution.get("Id"), str):
-        links["execution"] = naming.execution_url(settings.region, execution["Id"])
-    summary = {
-        "run_id": (run or {}).get("run_id"), "name": spec.get("name"), "status": "Failed", "error": name,
-        "reason": reason, "source": (run or {}).get("source"), "execution": execution.get("Name"),
-        "job_name": job_name, "job_status": status or None,
-        "attempt": event.get("attempt"), "summary_uri": summary_uri, "links": links,
-        "finished_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-    }
+    run = _failed_run(event, settings)
+    summary = _failure_summary(event, settings, run, name, reason)
+    summary_uri = summary["summary_uri"]
     if summary_uri:
         try:
             _put_json(settings, summary_uri, summary)

@@ -16,13 +16,11 @@ import re
 from functools import lru_cache
 from typing import Any
 
-import hp_paths
-import instance_types
-import strict_json
-from charsets import LINE_TERMINATORS
-from settings import Settings
-from spec_schema import INVALID, Context, Kind, describe
-from training_contract import SCHEMA_FILE, hp_rules
+from . import hp_paths, instance_types, strict_json
+from .charsets import LINE_TERMINATORS
+from .settings import Settings
+from .spec_schema import INVALID, Context, Kind, describe
+from .training_contract import SCHEMA_FILE, hp_rules
 
 # Hyperparameters the pipeline sets -> the spec field they come from (the spec's `hyperparameters` may not set them).
 PIPELINE = {

@@ -18,17 +18,16 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import checkpoint_interval
-import efa
-import hyperparameters
-from settings import Settings
+from . import checkpoint_interval, efa, hyperparameters
+from .settings import Settings
 
 ENTRY_POINT = "train.py"
 CONTAINER_LOG_LEVEL = 20  # logging.INFO, the SDK's default
 CHECKPOINT_LOCAL_PATH = "/opt/ml/checkpoints"
 RETRY_ATTEMPTS = 2  # SageMaker-side retries of InternalServerError
 PROCESSING_CODE_DIR = "/opt/ml/processing/input/code"
-PROCESSING_ENTRYPOINT = ["/bin/bash", f"{PROCESSING_CODE_DIR}/runproc.sh"]
+PROCESSING_SCRIPT = "runproc.sh"  # shipped beside sourcedir.tar.gz under the code prefix (stacks/code_asset.py)
+PROCESSING_ENTRYPOINT = ["/bin/bash", f"{PROCESSING_CODE_DIR}/{PROCESSING_SCRIPT}"]
 MAP_INPUT_DIR = "/opt/ml/processing/input/data"
 MAP_OUTPUT_DIR = "/opt/ml/processing/output/counts"
 REDUCE_INPUT_DIR = "/opt/ml/processing/input/counts"

@@ -5,12 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import durability
-import goodput
-import naming
-import summary_text
-import verdict
-from settings import Settings
+from . import durability, goodput, naming, summary_text, verdict
+from .settings import Settings
 
 SUBJECT_MAX = 100
 MESSAGE_MAX = 200_000  # SNS allows 256 KB

@@ -1,7 +1,7 @@
 """Names and addresses: run ids, job names, execution names, instance types, ARNs, console links. Pure.
 
 The one declaration of these patterns and builders: the Lambdas, runctl (runctl/core.py) and the stacks' config
-(stacks/config.py, through stacks/lambda_modules.py) import them; tests/lambda/test_lambda_naming.py fails when
+(stacks/config.py) import them; tests/lambda/test_lambda_naming.py fails when
 a copy reappears. Patterns are whole-string, in the regex subset Python and ECMAScript share (run_spec.py puts
 them in the JSON Schema).
 """
@@ -15,7 +15,13 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
 
+from .s3_layout import RUNS_PREFIX
+
 # A run spec's `name` (and so a run id's first part).
+# The project (and environment) name, 1-16 characters: every name built from it is `<project>-<environment>...`
+# (so at least 3 characters), and 16 keeps those names within IAM's, Lambda's, S3's and SageMaker's limits (63-64
+# characters). stacks/config.py (cdk.json) and settings.py (the Lambdas) check it with this one pattern.
+PROJECT_NAME = r"[a-z][a-z0-9-]{0,15}"
 NAME = r"[a-z][a-z0-9-]{0,31}"
 NAME_RE = re.compile(NAME)  # fullmatch
 # ml.<family>.<size>; families may hold '-' (ml.p6-b200.48xlarge, botocore's TrainingInstanceType).
@@ -88,7 +94,7 @@ def job_name(project: str, run_id: str, stage: str, attempt: int = 0) -> str:
 def execution_name_for_object(bucket: str, key: str, identity: str) -> str:
     """Execution name for an uploaded spec: the same (bucket, key, version) always gives the same name."""
     digest = hashlib.sha256(f"{bucket}\n{key}\n{identity}".encode()).hexdigest()[:16]
-    stem = key.removeprefix("runs/").removesuffix(".json")
+    stem = key.removeprefix(RUNS_PREFIX).removesuffix(".json")
     stem = re.sub(r"[^A-Za-z0-9_-]+", "-", stem).strip("-_")[:59] or "spec"
     return f"run-{stem}-{digest}"
 

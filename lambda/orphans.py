@@ -12,8 +12,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from aws import aws_errors, is_not_found
 from botocore.exceptions import ClientError
+
+from .aws import aws_errors, is_not_found
 
 END_STATES = ("FAILED", "TIMED_OUT", "ABORTED")
 # The Prepare state of either state machine: its output (ResultPath $) holds the planned run.

@@ -7,7 +7,7 @@ import re
 from datetime import datetime
 from typing import Any
 
-from errors import FallbackExhaustedError, JobFailedError
+from .errors import FallbackExhaustedError, JobFailedError
 
 RUNNING, COMPLETED, RETRYABLE, FAILED = "running", "completed", "retryable", "failed"
 CAPACITY_RE = re.compile(r"insufficient\s*(instance\s*)?capacity|capacity\s*error", re.IGNORECASE)
@@ -15,6 +15,36 @@ MAX_WAIT = "MaxWaitTimeExceeded"
 # The training code's stall watchdog (training_code/hftrain/stall.py) writes the failure file's first line so.
 STALL_RE = re.compile(r"\bstall watchdog: ")
 STALL = "stall"  # the `outcome` of a job ended by a stall (in the job, or by CheckJob from outside)
+
+
+def _failure_reason(job_type: str, status: str, desc: dict[str, Any]) -> str:
+    """SageMaker's FailureReason (or ExitMessage); a failed processing job's own message first."""
+    reason = desc.get("FailureReason") or desc.get("ExitMessage") or ""
+    if job_type == "processing" and status == "Failed" and (desc.get("ExitMessage") or "").strip():
+        # the script's own reason (/opt/ml/output/message) first; SageMaker's FailureReason after it
+        exit_message = desc["ExitMessage"].strip()
+        reason = exit_message if not desc.get("FailureReason") else f"{exit_message} ({desc['FailureReason']})"
+    return reason
+
+
+def _stalled(job_type: str, status: str, reason: str) -> bool:
+    """A training job its stall watchdog ended (the failure file's first line says so)."""
+    return bool(job_type == "training" and status == "Failed" and STALL_RE.search(reason))
+
+
+def _state(job_type: str, status: str, secondary: str | None, reason: str) -> tuple[str, str]:
+    """(running|completed|retryable|failed, the reason, filled in where SageMaker gives none)."""
+    if status in ("InProgress", "Stopping"):
+        return RUNNING, reason
+    if status == "Completed":
+        return COMPLETED, reason
+    if secondary == MAX_WAIT or MAX_WAIT in reason:
+        return RETRYABLE, reason or f"{MAX_WAIT}: no spot capacity within spot.max_wait_seconds"
+    if (status == "Failed" and CAPACITY_RE.search(reason)) or _stalled(job_type, status, reason):
+        return RETRYABLE, reason
+    if status == "Stopped" and not reason:
+        return FAILED, f"stopped ({secondary or 'by request'})"
+    return FAILED, reason
 
 
 def classify(job_type: str, desc: dict[str, Any]) -> dict[str, Any]:
@@ -29,24 +59,7 @@ def classify(job_type: str, desc: dict[str, Any]) -> dict[str, Any]:
         secondary = desc.get("SecondaryStatus")
     else:
         name, status, secondary = desc["ProcessingJobName"], desc["ProcessingJobStatus"], None
-    reason = desc.get("FailureReason") or desc.get("ExitMessage") or ""
-    if job_type == "processing" and status == "Failed" and (desc.get("ExitMessage") or "").strip():
-        # the script's own reason (/opt/ml/output/message) first; SageMaker's FailureReason after it
-        exit_message = desc["ExitMessage"].strip()
-        reason = exit_message if not desc.get("FailureReason") else f"{exit_message} ({desc['FailureReason']})"
-    if status in ("InProgress", "Stopping"):
-        classification = RUNNING
-    elif status == "Completed":
-        classification = COMPLETED
-    elif secondary == MAX_WAIT or MAX_WAIT in reason:
-        classification = RETRYABLE
-        reason = reason or f"{MAX_WAIT}: no spot capacity within spot.max_wait_seconds"
-    elif status == "Failed" and (CAPACITY_RE.search(reason) or job_type == "training" and STALL_RE.search(reason)):
-        classification = RETRYABLE
-    else:
-        classification = FAILED
-        if status == "Stopped" and not reason:
-            reason = f"stopped ({secondary or 'by request'})"
+    classification, reason = _state(job_type, status, secondary, _failure_reason(job_type, status, desc))
     transitions = desc.get("SecondaryStatusTransitions") or []
     return {
         "job_name": name,
@@ -55,7 +68,7 @@ def classify(job_type: str, desc: dict[str, Any]) -> dict[str, Any]:
         "secondary_status": secondary,
         "failure_reason": reason or None,
         "state": classification,
-        "outcome": STALL if job_type == "training" and status == "Failed" and STALL_RE.search(reason) else None,
+        "outcome": STALL if _stalled(job_type, status, reason) else None,
         "status_message": transitions[-1].get("StatusMessage") if transitions else None,
         "billable_seconds": desc.get("BillableTimeInSeconds"),
         "training_seconds": desc.get("TrainingTimeInSeconds"),

@@ -9,9 +9,10 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-import naming
-from errors import SpecError
-from settings import Settings
+from . import naming
+from .errors import SpecError
+from .s3_layout import CHECKPOINTS_PREFIX, MODELS_PREFIX, OUTPUTS_PREFIX
+from .settings import Settings
 
 
 def _attempt_config(spec: dict[str, Any], attempt: int) -> dict[str, Any]:
@@ -34,10 +35,10 @@ def _attempt_config(spec: dict[str, Any], attempt: int) -> dict[str, Any]:
 
 def run_uris(settings: Settings, run_id: str) -> dict[str, str]:
     bucket = settings.artifacts_bucket
-    outputs = f"s3://{bucket}/outputs/{run_id}/"
+    outputs = f"s3://{bucket}/{OUTPUTS_PREFIX}{run_id}/"
     return {
-        "checkpoint": f"s3://{bucket}/checkpoints/{run_id}/",
-        "model_output": f"s3://{bucket}/models/{run_id}/",
+        "checkpoint": f"s3://{bucket}/{CHECKPOINTS_PREFIX}{run_id}/",
+        "model_output": f"s3://{bucket}/{MODELS_PREFIX}{run_id}/",
         "outputs": outputs,
         "tokenizer_counts": f"{outputs}tokenizer/counts/",
         "tokenizer": f"{outputs}tokenizer/tokenizer/",

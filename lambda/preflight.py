@@ -18,23 +18,23 @@ from __future__ import annotations
 
 from typing import Any
 
-import data_preflight
-import efa
-import hyperparameters
-import naming
-import smddp_support
-import spend
-from aws import aws_errors, error_code, error_message, is_not_found
 from botocore.exceptions import ClientError
-from hyperparameters import PIPELINE
-from run_spec import MAX_CONTAINER_ARGUMENT, MAX_RUNTIME_LIMIT, PROCESSING_RUNTIME_LIMIT
-from settings import Settings
 
-MAX_HYPERPARAMETERS = 100
-MAX_HYPERPARAMETER_KEY = 256
-MAX_HYPERPARAMETER_VALUE = 2500
-MAX_CHANNELS = 20
-MAX_TAGS = 50
+from . import data_preflight, efa, hyperparameters, naming, smddp_support, spend
+from .aws import aws_errors, error_code, error_message, is_not_found
+from .hyperparameters import PIPELINE
+from .sagemaker_limits import (
+    MAX_CHANNELS,
+    MAX_CONTAINER_ARGUMENT,
+    MAX_HYPERPARAMETER_KEY,
+    MAX_HYPERPARAMETER_VALUE,
+    MAX_HYPERPARAMETERS,
+    MAX_RUNTIME_LIMIT,
+    MAX_TAGS,
+    PROCESSING_RUNTIME_LIMIT,
+)
+from .settings import Settings
+
 # Hyperparameter -> spec field it comes from (for messages); the rest come from `hyperparameters.<name>`.
 _HP_FIELDS = {"fsdp_config": "distribution.fsdp.config", "fsdp": "distribution.fsdp.sharding",
               "sagemaker_submit_directory": "settings.code_s3_prefix", "model_name_or_path": "model"}

@@ -17,12 +17,12 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from aws import aws_errors
-from errors import ModelArtifactError
-from preflight import parse_s3_uri
-from settings import Settings
+from .aws import aws_errors
+from .errors import ModelArtifactError
+from .preflight import parse_s3_uri
+from .s3_layout import REGISTRY_PREFIX
+from .settings import Settings
 
-REGISTRY_PREFIX = "registry/"
 # S3's LastModified has whole seconds (and is the start of a multipart upload): the window is widened by this.
 CLOCK_SLACK = timedelta(seconds=1)
 

@@ -15,18 +15,18 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import cost
-import efa
-import hp_paths
-import hyperparameters
-import naming
-from errors import RequestRejected
-from job_requests import CODE_CHANNEL, CONTAINER_LOG_LEVEL, ENTRY_POINT, ISOLATED_CODE_DIR
-from run_spec import MAX_RUNTIME_LIMIT as MAX_TRAINING_RUNTIME
-from run_spec import PROCESSING_RUNTIME_LIMIT as MAX_PROCESSING_RUNTIME
-from settings import Settings
-
-PROCESSING_ENTRYPOINT = ["/bin/bash", "/opt/ml/processing/input/code/runproc.sh"]
+from . import cost, efa, hp_paths, hyperparameters, naming
+from .errors import RequestRejected
+from .job_requests import (
+    CODE_CHANNEL,
+    CONTAINER_LOG_LEVEL,
+    ENTRY_POINT,
+    ISOLATED_CODE_DIR,
+    PROCESSING_ENTRYPOINT,
+)
+from .sagemaker_limits import MAX_RUNTIME_LIMIT as MAX_TRAINING_RUNTIME
+from .sagemaker_limits import PROCESSING_RUNTIME_LIMIT as MAX_PROCESSING_RUNTIME
+from .settings import Settings
 
 
 class _Prefixes:
@@ -130,10 +130,15 @@ def _hyperparameter_names(values: dict[str, Any], request: dict[str, Any], setti
     return problems
 
 
-def training_request_problems(request: dict[str, Any], run: Any, settings: Settings, attempt: int) -> list[str]:
-    problems: list[str] = []
-    run_id = _run_id(run, problems)
-    prefixes = _Prefixes(settings, run_id)
+def _runtime(problems: list[str], request: dict[str, Any], limit: int) -> None:
+    runtime = (request.get("StoppingCondition") or {}).get("MaxRuntimeInSeconds")
+    if not isinstance(runtime, int) or not 1 <= runtime <= limit:
+        problems.append(f"StoppingCondition.MaxRuntimeInSeconds: {runtime} is not 1 - {limit}")
+
+
+def _training_identity(problems: list[str], request: dict[str, Any], settings: Settings, run_id: str,
+                       attempt: int, prefixes: _Prefixes) -> None:
+    """Name, role, image, instances, keys, output and checkpoint prefixes: this environment's, this run's."""
     expected = naming.job_name(settings.name_prefix, run_id, "train", attempt) if run_id else None
     _same(problems, "TrainingJobName", request.get("TrainingJobName"), expected)
     _same(problems, "RoleArn", request.get("RoleArn"), settings.sagemaker_role_arn)
@@ -148,23 +153,33 @@ def training_request_problems(request: dict[str, Any], run: Any, settings: Setti
     _same(problems, "OutputDataConfig.KmsKeyId", output.get("KmsKeyId"), settings.kms_key_arn)
     _same(problems, "CheckpointConfig.S3Uri", (request.get("CheckpointConfig") or {}).get("S3Uri"),
           prefixes.own_checkpoints)
-    for channel in request.get("InputDataConfig") or []:
-        name = channel.get("ChannelName")
-        source = channel.get("DataSource") or {}
-        if "S3DataSource" in source:
-            uri = source["S3DataSource"].get("S3Uri", "")
-            if name == CODE_CHANNEL:
-                _same(problems, "InputDataConfig[code].S3Uri", uri, f"{settings.code_s3_prefix}sourcedir.tar.gz")
-            elif not prefixes.readable(uri):
-                problems.append(f"InputDataConfig[{name}].S3Uri: {uri} is outside what this run may read (the data "
-                                f"bucket, models/, code/ and outputs/{run_id}/ of the artifacts bucket)")
-        elif "FileSystemDataSource" in source:
-            fs = source["FileSystemDataSource"]
-            if settings.fsx is None or fs.get("FileSystemId") != settings.fsx.file_system_id:
-                problems.append(f"InputDataConfig[{name}].FileSystemId: {fs.get('FileSystemId')} is not this "
-                                "environment's FSx file system")
-            if fs.get("FileSystemAccessMode") != "ro":
-                problems.append(f"InputDataConfig[{name}].FileSystemAccessMode: jobs mount FSx read-only")
+
+
+def _training_channel(problems: list[str], channel: dict[str, Any], settings: Settings, run_id: str,
+                      prefixes: _Prefixes) -> None:
+    """An input channel reads the code tarball, what this run may read in S3, or the environment's FSx (read-only)."""
+    name = channel.get("ChannelName")
+    source = channel.get("DataSource") or {}
+    if "S3DataSource" in source:
+        uri = source["S3DataSource"].get("S3Uri", "")
+        if name == CODE_CHANNEL:
+            _same(problems, "InputDataConfig[code].S3Uri", uri, f"{settings.code_s3_prefix}sourcedir.tar.gz")
+        elif not prefixes.readable(uri):
+            problems.append(f"InputDataConfig[{name}].S3Uri: {uri} is outside what this run may read (the data "
+                            f"bucket, models/, code/ and outputs/{run_id}/ of the artifacts bucket)")
+    elif "FileSystemDataSource" in source:
+        fs = source["FileSystemDataSource"]
+        if settings.fsx is None or fs.get("FileSystemId") != settings.fsx.file_system_id:
+            problems.append(f"InputDataConfig[{name}].FileSystemId: {fs.get('FileSystemId')} is not this "
+                            "environment's FSx file system")
+        if fs.get("FileSystemAccessMode") != "ro":
+            problems.append(f"InputDataConfig[{name}].FileSystemAccessMode: jobs mount FSx read-only")
+
+
+def _training_code_and_hyperparameters(problems: list[str], request: dict[str, Any], settings: Settings) -> None:
+    """The code is this environment's; the hyperparameters obey the code-execution policy; the environment
+    variables and network isolation are what the pipeline sets for them."""
+    resources = request.get("ResourceConfig") or {}
     values = _decoded(request.get("HyperParameters") or {})
     submit = values.get("sagemaker_submit_directory")
     code_uri = f"{settings.code_s3_prefix}sourcedir.tar.gz"
@@ -185,20 +200,26 @@ def training_request_problems(request: dict[str, Any], run: Any, settings: Setti
                         "comes from a run")
     if not request.get("EnableNetworkIsolation") and not hyperparameters.needs_internet(model, values):
         problems.append("EnableNetworkIsolation: a job that needs no internet (model from S3) runs isolated")
-    stopping = request.get("StoppingCondition") or {}
-    runtime = stopping.get("MaxRuntimeInSeconds")
-    if not isinstance(runtime, int) or not 1 <= runtime <= MAX_TRAINING_RUNTIME:
-        problems.append(f"StoppingCondition.MaxRuntimeInSeconds: {runtime} is not 1 - {MAX_TRAINING_RUNTIME}")
+
+
+def training_request_problems(request: dict[str, Any], run: Any, settings: Settings, attempt: int) -> list[str]:
+    problems: list[str] = []
+    run_id = _run_id(run, problems)
+    prefixes = _Prefixes(settings, run_id)
+    _training_identity(problems, request, settings, run_id, attempt, prefixes)
+    for channel in request.get("InputDataConfig") or []:
+        _training_channel(problems, channel, settings, run_id, prefixes)
+    _training_code_and_hyperparameters(problems, request, settings)
+    _runtime(problems, request, MAX_TRAINING_RUNTIME)
     _vpc(problems, request.get("VpcConfig"), settings)
     if not problems:
         _cost(problems, "CreateTrainingJob", request, settings)
     return problems
 
 
-def processing_request_problems(request: dict[str, Any], run: Any, settings: Settings, stage: str) -> list[str]:
-    problems: list[str] = []
-    run_id = _run_id(run, problems)
-    prefixes = _Prefixes(settings, run_id)
+def _processing_identity(problems: list[str], request: dict[str, Any], settings: Settings, run_id: str,
+                         stage: str) -> None:
+    """Name, role, image, entrypoint, instances and volume key: this environment's, this run's."""
     expected = naming.job_name(settings.name_prefix, run_id, stage) if run_id else None
     _same(problems, "ProcessingJobName", request.get("ProcessingJobName"), expected)
     _same(problems, "RoleArn", request.get("RoleArn"), settings.sagemaker_role_arn)
@@ -209,6 +230,11 @@ def processing_request_problems(request: dict[str, Any], run: Any, settings: Set
     _instances(problems, "ClusterConfig", cluster.get("InstanceType"), cluster.get("InstanceCount"),
                settings.tokenizer_instance_types, settings)
     _same(problems, "ClusterConfig.VolumeKmsKeyId", cluster.get("VolumeKmsKeyId"), settings.kms_key_arn)
+
+
+def _processing_storage(problems: list[str], request: dict[str, Any], settings: Settings,
+                        prefixes: _Prefixes) -> None:
+    """Inputs: the code and what this run may read; outputs: this run's outputs/ prefix, with the KMS key."""
     for item in request.get("ProcessingInputs") or []:
         name, uri = item.get("InputName"), (item.get("S3Input") or {}).get("S3Uri", "")
         if name == "code":
@@ -222,9 +248,14 @@ def processing_request_problems(request: dict[str, Any], run: Any, settings: Set
         if not uri.startswith(prefixes.own_outputs):
             problems.append(f"ProcessingOutputConfig.Outputs[{item.get('OutputName')}].S3Uri: {uri} is not under "
                             f"this run's {prefixes.own_outputs}")
-    runtime = (request.get("StoppingCondition") or {}).get("MaxRuntimeInSeconds")
-    if not isinstance(runtime, int) or not 1 <= runtime <= MAX_PROCESSING_RUNTIME:
-        problems.append(f"StoppingCondition.MaxRuntimeInSeconds: {runtime} is not 1 - {MAX_PROCESSING_RUNTIME}")
+
+
+def processing_request_problems(request: dict[str, Any], run: Any, settings: Settings, stage: str) -> list[str]:
+    problems: list[str] = []
+    run_id = _run_id(run, problems)
+    _processing_identity(problems, request, settings, run_id, stage)
+    _processing_storage(problems, request, settings, _Prefixes(settings, run_id))
+    _runtime(problems, request, MAX_PROCESSING_RUNTIME)
     network = request.get("NetworkConfig") or {}
     if network.get("EnableNetworkIsolation") is not True:
         problems.append("NetworkConfig.EnableNetworkIsolation: the tokenizer jobs need no network and run isolated")

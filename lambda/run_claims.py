@@ -16,12 +16,12 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-from aws import aws_errors, error_code
 from botocore.exceptions import ClientError
-from errors import PreflightError
-from settings import Settings
 
-CLAIMS_PREFIX = "claims/"
+from .aws import aws_errors, error_code
+from .errors import PreflightError
+from .s3_layout import CLAIMS_PREFIX
+from .settings import Settings
 
 
 def claim_key(run_id: str) -> str:

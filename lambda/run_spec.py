@@ -2,7 +2,7 @@
 fields in `RULES`. Pure: no AWS calls.
 
 From this declaration come Prepare's validator (`parse_spec`), the field table in docs/run_spec.md and
-docs/run-spec.schema.json (both written by `python lambda/spec_docs.py --write`; a test fails when they are
+docs/run-spec.schema.json (both written by `python -m hfsm_lambda.spec_docs --write`; a test fails when they are
 stale). `parse_spec` returns the *resolved* spec, the input with every default filled in (so
 `parse_spec(parse_spec(x)) == parse_spec(x)`), or raises one `SpecError` whose problems each start with the
 JSON path of their field. Adding a field: one entry in `SPEC` (and a rule in `RULES` if it depends on other
@@ -14,15 +14,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import hyperparameters
-import instance_types
-import runtime_limits
-import strict_json
-from charsets import DESCRIPTION, NO_CONTROL, TAG, VISIBLE, Charset
-from errors import SpecError
-from naming import INSTANCE_TYPE, NAME
-from settings import Settings
-from spec_schema import (
+from . import hyperparameters, instance_types, runtime_limits, strict_json
+from .charsets import DESCRIPTION, NO_CONTROL, TAG, VISIBLE, Charset
+from .errors import SpecError
+from .naming import INSTANCE_TYPE, NAME
+from .sagemaker_limits import MAX_CONTAINER_ARGUMENT, MAX_RUNTIME_LIMIT, PROCESSING_RUNTIME_LIMIT
+from .settings import Settings
+from .spec_schema import (
     ABSENT,
     INVALID,
     Bool,
@@ -42,7 +40,7 @@ from spec_schema import (
     Str,
     valid,
 )
-from training_contract import tokenizer_rules
+from .training_contract import tokenizer_rules
 
 SPEC_VERSION = 1
 TASKS = hyperparameters.tasks()  # the training code's task registry (training_hyperparameters.json)
@@ -58,7 +56,6 @@ STALL_ACTIONS = ("retry", "fail", "off")
 DEFAULT_SPECIAL_TOKENS = {kind: list(tokens) for kind, tokens in tokenizer_rules.DEFAULT_SPECIAL_TOKENS.items()}
 # wordpiece exports with the bert style (`--style auto`), which needs these
 WORDPIECE_REQUIRED_TOKENS = tokenizer_rules.STYLE_SPECIAL_TOKENS["bert"]
-MAX_CONTAINER_ARGUMENT = 256  # CreateProcessingJob ContainerArguments items
 FSDP_SHARDING_MODES = ("full_shard", "shard_grad_op", "hybrid_shard_zero2", "hybrid_shard", "no_shard")
 FSDP_EXTRAS = ("offload", "auto_wrap")
 FSDP_OPTIONS = FSDP_SHARDING_MODES + FSDP_EXTRAS
@@ -67,9 +64,7 @@ DEFAULT_FSDP_SHARDING = "full_shard auto_wrap"
 # (local mode); see training_code/hftrain/fsdp.py.
 DEFAULT_FSDP_VERSION = 2
 RESERVED_TAG_KEYS = ("project", "environment", "run")
-MAX_SPEC_TAGS = 40  # SageMaker allows 50 tags; the pipeline adds 3
-MAX_RUNTIME_LIMIT = 28 * 24 * 3600
-PROCESSING_RUNTIME_LIMIT = 777600
+MAX_SPEC_TAGS = 40  # SageMaker allows 50 tags (sagemaker_limits.MAX_TAGS); the pipeline adds 3
 MAX_ATTEMPTS_LIMIT = 10
 
 # --- patterns: whole-string, in the regex subset Python and ECMAScript share (see spec_schema) ---------------

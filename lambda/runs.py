@@ -5,12 +5,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-import job_requests
-import planning
-import preflight
-import run_spec
-from errors import PreflightError
-from settings import Settings
+from . import job_requests, planning, preflight, run_spec
+from .errors import PreflightError
+from .settings import Settings
 
 
 def prepare_run(

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import checkpoint_interval
-from spec_schema import Context, valid
+from . import checkpoint_interval
+from .spec_schema import Context, valid
 
 STARTUP_SECONDS = 600  # instance start, image pull and data download before the first step (a budget, not a bound)
 

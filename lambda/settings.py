@@ -3,7 +3,7 @@
 Each field's type and its constraints (field metadata: pattern, minimum, item counts, doc) drive `from_dict` (the
 Lambdas' validation, every problem listed), `to_dict` (what stacks/pipeline_stack.py serializes: it builds a
 `Settings` with `Settings.build`, which takes every field, so a field added here fails `cdk synth` until the
-stack sets it) and the settings table in CONTRACTS.md (`python lambda/spec_docs.py --write`). Rules across
+stack sets it) and the settings table in CONTRACTS.md (`python -m hfsm_lambda.spec_docs --write`). Rules across
 fields: `RULES`. Pure: no AWS calls.
 """
 
@@ -19,10 +19,11 @@ from dataclasses import dataclass, field, fields
 from functools import cache, lru_cache
 from typing import Any, get_args, get_origin, get_type_hints
 
-from errors import SettingsError
+from .errors import SettingsError
+from .naming import PROJECT_NAME
 
 ENV_VAR = "PIPELINE_SETTINGS"
-_PROJECT = r"[a-z][a-z0-9-]{0,15}"
+_PROJECT = PROJECT_NAME
 
 
 def setting(doc: str, *, default: Any = dataclasses.MISSING, pattern: str | None = None, what: str | None = None,

@@ -1,9 +1,9 @@
 """Render the run spec declaration (run_spec.SPEC, RULES; hp_rules) as docs and as JSON Schema, and the settings
 declaration (settings.Settings) as CONTRACTS.md's settings table.
 
-    python lambda/spec_docs.py --write   # docs/run_spec.md, CONTRACTS.md (between the GENERATED markers),
+    python -m hfsm_lambda.spec_docs --write   # docs/run_spec.md, CONTRACTS.md (between the GENERATED markers),
                                          # docs/run-spec.schema.json
-    python lambda/spec_docs.py --check   # exit 1 when any is stale (tests/lambda/test_lambda_docs.py does this)
+    python -m hfsm_lambda.spec_docs --check   # exit 1 when any is stale (tests/lambda/test_lambda_docs.py does this)
 
 Not used by any handler (nothing imports it at run time); it lives here because it reads the declaration.
 """
@@ -18,12 +18,9 @@ import typing
 from pathlib import Path
 from typing import Any
 
-import hp_paths
-import hyperparameters
-import run_spec
-import settings
-from spec_schema import Kind
-from training_contract import hp_rules
+from . import hp_paths, hyperparameters, run_spec, settings, state
+from .spec_schema import Kind
+from .training_contract import hp_rules
 
 REPO = Path(__file__).resolve().parents[1]
 DOC = REPO / "docs" / "run_spec.md"
@@ -111,6 +108,22 @@ def settings_table() -> str:
     return "\n".join(head + _settings_rows(settings.Settings) + ["", "Across settings:", "", *rules])
 
 
+def _state_type(hint: Any) -> str:
+    """A state key's type as the table shows it: the TypedDict's name and members, else the JSON type."""
+    if typing.is_typeddict(hint):
+        return f"{hint.__name__} {{{', '.join(typing.get_type_hints(hint))}}}"
+    return {dict: "object", int: "integer", bool: "boolean", str: "string"}.get(typing.get_origin(hint) or hint,
+                                                                                str(hint))
+
+
+def state_table() -> str:
+    """CONTRACTS.md's state table, from lambda/state.py's ExecutionState."""
+    hints = typing.get_type_hints(state.ExecutionState)
+    head = ["| key | type | written by | read by | holds |", "| --- | --- | --- | --- | --- |"]
+    return "\n".join(head + [f"| `{name}` | {_state_type(hints[name])} | {key.written_by} | {key.read_by} | "
+                             f"{key.doc.replace('|', chr(92) + '|')} |" for name, key in state.keys().items()])
+
+
 def _shared(schema: dict[str, Any]) -> dict[str, Any]:
     """Move large sub-schemas that occur more than once (character classes) into $defs."""
     counts: dict[str, int] = {}
@@ -170,7 +183,7 @@ def render_doc(text: str, parts: tuple[tuple[str, Any], ...] | None = None, path
 
 
 def render_contracts(text: str) -> str:
-    return render_doc(text, (("settings", settings_table),), CONTRACTS)
+    return render_doc(text, (("settings", settings_table), ("state", state_table)), CONTRACTS)
 
 
 def main(argv: list[str]) -> int:
@@ -183,11 +196,10 @@ def main(argv: list[str]) -> int:
         return 0
     stale = [p.name for p, new in outputs if not p.exists() or p.read_text() != new]
     if stale:
-        print(f"stale: {', '.join(stale)}; run: python lambda/spec_docs.py --write")
+        print(f"stale: {', '.join(stale)}; run: python -m hfsm_lambda.spec_docs --write")
         return 1
     return 0
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
     raise SystemExit(main(sys.argv[1:]))

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import cost
-from settings import Settings
+from . import cost
+from .settings import Settings
 
 
 def cost_problems(run: dict[str, Any], requests: list[tuple[str, dict[str, Any]]], settings: Settings) -> list[str]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import verdict
+from . import verdict
 
 BASELINE_PREFIX = "eval_baseline_"
 # Shown first, in this order, when present; then the other eval_* metrics; then train_loss.

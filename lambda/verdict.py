@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import hyperparameters
+from . import hyperparameters
 
 BEAT, NOT_BEATEN, NOT_JUDGED = "beat-baseline", "did-not-beat-baseline", "not-judged"
 NOT_BEATEN_PHRASE = "completed, but did not beat the trivial baseline"

@@ -11,18 +11,16 @@ import re
 from pathlib import Path
 from typing import Any
 
-from local_mode import spec_inputs, synthetic
+from local_mode import spec_inputs, synthetic, task_registry
 from local_mode.console import failure_lines, success_lines
 from local_mode.job_settings import Interruption
 from local_mode.report import write_report
 from local_mode.session import LocalSession, RunOutcome
+from local_mode.spec_file import read_spec_file
 from local_mode.stall_faults import describe_stall
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples"
-TASK_MODELS = {"question-answering": "AutoModelForQuestionAnswering",
-               "text-classification": "AutoModelForSequenceClassification",
-               "summarization": "AutoModelForSeq2SeqLM"}
 
 
 class UsageError(ValueError):
@@ -30,15 +28,7 @@ class UsageError(ValueError):
 
 
 def read_spec(path: Path) -> dict[str, Any]:
-    try:
-        spec = json.loads(path.read_text())
-    except OSError as exc:
-        raise UsageError(f"cannot read {path}: {exc.strerror}") from None
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"{path} is not valid JSON: {exc}") from None
-    if not isinstance(spec, dict):
-        raise UsageError(f"{path}: a run spec is a JSON object")
-    return spec
+    return read_spec_file(path, UsageError)
 
 
 def check_data_folder(data: Path) -> int:
@@ -56,9 +46,10 @@ def check_data_folder(data: Path) -> int:
 def _load_model(task: str, model_dir: Path) -> str:
     import transformers
 
-    getattr(transformers, TASK_MODELS[task]).from_pretrained(model_dir)
+    auto_model = task_registry.task_class(task).auto_model  # the Auto* class the task trains with
+    auto_model.from_pretrained(model_dir)
     transformers.AutoTokenizer.from_pretrained(model_dir)
-    return f"{model_dir} (loads with {TASK_MODELS[task]}.from_pretrained)"
+    return f"{model_dir} (loads with {auto_model.__name__}.from_pretrained)"
 
 
 def conclude(session: LocalSession, outcome: RunOutcome, work_dir: Path, *, verbose: bool = False,
@@ -191,9 +182,10 @@ def generate_data(task: str, folder: Path, cdk_out: Path, *, family: str | None 
     """Data + a tiny model for a task under folder, and a spec that uses them; returns the spec's path."""
     from local_mode.cloud_assembly import AssemblyError, CloudAssembly
 
-    if task not in spec_inputs.DEFAULT_FAMILY:
-        raise UsageError(f"unknown task {task!r}; tasks: {', '.join(spec_inputs.DEFAULT_FAMILY)}")
-    family = family or spec_inputs.DEFAULT_FAMILY[task]
+    task_cls = task_registry.task_class(task)
+    if task_cls is None:
+        raise UsageError(f"unknown task {task!r}; tasks: {', '.join(task_registry.registry())}")
+    family = family or task_cls.local.model_family
     if family not in synthetic.MODEL_KINDS:
         raise UsageError(f"unknown model family {family!r}; families: {', '.join(synthetic.MODEL_KINDS)}")
     try:

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import importlib.machinery
+import importlib.util
 import io
 import json
 import os
@@ -26,6 +28,7 @@ import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import boto3
@@ -72,9 +75,7 @@ class LambdaRouter:
         with self._lock, invocation_environment(spec.environment):
             self.invocations.append((name, event))
             try:
-                if str(spec.code_dir) not in sys.path:
-                    sys.path.insert(0, str(spec.code_dir))
-                handler: Callable[[Any, Any], Any] = getattr(importlib.import_module(module_name), func_name)
+                handler: Callable[[Any, Any], Any] = getattr(import_from(spec.code_dir, module_name), func_name)
                 return handler(event, _Context(name)), False
             except Exception as exc:  # noqa: BLE001 - every handler error becomes the function's error payload
                 return {"errorType": type(exc).__name__, "errorMessage": str(exc),
@@ -186,6 +187,31 @@ class Deployment:
     @property
     def topic_arn(self) -> str:
         return self.output("topic_arn")
+
+
+def _is_pipeline_handler(code_dir: Path, module: str) -> bool:
+    """This project's functions run `<package>.handlers.<function>` from their asset (lambda/handlers.py); CDK's
+    own providers (other modules) are created but never run here."""
+    return module.rpartition(".")[2] == "handlers" and (code_dir / Path(*module.split("."))).with_suffix(".py").is_file()
+
+
+def import_from(code_dir: Path, module_name: str) -> ModuleType:
+    """`module_name` (e.g. hfsm_lambda.handlers) with its top-level package found in the function's code
+    directory, as the Lambda runtime finds it in /var/task, without adding the directory to the import path. A
+    package already imported in this process (the checkout's, in tests) is used as it is: one copy of each module."""
+    top = module_name.partition(".")[0]
+    if top not in sys.modules:
+        spec = importlib.machinery.PathFinder.find_spec(top, [str(code_dir)])
+        if spec is None or spec.loader is None:
+            raise ModuleNotFoundError(f"no module {top!r} in the function's code {code_dir}", name=top)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[top] = module
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            del sys.modules[top]
+            raise
+    return importlib.import_module(module_name)
 
 
 class Emulator:
@@ -306,13 +332,14 @@ class Emulator:
             FunctionName=name, Runtime="python3.12", Role=props["Role"], Handler=props["Handler"],
             Code={"ZipFile": zipped.getvalue()}, Environment={"Variables": env},
             Timeout=int(props.get("Timeout", 60)))["FunctionArn"]
-        if code_dir is not None and props["Handler"].startswith("handlers."):
+        module, _, function = props["Handler"].rpartition(".")
+        if code_dir is not None and _is_pipeline_handler(code_dir, module):
             # What the Lambda runtime adds to a function's own variables.
             runtime_env = {"AWS_REGION": stack.region, "AWS_DEFAULT_REGION": stack.region,
                            "AWS_LAMBDA_FUNCTION_NAME": name}
             self.router.register(FunctionSpec(name=name, code_dir=code_dir, handler=props["Handler"],
                                               environment={**env, **runtime_env}))
-            dep.functions[props["Handler"].split(".", 1)[1]] = name
+            dep.functions[function] = name
         return Physical(name, {"Arn": arn})
 
     def _bucket_deployment(self, props: dict[str, Any], stack: StackArtifact) -> None:

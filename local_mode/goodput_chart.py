@@ -22,16 +22,28 @@ def goodput_section(folder: Path, goodput: dict[str, Any] | None) -> list[str]:
     attempts = goodput.get("attempts") or []
     if not attempts:
         return ["No training attempt was billed."]
+    labels = [f"#{a['attempt']} {str(a['job_name']).rsplit('-', 1)[-1]} start {a['restart']}" for a in attempts]
+    _draw_chart(folder / "goodput.png", goodput, attempts, labels)
+    return ["![goodput per attempt](goodput.png)", "", "Instance-seconds per part:", "",
+            *_table(attempts, labels)]
+
+
+def _seconds(attempt: dict[str, Any], part: str) -> float:
+    """The instance-seconds of one part of an attempt (0 when the ledger has none)."""
+    return float((attempt.get("parts") or {}).get(part) or 0.0)
+
+
+def _draw_chart(path: Path, goodput: dict[str, Any], attempts: list[dict[str, Any]], labels: list[str]) -> None:
+    """One stacked bar per attempt, a segment per part any attempt has."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    labels = [f"#{a['attempt']} {str(a['job_name']).rsplit('-', 1)[-1]} start {a['restart']}" for a in attempts]
     fig, ax = plt.subplots(figsize=(8, 1.0 + 0.55 * len(attempts)))
     left = [0.0] * len(attempts)
     for part, colour in COLOURS.items():
-        values = [float((a.get("parts") or {}).get(part) or 0.0) for a in attempts]
+        values = [_seconds(a, part) for a in attempts]
         if not any(v > 0 for v in values):
             continue
         ax.barh(labels, values, left=left, color=colour, label=part, edgecolor="white", linewidth=0.5)
@@ -42,12 +54,15 @@ def goodput_section(folder: Path, goodput: dict[str, Any] | None) -> list[str]:
                  "billed instance-seconds")
     ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8, frameon=False)
     fig.tight_layout()
-    fig.savefig(folder / "goodput.png", dpi=100, bbox_inches="tight")
+    fig.savefig(path, dpi=100, bbox_inches="tight")
     plt.close(fig)
-    shown = [p for p in COLOURS if any(float((a.get("parts") or {}).get(p) or 0) > 0 for a in attempts)]
+
+
+def _table(attempts: list[dict[str, Any]], labels: list[str]) -> list[str]:
+    """The chart's numbers as a markdown table: a row per attempt, a column per part any attempt has."""
+    shown = [p for p in COLOURS if any(_seconds(a, p) > 0 for a in attempts)]
     rows = ["| attempt | billed | goodput | " + " | ".join(shown) + " |", "|---" * (3 + len(shown)) + "|"]
     for label, a in zip(labels, attempts, strict=True):
-        parts = a.get("parts") or {}
         rows.append(f"| {label} | {float(a['billed_seconds']):.1f} | {float(a.get('ratio') or 0):.1%} | "
-                    + " | ".join(f"{float(parts.get(p) or 0):.1f}" for p in shown) + " |")
-    return ["![goodput per attempt](goodput.png)", "", "Instance-seconds per part:", "", *rows]
+                    + " | ".join(f"{_seconds(a, p):.1f}" for p in shown) + " |")
+    return rows

@@ -83,7 +83,7 @@ class ProcessingJob(LocalJob):
         if self.stop_requested():
             self._end("Stopped")
             return
-        self._start_hosts(hosts, command)
+        self._start_hosts(hosts, command, shown_from=len(entrypoint))
         outcome, failed = self.watch_hosts(self._limit_reached)
         # ExitMessage: the failing host's output/message when a host failed, else algo-1's
         failed_host = next((h for h in hosts if failed is not None and h.name == failed.host), hosts[0])
@@ -142,7 +142,7 @@ class ProcessingJob(LocalJob):
                 mine = shard(objects, distribution, host.index, len(hosts))
                 download_objects(s3, bucket, mine, host.path(source["LocalPath"]))
 
-    def _start_hosts(self, hosts: list[Host], command: list[str]) -> None:
+    def _start_hosts(self, hosts: list[Host], command: list[str], shown_from: int = 0) -> None:
         with self.lock:
             self.start_time = now()
         self._started = time.monotonic()
@@ -162,8 +162,7 @@ class ProcessingJob(LocalJob):
                     on_line=self._on_line,
                 )
             )
-        script = next((i for i, part in enumerate(command) if part.endswith("runproc.sh")), -1)
-        shown = " ".join(command[script + 1:])  # what runproc.sh runs: the script and its arguments
+        shown = " ".join(command[shown_from:])  # the ContainerArguments: the script the entrypoint runs, and its own
         shown = shown if len(shown) <= 160 else shown[:157] + "..."
         self.emit("status", f"processing on {len(hosts)} host(s): {shown}")
         for process in self.hosts:

@@ -269,22 +269,11 @@ class LocalSession:
             desc = self.sfn.describe_execution(executionArn=arn)
             events = self.sfn.get_execution_history(executionArn=arn, maxResults=1000)["events"]
             running = desc["status"] == "RUNNING"
-            for e in events[seen:]:
-                at = e["timestamp"].timestamp() if isinstance(e.get("timestamp"), datetime) else cutoff
-                if running and at > cutoff:
-                    break
+            for at, event in _timed_events(events[seen:], cutoff, until_cutoff=running):
                 seen += 1
-                exited = e.get("stateExitedEventDetails") or {}
-                if exited.get("name") == "Prepare" and run_id is None:
-                    run_id = _run_id(exited.get("output"))
-                lines += [(at, text) for text in self._report_durability(e)]
-                details = e.get("stateEnteredEventDetails")
-                if details:
-                    states.append(details["name"])
-                    if not details["name"].startswith(QUIET_STATES) and not details["name"].endswith("Status"):
-                        lines.append((at, f"state {details['name']}"))
-            for at, text in sorted(lines, key=lambda line: line[0]):
-                self.say(f"  {self.clock(at)} {text}")
+                run_id = run_id or _prepared_run_id(event)
+                lines += self._event_lines(at, event, states)
+            self._say_in_order(lines)
             if not running:
                 break
             if time.time() - started > timeout:
@@ -294,8 +283,7 @@ class LocalSession:
         run_jobs = [j for j in self.sagemaker.jobs if j.arn not in (jobs_before or set())]
         for job in run_jobs:
             job.wait(30)  # a failed run can end while a job it started is still stopping
-        for at, text in sorted(self._take_pending(following=False), key=lambda line: line[0]):
-            self.say(f"  {self.clock(at)} {text}")
+        self._say_in_order(self._take_pending(following=False))
         self.say(f"  {self.clock()} execution {desc['status']}")
         output = json.loads(desc.get("output") or "{}")
         return RunOutcome(
@@ -306,6 +294,21 @@ class LocalSession:
             host_logs={job.name: _last_attempt_logs(job.work_dir / "logs") for job in run_jobs},
             notifications=self.notifications(), planned_run_id=run_id, evals=self.evals[evals_before:],
             started_at=started)
+
+    def _say_in_order(self, lines: list[tuple[float, str]]) -> None:
+        for at, text in sorted(lines, key=lambda line: line[0]):
+            self.say(f"  {self.clock(at)} {text}")
+
+    def _event_lines(self, at: float, event: dict[str, Any], states: list[str]) -> list[tuple[float, str]]:
+        """The lines one history event prints (durability findings, a state entered), at its time; a state
+        entered is appended to `states`."""
+        lines = [(at, text) for text in self._report_durability(event)]
+        details = event.get("stateEnteredEventDetails")
+        if details:
+            states.append(details["name"])
+            if not details["name"].startswith(QUIET_STATES) and not details["name"].endswith("Status"):
+                lines.append((at, f"state {details['name']}"))
+        return lines
 
     def _report_durability(self, event: dict[str, Any]) -> list[str]:
         """The durability watchdog's findings (check_job's `durability`), as lines when they change."""
@@ -352,6 +355,25 @@ def _is_eval_metric(name: str | None) -> bool:
     """An evaluation's own number (not the baseline, not its timing)."""
     return bool(name) and name.startswith("eval_") and not name.startswith("eval_baseline_") and not name.endswith(
         ("_runtime", "_per_second", "epoch"))
+
+
+def _timed_events(events: list[dict[str, Any]], cutoff: float, *, until_cutoff: bool) -> list[
+        tuple[float, dict[str, Any]]]:
+    """The events with their times (an event without one: `cutoff`), in order; `until_cutoff`: only those up to
+    the first one newer than `cutoff` (the job lines up to its time may still be on their way)."""
+    timed = []
+    for event in events:
+        at = event["timestamp"].timestamp() if isinstance(event.get("timestamp"), datetime) else cutoff
+        if until_cutoff and at > cutoff:
+            break
+        timed.append((at, event))
+    return timed
+
+
+def _prepared_run_id(event: dict[str, Any]) -> str | None:
+    """The run id Prepare planned, when `event` is Prepare's exit."""
+    exited = event.get("stateExitedEventDetails") or {}
+    return _run_id(exited.get("output")) if exited.get("name") == "Prepare" else None
 
 
 def _run_id(state_json: str | None) -> str | None:

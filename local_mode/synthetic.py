@@ -4,6 +4,10 @@ Tasks:
 * question answering: the answer is the two words after the marker word "key" (v2: no marker, no answer);
 * classification: the label follows a word rule (which colour word the text holds; pairs: same first word);
 * summarization: the summary is the document's first sentence.
+
+A task's rows for a run spec come from the function its registry entry names (`local.rows` in
+training_code/hftrain/tasks/), called with the spec's hyperparameters; local_mode/spec_inputs.py then renames
+the columns to the names the spec gives.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ import json
 import math
 import random
 from pathlib import Path
+from typing import Any
 
 WORDS = [
     f"{a}{b}"
@@ -92,6 +97,23 @@ def summ_examples(n: int, seed: int = 0, *, sentences: tuple[int, int] = (3, 5),
         sents = [_sentence(rng, rng.randint(*words)) + " ." for _ in range(rng.randint(*sentences))]
         rows.append({"id": f"s{seed}-{i}", "document": " ".join(sents), "summary": sents[0]})
     return rows
+
+
+# ------------------------------------------- a task's rows for a run spec (named by the task's `local.rows`)
+
+
+def question_answering_rows(n: int, seed: int, hyperparameters: dict[str, Any]) -> list[dict]:
+    return qa_examples(n, seed, v2=bool(hyperparameters.get("version_2_with_negative")))
+
+
+def text_classification_rows(n: int, seed: int, hyperparameters: dict[str, Any]) -> list[dict]:
+    """Pairs when the spec names a text pair column (not "none"), else single texts."""
+    pair = hyperparameters.get("text_pair_column")
+    return cls_examples(n, seed, pairs=bool(pair) and str(pair).lower() != "none")
+
+
+def summarization_rows(n: int, seed: int, hyperparameters: dict[str, Any]) -> list[dict]:
+    return summ_examples(n, seed)
 
 
 def write_jsonl(path: Path, rows: list[dict]) -> Path:

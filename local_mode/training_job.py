@@ -39,16 +39,13 @@ from local_mode.host_processes import signal_host
 from local_mode.job_settings import Interruption
 from local_mode.local_job import JobSetupError, LocalJob, now, output_members, truncate
 from local_mode.metrics import MetricTracker, Progress, parse_progress
-from local_mode.s3_channels import (
-    ChannelError,
-    download_objects,
-    parse_s3_uri,
-    select_objects,
-    shard,
-    tar_folder,
-    upload_folder,
+from local_mode.s3_channels import ChannelError, parse_s3_uri, tar_folder, upload_folder
+from local_mode.training_hosts import training_processes
+from local_mode.training_inputs import (
+    checkpoint_sync,
+    download_channels,
+    install_training_code,
 )
-from local_mode.training_hosts import install_code, training_processes
 
 TRAINING_MEMBERS = output_members("DescribeTrainingJob")
 WINDOW_PREFIXES = ("[train] ", "[eval] ", "[setup] ")  # the training code's start-up and logging-window lines
@@ -68,16 +65,6 @@ def _saving_step(line: str) -> int:
         return int(json.loads(line[line.index("{"):]).get("saving_step", -1))
     except (ValueError, TypeError, AttributeError):
         return -1
-
-
-def decode_hyperparameter(value: str | None) -> Any:
-    """Hyperparameter values are JSON-encoded strings (the SDK's convention); plain strings pass through."""
-    if value is None:
-        return None
-    try:
-        return json.loads(value)
-    except (TypeError, ValueError):
-        return value
 
 
 class TrainingJob(LocalJob):
@@ -200,15 +187,7 @@ class TrainingJob(LocalJob):
             self._interrupt_now = None
             self._leader_pid = None
         try:
-            hosts = plan_hosts(self.request["ResourceConfig"], attempt_dir)
-            self._leader = hosts[0].name
-            self._last_hosts = hosts
-            s3 = self.s3()
-            for host in hosts:
-                lay_out_training_host(self.request, hosts, host)
-            self._download_channels(s3, hosts)
-            self._install_code(s3, hosts, attempt_dir)
-            checkpoints = self._restore_checkpoints(s3, hosts)
+            hosts, checkpoints = self._set_up_hosts(attempt_dir)
             if self.stop_requested():
                 return "stopped"
             self._transition("Training", "Training image download completed. Training in progress.")
@@ -236,93 +215,25 @@ class TrainingJob(LocalJob):
                 self._seconds_done += time.monotonic() - self._attempt_started
                 self._attempt_started = None
 
-    def _download_channels(self, s3: Any, hosts: list[Host]) -> None:
-        default_mode = self.request.get("AlgorithmSpecification", {}).get("TrainingInputMode", "File")
-        for channel in self.request.get("InputDataConfig") or []:
-            name = channel["ChannelName"]
-            mode = channel.get("InputMode", default_mode)
-            if mode == "Pipe":
-                raise JobSetupError(
-                    f"channel {name!r}: Pipe input mode does not run locally; use File or FastFile"
-                )
-            source = channel["DataSource"]
-            if "S3DataSource" in source:
-                self._copy_s3_channel(s3, name, source["S3DataSource"], hosts)
-            elif "FileSystemDataSource" in source:
-                target = self._file_system_folder(name, source["FileSystemDataSource"])
-                for host in hosts:
-                    link = host.path(f"/opt/ml/input/data/{name}")
-                    link.parent.mkdir(parents=True, exist_ok=True)
-                    link.symlink_to(target, target_is_directory=True)
-            else:
-                raise JobSetupError(f"channel {name!r}: only S3 and file-system channels run locally")
-
-    def _copy_s3_channel(self, s3: Any, name: str, source: dict[str, Any], hosts: list[Host]) -> None:
-        data_type = source.get("S3DataType", "S3Prefix")
-        if data_type != "S3Prefix":
-            raise JobSetupError(
-                f"channel {name!r}: S3DataType {data_type} does not run locally; use S3Prefix"
-            )
-        uri = source["S3Uri"]
-        objects = select_objects(s3, uri)
-        if not objects:
-            raise JobSetupError(
-                f'No S3 objects found under S3 URL "{uri}" given in input data source for channel {name!r}'
-            )
-        bucket, _ = parse_s3_uri(uri)
-        distribution = source.get("S3DataDistributionType", "FullyReplicated")
-        for host in hosts:
-            mine = shard(objects, distribution, host.index, len(hosts))
-            download_objects(s3, bucket, mine, host.path(f"/opt/ml/input/data/{name}"))
-
-    def _file_system_folder(self, name: str, source: dict[str, Any]) -> Path:
-        root = self.settings.fsx_root
-        directory = source.get("DirectoryPath", "/")
-        if root is None:
-            raise JobSetupError(
-                f"channel {name!r} reads {source.get('FileSystemType')} {directory}: set fsx_root"
-            )
-        target = (root / directory.lstrip("/")).resolve()
-        if not target.is_relative_to(root) or not target.is_dir():
-            raise JobSetupError(
-                f"channel {name!r}: {directory} is not a folder under the local FSx root {root}"
-            )
-        return target
-
-    def _install_code(self, s3: Any, hosts: list[Host], attempt_dir: Path) -> None:
-        hyperparameters = self.request.get("HyperParameters") or {}
-        program = decode_hyperparameter(hyperparameters.get("sagemaker_program"))
-        submit = decode_hyperparameter(hyperparameters.get("sagemaker_submit_directory"))
-        if not program or not submit:
-            raise JobSetupError(
-                "local SageMaker runs script-mode jobs: hyperparameters sagemaker_program and "
-                "sagemaker_submit_directory are required"
-            )
-        for host in hosts:
-            if str(submit).startswith("s3://"):
-                tarball = attempt_dir / "sourcedir.tar.gz"
-                if not tarball.exists():
-                    bucket, key = parse_s3_uri(submit)
-                    s3.download_file(bucket, key, str(tarball))
-            else:  # network isolation: a container path, e.g. /opt/ml/input/data/code/sourcedir.tar.gz
-                tarball = host.path(str(submit))
-            install_code(host, tarball, program=str(program), submit=str(submit))
-
     def _restore_checkpoints(self, s3: Any, hosts: list[Host]) -> CheckpointSync | None:
-        config = self.request.get("CheckpointConfig") or {}
-        if not config.get("S3Uri"):
-            return None
-        local_path = config.get("LocalPath") or DEFAULT_CHECKPOINT_PATH
-        sync = CheckpointSync(
-            s3,
-            config["S3Uri"],
-            {host.name: host.path(local_path) for host in hosts},
-            interval_seconds=self.settings.checkpoint_sync_seconds,
-        )
-        restored = sync.restore()
+        sync = checkpoint_sync(self.request, s3, hosts, self.settings.checkpoint_sync_seconds)
+        restored = sync.restore() if sync else 0
         if restored:
-            self.emit("status", f"restored {restored} checkpoint files from {config['S3Uri']} to every host")
+            self.emit("status", f"restored {restored} checkpoint files from "
+                                f"{self.request['CheckpointConfig']['S3Uri']} to every host")
         return sync
+
+    def _set_up_hosts(self, attempt_dir: Path) -> tuple[list[Host], CheckpointSync | None]:
+        """The attempt's host folders laid out, with their channels, code and restored checkpoints."""
+        hosts = plan_hosts(self.request["ResourceConfig"], attempt_dir)
+        self._leader = hosts[0].name
+        self._last_hosts = hosts
+        s3 = self.s3()
+        for host in hosts:
+            lay_out_training_host(self.request, hosts, host)
+        download_channels(self.request, s3, hosts, self.settings.fsx_root)
+        install_training_code(self.request, s3, hosts, attempt_dir)
+        return hosts, self._restore_checkpoints(s3, hosts)
 
     def _start_hosts(self, hosts: list[Host]) -> None:
         env = self.base_env()

@@ -13,11 +13,10 @@ from typing import Any
 import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 
+from hfsm_lambda import goodput, verdict
 from runctl import core, local_runs, observe
-from runctl.lambda_code import lambda_module
 
-_verdict = lambda_module("verdict")
-NOT_BEATEN, NOT_BEATEN_PHRASE = _verdict.NOT_BEATEN, _verdict.NOT_BEATEN_PHRASE
+NOT_BEATEN, NOT_BEATEN_PHRASE = verdict.NOT_BEATEN, verdict.NOT_BEATEN_PHRASE
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -137,15 +136,13 @@ def _checkpoint_lines(info: dict[str, Any]) -> list[str]:
 
 def _goodput_lines(info: dict[str, Any]) -> list[str]:
     """The goodput ledger: the run summary's, or computed now for a running run (lambda/goodput.py)."""
-    from runctl.lambda_code import lambda_module
-
     ledger = (info.get("result") or {}).get("goodput") or info.get("goodput")
     if not isinstance(ledger, dict):
         return []
     if ledger.get("error"):
         return [f"Goodput:    not available ({ledger['error']})"]
     so_far = " so far" if info.get("status") == "RUNNING" else ""
-    lines = lambda_module("goodput").summary_lines(ledger)
+    lines = goodput.summary_lines(ledger)
     return [line.replace("Goodput: ", f"Goodput{so_far}: ", 1) if i == 0 else f"  {line}"
             for i, line in enumerate(lines)]
 

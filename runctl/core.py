@@ -6,15 +6,12 @@ import json
 import os
 import secrets
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from botocore.exceptions import ClientError
 
-from runctl.lambda_code import lambda_module
-
-naming = lambda_module("naming")
-orphans = lambda_module("orphans")
+from hfsm_lambda import goodput_sources, naming, orphans
+from local_mode.spec_file import read_spec_file
 
 OUTPUT_KEY = "FineTuneStateMachineArn"
 ARN_ENV = "RUNCTL_STATE_MACHINE_ARN"
@@ -106,14 +103,7 @@ def execution_arn_for(state_machine_arn: str, run: str) -> str:
 
 
 def load_spec(path: str, name: str | None) -> dict[str, Any]:
-    try:
-        spec = json.loads(Path(path).read_text())
-    except OSError as err:
-        raise RunctlError(f"cannot read {path}: {err.strerror}") from err
-    except json.JSONDecodeError as err:
-        raise RunctlError(f"{path} is not valid JSON: {err}") from err
-    if not isinstance(spec, dict):
-        raise RunctlError(f"{path}: a run spec is a JSON object")
+    spec = read_spec_file(path, RunctlError)
     if name is not None:
         spec["name"] = name
     if not isinstance(spec.get("name"), str) or not NAME_RE.fullmatch(spec["name"]):
@@ -189,6 +179,45 @@ def _describe_job(clients: Clients, job: dict[str, Any]) -> dict[str, Any] | Non
         return None
 
 
+def _dict(value: Any) -> dict[str, Any]:
+    """`value` when it is a dict, else {}: the state is written by the run's steps, so its parts are checked."""
+    return value if isinstance(value, dict) else {}
+
+
+def _job_status(clients: Clients, execution: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
+    """{"job_status": ...}: a running run's job as SageMaker describes it now (None when it cannot be described),
+    else the job status its steps last recorded; {} when there is neither."""
+    job = _dict(state.get("job"))
+    if job and execution["status"] == "RUNNING":
+        return {"job_status": _describe_job(clients, job)}
+    if isinstance(state.get("status"), dict):
+        return {"job_status": {k: state["status"].get(k) for k in ("state", "status", "secondary_status",
+                                                                    "failure_reason")}}
+    return {}
+
+
+def _durability(state: dict[str, Any]) -> dict[str, Any]:
+    """{"durability": ...}: the durability watchdog's last look (check_job), when it recorded one, else {}."""
+    durability = _dict(state.get("status")).get("durability")
+    if not isinstance(durability, dict):
+        return {}
+    return {"durability": {k: durability.get(k) for k in (
+        "last_durable_step", "last_durable_at", "age_minutes", "threshold_minutes", "stale", "action", "warned_at",
+        "stopped_at", "checkpoint_uri", "checked_at")}}
+
+
+def _run_summary(execution: dict[str, Any]) -> dict[str, Any]:
+    """{"result": ...}: the parts of a succeeded run's summary (Finish's `result`) that status shows, else {}."""
+    if execution["status"] != "SUCCEEDED" or not execution.get("output"):
+        return {}
+    output = json.loads(execution["output"])
+    summary = output.get("result") if isinstance(output, dict) else None
+    if not isinstance(summary, dict):
+        return {}
+    return {"result": {k: summary.get(k) for k in ("model_uri", "model_package_arn", "metrics", "cost",
+                                                   "interruptions", "checkpoints", "goodput", "verdict")}}
+
+
 def status(clients: Clients, execution_arn: str, *, live_ledger: bool = True) -> dict[str, Any]:
     """What runctl status shows; `live_ledger=False` skips reading the jobs' logs for a running run's ledger
     (stop needs only the run and its jobs)."""
@@ -197,43 +226,26 @@ def status(clients: Clients, execution_arn: str, *, live_ledger: bool = True) ->
     except ClientError as err:
         raise RunctlError(f"no execution {execution_arn}: {err.response['Error'].get('Message', err)}") from err
     state = _latest_state(clients, execution_arn)
-    run = state.get("run") if isinstance(state.get("run"), dict) else {}
-    job = state.get("job") if isinstance(state.get("job"), dict) else {}
+    run = _dict(state.get("run"))
     result: dict[str, Any] = {
         "execution_arn": execution_arn, "status": execution["status"],
         "started": str(execution.get("startDate", "")), "stopped": str(execution.get("stopDate", "") or ""),
         "run_id": run.get("run_id"),
-        "attempt": state.get("attempt"), "job": job.get("job_name"), "console_url": console_url(execution_arn),
+        "attempt": state.get("attempt"), "job": _dict(state.get("job")).get("job_name"),
+        "console_url": console_url(execution_arn),
+        **_job_status(clients, execution, state), **_durability(state),
     }
-    if job and execution["status"] == "RUNNING":
-        result["job_status"] = _describe_job(clients, job)
-    elif isinstance(state.get("status"), dict):
-        result["job_status"] = {k: state["status"].get(k) for k in ("state", "status", "secondary_status",
-                                                                      "failure_reason")}
-    status_state = state.get("status") if isinstance(state.get("status"), dict) else {}
-    if isinstance(status_state.get("durability"), dict):  # the durability watchdog's last look (check_job)
-        result["durability"] = {k: status_state["durability"].get(k) for k in (
-            "last_durable_step", "last_durable_at", "age_minutes", "threshold_minutes", "stale", "action",
-            "warned_at", "stopped_at", "checkpoint_uri", "checked_at")}
     if live_ledger and execution["status"] == "RUNNING" and (run.get("job_names") or {}).get("train"):
         result["goodput"] = live_goodput(clients, run)
     if execution.get("error") or execution.get("cause"):
         result["error"], result["cause"] = execution.get("error"), execution.get("cause")
-    if execution["status"] == "SUCCEEDED" and execution.get("output"):
-        output = json.loads(execution["output"])
-        summary = output.get("result") if isinstance(output, dict) else None
-        if isinstance(summary, dict):
-            result["result"] = {k: summary.get(k) for k in ("model_uri", "model_package_arn", "metrics", "cost",
-                                                            "interruptions", "checkpoints", "goodput", "verdict")}
-    return result
+    return {**result, **_run_summary(execution)}
 
 
 def live_goodput(clients: Clients, run: dict[str, Any]) -> dict[str, Any]:
     """The goodput ledger of a running run so far, computed as Finish will (lambda/goodput_sources.py), with
     the caller's credentials: {"error": ...} when they cannot read the jobs' logs."""
-    from runctl.lambda_code import lambda_module
-
-    return lambda_module("goodput_sources").run_ledger(clients.sagemaker, clients.logs, clients.s3, run)
+    return goodput_sources.run_ledger(clients.sagemaker, clients.logs, clients.s3, run)
 
 
 def stop(clients: Clients, execution_arn: str, *, keep_jobs: bool = False, who: str = "runctl") -> dict[str, Any]:

@@ -15,10 +15,8 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from hfsm_lambda.verdict import NOT_BEATEN
 from runctl.core import Clients, RunctlError, _latest_state, printable
-from runctl.lambda_code import lambda_module
-
-NOT_BEATEN = lambda_module("verdict").NOT_BEATEN  # a run's verdict against its trivial baseline (lambda/verdict.py)
 
 GROUPS = {"training": "/aws/sagemaker/TrainingJobs", "processing": "/aws/sagemaker/ProcessingJobs"}
 

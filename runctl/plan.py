@@ -13,13 +13,13 @@ import json
 from types import ModuleType
 from typing import Any
 
+from hfsm_lambda import cost, errors, job_requests, runs, settings
 from runctl.core import Clients, RunctlError
-from runctl.lambda_code import lambda_module
 
 
 def lambda_modules() -> dict[str, ModuleType]:
-    """The Lambda asset's modules, imported the way the Lambda runtime does (top-level names)."""
-    return {name: lambda_module(name) for name in ("settings", "runs", "job_requests", "cost", "errors")}
+    """The pipeline's own Lambda modules (the code Prepare runs)."""
+    return {"settings": settings, "runs": runs, "job_requests": job_requests, "cost": cost, "errors": errors}
 
 
 def prepare_function(clients: Clients, state_machine_arn: str) -> str:

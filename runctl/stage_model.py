@@ -18,9 +18,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from hfsm_lambda.run_spec import HUB_ID
 from local_mode.cloud_assembly import AssemblyError, CloudAssembly
 from runctl.core import Clients, RunctlError
-from runctl.lambda_code import lambda_module
 
 PREFIX = "base-models/"
 # Weights for other frameworks: a PyTorch job never reads them.
@@ -50,7 +50,7 @@ def download(hub_id: str, revision: str | None) -> Path:
 
 def stage(clients: Clients, bucket: str, hub_id: str, *, revision: str | None = None, from_dir: Path | None = None,
           fetch: Callable[[str, str | None], Path] = download, say: Callable[[str], None] = print) -> dict[str, Any]:
-    naming_ok = re.fullmatch(lambda_module("run_spec").HUB_ID, hub_id)
+    naming_ok = re.fullmatch(HUB_ID, hub_id)
     if not naming_ok:
         raise RunctlError(f"{hub_id!r} is not a Hugging Face Hub id like 'org/name'")
     if from_dir is None:

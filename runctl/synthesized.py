@@ -14,12 +14,13 @@ import json
 from pathlib import Path
 from typing import Any
 
+from hfsm_lambda import HANDLER_MODULE
 from local_mode.cloud_assembly import AssemblyError, CloudAssembly, StackArtifact
 from local_mode.intrinsics import Resolver, UnresolvedReference
 from runctl.core import RunctlError
 
 PLACEHOLDER = "<{what} of {stack}/{lid}, assigned at deploy>"
-PREPARE_HANDLER = "handlers.prepare"
+PREPARE_HANDLER = f"{HANDLER_MODULE}.prepare"
 
 
 class _Synthesized(Resolver):

@@ -15,9 +15,11 @@ import tarfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from hfsm_lambda.job_requests import PROCESSING_SCRIPT
+
 EXCLUDE_DIRS = {"__pycache__", ".pytest_cache", ".ruff_cache", ".ipynb_checkpoints"}
 EXCLUDE_SUFFIXES = (".pyc", ".pyo")
-ENTRYPOINT = "runproc.sh"  # the processing-job entrypoint, shipped beside the tarball
+ENTRYPOINT = PROCESSING_SCRIPT  # the processing-job entrypoint, shipped beside the tarball
 WHEELS_DIR = "wheels"  # inside the tarball: what the job images lack (stacks/job_wheels.py)
 
 

@@ -1,5 +1,5 @@
-"""The Lambda code asset: lambda/ plus the training code's hyperparameter schema and rules and its tokenizer rules,
-bundled at synth.
+"""The Lambda code asset: lambda/ (the package `hfsm_lambda`) plus the training code's hyperparameter schema and
+rules and its tokenizer rules, bundled at synth.
 
 The Lambdas check a run spec against training_code's own `hyperparameters.json`, `hftrain/hp_rules.py` and
 `tokenizer_mr/tokenizer_rules.py` (lambda/training_contract.py, `FILES`). None is committed under lambda/: CDK's
@@ -18,8 +18,10 @@ import aws_cdk as cdk
 import jsii
 from aws_cdk import aws_lambda as lambda_
 
-from stacks.lambda_modules import LAMBDA_DIR, lambda_module
+import hfsm_lambda
+from hfsm_lambda.training_contract import FILES
 
+LAMBDA_DIR = Path(hfsm_lambda.__file__).resolve().parent  # lambda/ of this checkout
 TRAINING_CODE = LAMBDA_DIR.parent / "training_code"
 IGNORE = ("__pycache__", "*.pyc", "*.md")  # not shipped: no bytecode (read-only /var/task), no notes
 
@@ -27,7 +29,7 @@ IGNORE = ("__pycache__", "*.pyc", "*.md")  # not shipped: no bytecode (read-only
 @jsii.implements(cdk.ILocalBundling)
 class LambdaBundler:
     """Local bundling: `stage` in this process, never Docker. lambda/ and, next to its modules, the training code's
-    files named by training_contract.FILES."""
+    files named by training_contract.FILES, in the folder hfsm_lambda/."""
 
     def __init__(self, training_code: Path = TRAINING_CODE) -> None:
         self.training_code = training_code
@@ -38,15 +40,16 @@ class LambdaBundler:
 
 
 def stage(out: Path, training_code: Path = TRAINING_CODE) -> None:
-    """Writes the asset's files into `out` (the bundler's output; benchmarks/bench_lambda.py measures the same)."""
-    shutil.copytree(LAMBDA_DIR, out, ignore=shutil.ignore_patterns(*IGNORE), dirs_exist_ok=True)
-    files: dict[str, str] = lambda_module("training_contract").FILES
-    for name, relative in files.items():
+    """Writes the asset's files into `out` (the bundler's output; benchmarks/bench_lambda.py measures the same):
+    lambda/ as the package folder `hfsm_lambda/` (the handlers' module path), the training code's files in it."""
+    package = out / hfsm_lambda.__name__
+    shutil.copytree(LAMBDA_DIR, package, ignore=shutil.ignore_patterns(*IGNORE), dirs_exist_ok=True)
+    for name, relative in FILES.items():
         source = training_code / relative
         if not source.is_file():
             raise FileNotFoundError(f"the Lambda asset needs {source} (training_code's {relative}); for the "
                                     "schema run: cd training_code && python -m hftrain.args --write")
-        shutil.copyfile(source, out / name)
+        shutil.copyfile(source, package / name)
 
 
 def lambda_code(training_code: Path = TRAINING_CODE) -> lambda_.Code:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from aws_cdk import Acknowledgment, Stack, Validations
 from constructs import IConstruct
 
+from hfsm_lambda.s3_layout import CHECKPOINTS_PREFIX
 from stacks.config import EnvironmentConfig
 
 XRAY = ("X-Ray tracing (Lambda tracing ACTIVE / state machine tracing): xray:PutTraceSegments and "
@@ -114,7 +115,7 @@ def _pipeline(stack: Stack, config: EnvironmentConfig) -> None:
           "A failed run's summary.json is written under outputs/<run_id>/, the key derived from the run id Prepare "
           "planned and notify_failure validates (the failure branch never receives the caller's input).")
     for name in ("check_job", "finish"):
-        _iam5(_policy(fns[name].role), f"{artifacts}/checkpoints/*",
+        _iam5(_policy(fns[name].role), f"{artifacts}/{CHECKPOINTS_PREFIX}*",
               "Reads the checkpoint completion markers and _history.json under checkpoints/<run_id>/ (read only): "
               "the durability watchdog and the run summary's interruptions.")
 

@@ -11,6 +11,7 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
+from hfsm_lambda import HANDLER_MODULE
 from stacks import names
 from stacks.common import removal_policy, retention
 from stacks.config import EnvironmentConfig
@@ -37,14 +38,14 @@ class PipelineFunction(Construct):
         # A fixed name: the key policy and bucket policies (storage stack) name this role.
         self.role = iam.Role(self, "Role", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
                              role_name=names.function_role_name(config, handler),
-                             description=f"{name}: only the calls handlers.{handler} makes")
+                             description=f"{name}: only the calls {HANDLER_MODULE}.{handler} makes")
         self.role.add_to_policy(iam.PolicyStatement(
             sid="WriteOwnLogs", actions=["logs:CreateLogStream", "logs:PutLogEvents"],
             resources=[self.log_group.log_group_arn]))  # the log group's ARN covers its streams (`:*`)
         for statement in statements:
             self.role.add_to_policy(statement)
         self.function = lambda_.Function(
-            self, "Function", function_name=name, runtime=RUNTIME, code=code, handler=f"handlers.{handler}",
+            self, "Function", function_name=name, runtime=RUNTIME, code=code, handler=f"{HANDLER_MODULE}.{handler}",
             role=self.role, timeout=Duration.seconds(timeout_s), memory_size=memory_mb, environment=environment,
             log_group=self.log_group, tracing=lambda_.Tracing.ACTIVE, description=description,
             architecture=lambda_.Architecture.ARM_64, environment_encryption=key,

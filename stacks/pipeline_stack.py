@@ -23,6 +23,7 @@ from aws_cdk import aws_sns_subscriptions as subscriptions
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
+from hfsm_lambda import s3_layout as layout
 from stacks import job_wheels, names
 from stacks.code_asset import build_code_bundle
 from stacks.common import removal_policy, retention
@@ -32,16 +33,7 @@ from stacks.pipeline_functions import PipelineFunction, lambda_code
 from stacks.pipeline_settings import FsxSettings, Settings, settings_json
 from stacks.sagemaker_role import SageMakerExecutionRole
 from stacks.state_machines import PipelineStateMachines
-from stacks.storage_stack import (
-    CHECKPOINTS_PREFIX,
-    CLAIMS_PREFIX,
-    CODE_PREFIX,
-    MODELS_PREFIX,
-    OUTPUTS_PREFIX,
-    REGISTRY_PREFIX,
-    RUNS_PREFIX,
-    bucket_name,
-)
+from stacks.storage_stack import bucket_name
 
 REPO = Path(__file__).resolve().parents[1]
 # Where dataset uploaders may write in the data bucket (runs/ is for run submitters only).
@@ -186,21 +178,21 @@ class PipelineStack(Stack):
         # The durability watchdog (check_job) and the run summary (finish) read the checkpoint markers.
         read_checkpoints = [
             iam.PolicyStatement(sid="ListCheckpoints", actions=["s3:ListBucket"], resources=[self.artifacts_arn],
-                                conditions={"StringLike": {"s3:prefix": [f"{CHECKPOINTS_PREFIX}*"]}}),
+                                conditions={"StringLike": {"s3:prefix": [f"{layout.CHECKPOINTS_PREFIX}*"]}}),
             iam.PolicyStatement(sid="ReadCheckpointMarkers", actions=["s3:GetObject"],
-                                resources=[f"{self.artifacts_arn}/{CHECKPOINTS_PREFIX}*"])]
+                                resources=[f"{self.artifacts_arn}/{layout.CHECKPOINTS_PREFIX}*"])]
         specs = {
             "prepare": ("Validate a run spec, apply defaults, pre-flight checks, plan names and URIs", [
                 iam.PolicyStatement(sid="ReadSpecs", actions=["s3:GetObject", "s3:GetObjectVersion"],
-                                    resources=[f"{self.data_arn}/{RUNS_PREFIX}*"]),
+                                    resources=[f"{self.data_arn}/{layout.RUNS_PREFIX}*"]),
                 # the data check reads a bounded sample of each channel (lambda/data_preflight.py): ranged GETs
                 iam.PolicyStatement(sid="SampleChannelData", actions=["s3:GetObject"],
-                                    resources=[f"{self.data_arn}/*", f"{self.artifacts_arn}/{OUTPUTS_PREFIX}*"]),
+                                    resources=[f"{self.data_arn}/*", f"{self.artifacts_arn}/{layout.OUTPUTS_PREFIX}*"]),
                 list_buckets,
                 iam.PolicyStatement(sid="ReadEncryptedSpecs", resources=[key.key_arn], actions=["kms:Decrypt"]),
                 # one execution per run id: claims/<run_id>.json, created with If-None-Match (lambda/run_claims.py)
                 iam.PolicyStatement(sid="ClaimRunIds", actions=["s3:PutObject", "s3:GetObject"],
-                                    resources=[f"{self.artifacts_arn}/{CLAIMS_PREFIX}*"]),
+                                    resources=[f"{self.artifacts_arn}/{layout.CLAIMS_PREFIX}*"]),
                 iam.PolicyStatement(sid="EncryptRunIdClaims", resources=[key.key_arn],
                                     actions=["kms:GenerateDataKey"]),
                 iam.PolicyStatement(sid="CheckJobNamesAreNew", actions=["sagemaker:DescribeTrainingJob"],
@@ -233,16 +225,16 @@ class PipelineStack(Stack):
                 iam.PolicyStatement(sid="TagModel", actions=["sagemaker:AddTags"],
                                     resources=[f"{sm}:model-package/{group_name}/*"]),
                 iam.PolicyStatement(sid="WriteRunSummary", actions=["s3:PutObject"],
-                                    resources=[f"{self.artifacts_arn}/{OUTPUTS_PREFIX}*"]),
+                                    resources=[f"{self.artifacts_arn}/{layout.OUTPUTS_PREFIX}*"]),
                 # The model artifact is copied (pinned to its version) under registry/ before registration.
                 # ...the version the job wrote, found among the key's versions by the job's upload window
                 iam.PolicyStatement(sid="ListModelVersions", actions=["s3:ListBucketVersions"],
                                     resources=[self.artifacts_arn],
-                                    conditions={"StringLike": {"s3:prefix": [f"{MODELS_PREFIX}*"]}}),
+                                    conditions={"StringLike": {"s3:prefix": [f"{layout.MODELS_PREFIX}*"]}}),
                 iam.PolicyStatement(sid="ReadModelArtifacts", actions=["s3:GetObject", "s3:GetObjectVersion"],
-                                    resources=[f"{self.artifacts_arn}/{MODELS_PREFIX}*"]),
+                                    resources=[f"{self.artifacts_arn}/{layout.MODELS_PREFIX}*"]),
                 iam.PolicyStatement(sid="FreezeRegisteredModels", actions=["s3:PutObject"],
-                                    resources=[f"{self.artifacts_arn}/{REGISTRY_PREFIX}*"]),
+                                    resources=[f"{self.artifacts_arn}/{layout.REGISTRY_PREFIX}*"]),
                 # The goodput ledger reads each attempt's leader log (lambda/goodput_sources.py): the streams of
                 # this project's jobs only (GetLogEvents is granted per stream; DescribeLogStreams lists names).
                 iam.PolicyStatement(sid="ListTrainingLogStreams", actions=["logs:DescribeLogStreams"],
@@ -253,7 +245,7 @@ class PipelineStack(Stack):
             "notify_failure": ("Publish a failed run's error and summary", [
                 use_key, publish,
                 iam.PolicyStatement(sid="WriteRunSummary", actions=["s3:PutObject"],
-                                    resources=[f"{self.artifacts_arn}/{OUTPUTS_PREFIX}*"])]),
+                                    resources=[f"{self.artifacts_arn}/{layout.OUTPUTS_PREFIX}*"])]),
         }
         specs["stop_run_jobs"] = ("Stop the SageMaker jobs of a failed, timed-out or aborted run", [
             iam.PolicyStatement(sid="ReadPlannedJobs", actions=["states:GetExecutionHistory"], resources=executions),
@@ -286,7 +278,7 @@ class PipelineStack(Stack):
             event_pattern=events.EventPattern(
                 source=["aws.s3"], detail_type=["Object Created"],
                 detail={"bucket": {"name": [self.data_bucket_name]},
-                        "object": {"key": [{"wildcard": f"{RUNS_PREFIX}*.json"}]}}),
+                        "object": {"key": [{"wildcard": f"{layout.RUNS_PREFIX}*.json"}]}}),
             # Events EventBridge cannot deliver go to the queue too: a run is never silently lost.
             targets=[targets.LambdaFunction(trigger.function, retry_attempts=4, max_event_age=Duration.hours(2),
                                             dead_letter_queue=self.failed_events)])
@@ -315,7 +307,7 @@ class PipelineStack(Stack):
         artifacts bucket policy denies every other principal)."""
         bundle_dir, code_sha = build_code_bundle(REPO / "training_code", REPO / "build" / "code",
                                                  wheels=job_wheels.wheel_files(job_wheels.wheel_dir()))
-        code_prefix = f"{CODE_PREFIX}{code_sha}/"
+        code_prefix = f"{layout.CODE_PREFIX}{code_sha}/"
         asset = s3_assets.Asset(self, "TrainingCodeAsset", path=str(bundle_dir))
         log_group = logs.LogGroup(self, "CodeDeploymentLogs", log_group_name=names.code_deployment_log_group(config),
                                   encryption_key=key, retention=retention(config.log_retention_days),
@@ -328,9 +320,9 @@ class PipelineStack(Stack):
             iam.PolicyStatement(sid="ReadCodeAsset", actions=["s3:GetObject"],
                                 resources=[asset.bucket.arn_for_objects(asset.s3_object_key)]),
             iam.PolicyStatement(sid="ListCode", actions=["s3:ListBucket"], resources=[self.artifacts_arn],
-                                conditions={"StringLike": {"s3:prefix": [f"{CODE_PREFIX}*"]}}),
+                                conditions={"StringLike": {"s3:prefix": [f"{layout.CODE_PREFIX}*"]}}),
             iam.PolicyStatement(sid="WriteCode", actions=["s3:PutObject"],
-                                resources=[f"{self.artifacts_arn}/{CODE_PREFIX}*"]),
+                                resources=[f"{self.artifacts_arn}/{layout.CODE_PREFIX}*"]),
             iam.PolicyStatement(sid="EncryptCodeWithProjectKey", actions=["kms:GenerateDataKey", "kms:Decrypt"],
                                 resources=[key.key_arn]),
             iam.PolicyStatement(sid="WriteOwnLogs", actions=["logs:CreateLogStream", "logs:PutLogEvents"],
@@ -404,9 +396,9 @@ class PipelineStack(Stack):
             description=f"{config.prefix}: start, watch and stop training runs (runs/*.json, StartExecution, runctl)")
         for statement in (
             iam.PolicyStatement(sid="UploadRunSpecs", actions=["s3:PutObject", "s3:GetObject"],
-                                resources=[f"{self.data_arn}/{RUNS_PREFIX}*"]),
+                                resources=[f"{self.data_arn}/{layout.RUNS_PREFIX}*"]),
             iam.PolicyStatement(sid="ListRunSpecs", actions=["s3:ListBucket"], resources=[self.data_arn],
-                                conditions={"StringLike": {"s3:prefix": [f"{RUNS_PREFIX}*"]}}),
+                                conditions={"StringLike": {"s3:prefix": [f"{layout.RUNS_PREFIX}*"]}}),
             iam.PolicyStatement(sid="StartRuns", actions=["states:StartExecution", "states:ListExecutions"],
                                 resources=self.state_machine_arns),
             iam.PolicyStatement(sid="WatchAndStopRuns", resources=executions, actions=[

@@ -10,8 +10,8 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
+from hfsm_lambda.s3_layout import CHECKPOINTS_PREFIX, CODE_PREFIX, MODELS_PREFIX, OUTPUTS_PREFIX
 from stacks.image_uris import ImageUris
-from stacks.storage_stack import CHECKPOINTS_PREFIX, CODE_PREFIX, MODELS_PREFIX, OUTPUTS_PREFIX
 
 S3_READ = ["s3:GetObject", "s3:GetObjectVersion"]
 S3_WRITE = ["s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload"]

@@ -1,12 +1,7 @@
 """The Step Functions definitions: the tokenizer pipeline and the fine-tune pipeline (Standard workflows).
 
-The execution state is one JSON object (CONTRACTS.md, "State machine state"):
-  run                 the planned run from Prepare (spec with defaults, run_id, names, URIs)
-  poll_seconds        seconds between two looks at a running job
-  tokenizer_enabled   whether the fine-tune pipeline runs the tokenizer stage first
-  attempt             index of the training attempt (0, then one per fallback)
-  job / status        the job last started, and what the last look at it found
-  error               {"Error", "Cause"} once something failed
+The execution state is one JSON object, declared in lambda/state.py (`ExecutionState`; CONTRACTS.md's table is
+generated from it): every JSONPath here is built by its `path()`, so a key the declaration lacks fails synth.
 Jobs are watched with a Wait -> Describe -> Choice loop (see README, "Waiting on jobs", for cost and latency).
 """
 
@@ -20,6 +15,7 @@ from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
+from hfsm_lambda.state import path as state_path
 from stacks import names
 from stacks.common import removal_policy, retention
 from stacks.config import EnvironmentConfig
@@ -41,10 +37,10 @@ class _Builder:
         self.functions = functions
         self.handlers: list[str] = []  # the functions this machine invokes, in order (its role may invoke them)
         self.fail = sfn.Fail(scope, "RunFailed", comment="The run failed: the error and cause say why",
-                             error_path="$.error.Error", cause_path="$.error.Cause")
+                             error_path=state_path("error", "Error"), cause_path=state_path("error", "Cause"))
         notify = self.invoke("NotifyFailure", "notify_failure", None,
-                             "$.notification", catch=False)
-        notify.add_catch(self.fail, result_path="$.notification_error")
+                             state_path("notification"), catch=False)
+        notify.add_catch(self.fail, result_path=state_path("notification_error"))
         self.on_error = notify.next(self.fail)
 
     def invoke(self, state_id: str, handler: str, payload: sfn.TaskInput | None, result_path: str,
@@ -61,11 +57,11 @@ class _Builder:
         task.add_retry(errors=THROTTLING_ERRORS, interval=Duration.seconds(10), max_attempts=5, backoff_rate=2,
                        jitter_strategy=sfn.JitterType.FULL)
         if catch:
-            task.add_catch(self.on_error, result_path="$.error")
+            task.add_catch(self.on_error, result_path=state_path("error"))
         return task
 
     def job_failed(self, state_id: str, error: str) -> sfn.Pass:
-        return sfn.Pass(self.scope, state_id, result_path="$.error", parameters={
+        return sfn.Pass(self.scope, state_id, result_path=state_path("error"), parameters={
             "Error": error, "Cause.$": "States.JsonToString($.status)"}).next(self.on_error)
 
     def watch(self, prefix: str, *, carry_status: bool = False) -> tuple[sfn.IChainable, sfn.Choice]:
@@ -73,25 +69,26 @@ class _Builder:
 
         carry_status: each check also gets the previous look (`previous`: $.status), which the durability
         watchdog keeps its state in; a Pass state first resets $.status for the job just started."""
-        wait = sfn.Wait(self.scope, f"Wait{prefix}", time=sfn.WaitTime.seconds_path("$.poll_seconds"))
-        payload: dict = {"job": sfn.JsonPath.object_at("$.job")}
+        wait = sfn.Wait(self.scope, f"Wait{prefix}", time=sfn.WaitTime.seconds_path(state_path("poll_seconds")))
+        payload: dict = {"job": sfn.JsonPath.object_at(state_path("job"))}
         if carry_status:
-            payload["previous"] = sfn.JsonPath.object_at("$.status")
-        check = self.invoke(f"Check{prefix}", "check_job", sfn.TaskInput.from_object(payload), "$.status")
+            payload["previous"] = sfn.JsonPath.object_at(state_path("status"))
+        check = self.invoke(f"Check{prefix}", "check_job", sfn.TaskInput.from_object(payload),
+                            state_path("status"))
         choice = sfn.Choice(self.scope, f"{prefix}Status")
-        choice.when(sfn.Condition.string_equals("$.status.state", "running"), wait)
+        choice.when(sfn.Condition.string_equals(state_path("status", "state"), "running"), wait)
         wait.next(check).next(choice)
         if not carry_status:
             return wait, choice
-        started = sfn.Pass(self.scope, f"{prefix}Started", result_path="$.status",
+        started = sfn.Pass(self.scope, f"{prefix}Started", result_path=state_path("status"),
                            comment="A fresh status for the job just started (the watchdog's state starts empty)",
-                           parameters={"state": "running", "job_name.$": "$.job.job_name"})
+                           parameters={"state": "running", "job_name.$": state_path("job", "job_name")})
         started.next(wait)
         return started, choice
 
     def processing_stage(self, prefix: str, stage: str) -> tuple[sfn.IChainable, sfn.Choice]:
         start = self.invoke(f"Start{prefix}", "start_processing", sfn.TaskInput.from_object({
-            "run": sfn.JsonPath.object_at("$.run"), "stage": stage}), "$.job")
+            "run": sfn.JsonPath.object_at(state_path("run")), "stage": stage}), state_path("job"))
         wait, choice = self.watch(prefix)
         start.next(wait)
         choice.otherwise(self.job_failed(f"{prefix}Failed", f"{prefix}JobFailed"))
@@ -109,10 +106,10 @@ def prepare_task(b: _Builder) -> tasks.LambdaInvoke:
     prepare = b.invoke("Prepare", "prepare", sfn.TaskInput.from_object({
         "execution": sfn.JsonPath.object_at("$$.Execution")}), "$", catch=False)
     failed = sfn.Pass(b.scope, "PrepareFailed", comment="Drop the caller's input: keep the error and the execution",
-                      parameters={"error.$": "$.error", "execution": {
+                      parameters={"error.$": state_path("error"), "execution": {
                           "Id.$": "$$.Execution.Id", "Name.$": "$$.Execution.Name",
                           "StartTime.$": "$$.Execution.StartTime"}})
-    prepare.add_catch(failed, result_path="$.error")
+    prepare.add_catch(failed, result_path=state_path("error"))
     failed.next(b.on_error)
     return prepare
 
@@ -124,8 +121,8 @@ def tokenizer_definition(b: _Builder) -> sfn.IChainable:
     map_start, map_done = b.processing_stage("TokenizerMap", "map")
     reduce_start, reduce_done = b.processing_stage("TokenizerReduce", "reduce")
     done = sfn.Succeed(scope, "TokenizerReady", comment="tokenizer.json and friends are in the run's outputs")
-    map_done.when(sfn.Condition.string_equals("$.status.state", "completed"), reduce_start)
-    reduce_done.when(sfn.Condition.string_equals("$.status.state", "completed"), done)
+    map_done.when(sfn.Condition.string_equals(state_path("status", "state"), "completed"), reduce_start)
+    reduce_done.when(sfn.Condition.string_equals(state_path("status", "state"), "completed"), done)
     return prepare.next(map_start)
 
 
@@ -138,26 +135,28 @@ def fine_tune_definition(b: _Builder) -> sfn.IChainable:
     prepare = prepare_task(b)
     map_start, map_done = b.processing_stage("TokenizerMap", "map")
     reduce_start, reduce_done = b.processing_stage("TokenizerReduce", "reduce")
-    map_done.when(sfn.Condition.string_equals("$.status.state", "completed"), reduce_start)
+    map_done.when(sfn.Condition.string_equals(state_path("status", "state"), "completed"), reduce_start)
 
     start = b.invoke("StartTraining", "start_training", sfn.TaskInput.from_object({
-        "run": sfn.JsonPath.object_at("$.run"), "attempt": sfn.JsonPath.number_at("$.attempt")}), "$.job")
-    reduce_done.when(sfn.Condition.string_equals("$.status.state", "completed"), start)
+        "run": sfn.JsonPath.object_at(state_path("run")),
+        "attempt": sfn.JsonPath.number_at(state_path("attempt"))}), state_path("job"))
+    reduce_done.when(sfn.Condition.string_equals(state_path("status", "state"), "completed"), start)
     watch, outcome = b.watch("Training", carry_status=True)
     start.next(watch)
     fallback = b.invoke("PlanFallback", "plan_fallback", sfn.TaskInput.from_object({
-        "run": sfn.JsonPath.object_at("$.run"), "attempt": sfn.JsonPath.number_at("$.attempt"),
-        "status": sfn.JsonPath.object_at("$.status")}), "$.attempt")
+        "run": sfn.JsonPath.object_at(state_path("run")), "attempt": sfn.JsonPath.number_at(state_path("attempt")),
+        "status": sfn.JsonPath.object_at(state_path("status"))}), state_path("attempt"))
     fallback.next(start)
     finish = b.invoke("Finish", "finish", sfn.TaskInput.from_object({
-        "run": sfn.JsonPath.object_at("$.run"), "job": sfn.JsonPath.object_at("$.job")}), "$.result")
+        "run": sfn.JsonPath.object_at(state_path("run")),
+        "job": sfn.JsonPath.object_at(state_path("job"))}), state_path("result"))
     finish.next(sfn.Succeed(scope, "RunSucceeded"))
-    outcome.when(sfn.Condition.string_equals("$.status.state", "completed"), finish)
-    outcome.when(sfn.Condition.string_equals("$.status.state", "retryable"), fallback)
+    outcome.when(sfn.Condition.string_equals(state_path("status", "state"), "completed"), finish)
+    outcome.when(sfn.Condition.string_equals(state_path("status", "state"), "retryable"), fallback)
     outcome.otherwise(b.job_failed("TrainingFailed", "TrainingJobFailed"))
 
     use_tokenizer = sfn.Choice(scope, "TokenizerStage?")
-    use_tokenizer.when(sfn.Condition.boolean_equals("$.tokenizer_enabled", True), map_start)
+    use_tokenizer.when(sfn.Condition.boolean_equals(state_path("tokenizer_enabled"), True), map_start)
     use_tokenizer.otherwise(start)
     return prepare.next(use_tokenizer)
 

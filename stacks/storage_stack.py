@@ -8,19 +8,11 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
+from hfsm_lambda import s3_layout as layout  # the buckets' prefixes (CONTRACTS.md "S3 layout")
 from stacks import names
 from stacks.common import removal_policy
 from stacks.config import EnvironmentConfig
 from stacks.key_policy import key_policy
-
-# Prefixes of the artifacts bucket (CONTRACTS.md "S3 layout"); the SageMaker role is scoped to them.
-CODE_PREFIX = "code/"
-CHECKPOINTS_PREFIX = "checkpoints/"
-MODELS_PREFIX = "models/"
-OUTPUTS_PREFIX = "outputs/"
-RUNS_PREFIX = "runs/"
-REGISTRY_PREFIX = "registry/"  # frozen copies of registered model artifacts (lambda/registry.py)
-CLAIMS_PREFIX = "claims/"  # one object per run id, written once by Prepare (lambda/run_claims.py)
 
 
 def bucket_name(config: EnvironmentConfig, purpose: str) -> str:
@@ -71,7 +63,7 @@ class StorageStack(Stack):
             self, "Artifacts", bucket_name=bucket_name(config, "artifacts"), server_access_logs_prefix="artifacts/",
             lifecycle_rules=[
                 abort_uploads, old_versions,
-                s3.LifecycleRule(id="expire-checkpoints", prefix=CHECKPOINTS_PREFIX,
+                s3.LifecycleRule(id="expire-checkpoints", prefix=layout.CHECKPOINTS_PREFIX,
                                  expiration=Duration.days(config.checkpoint_expiry_days),
                                  noncurrent_version_expiration=Duration.days(1)),
             ],
@@ -105,31 +97,31 @@ class StorageStack(Stack):
         self.data_bucket.add_to_resource_policy(iam.PolicyStatement(
             sid="RunSpecsOnlyFromRunSubmitters", effect=iam.Effect.DENY, principals=[iam.AnyPrincipal()],
             actions=["s3:PutObject", "s3:ReplicateObject"],
-            resources=[self.data_bucket.arn_for_objects(f"{RUNS_PREFIX}*")],
+            resources=[self.data_bucket.arn_for_objects(f"{layout.RUNS_PREFIX}*")],
             conditions={"ArnNotEquals": {"aws:PrincipalArn": submitters}}))
         finish = names.role_arn(config, names.function_role_name(config, "finish"))
         self.artifacts_bucket.add_to_resource_policy(iam.PolicyStatement(
             sid="RegisteredModelsOnlyFromFinish", effect=iam.Effect.DENY, principals=[iam.AnyPrincipal()],
             actions=["s3:PutObject", "s3:DeleteObject", "s3:ReplicateObject"],
-            resources=[self.artifacts_bucket.arn_for_objects(f"{REGISTRY_PREFIX}*")],
+            resources=[self.artifacts_bucket.arn_for_objects(f"{layout.REGISTRY_PREFIX}*")],
             conditions={"ArnNotEquals": {"aws:PrincipalArn": finish}}))
         self.artifacts_bucket.add_to_resource_policy(iam.PolicyStatement(
             sid="RegisteredModelVersionsAreKept", effect=iam.Effect.DENY, principals=[iam.AnyPrincipal()],
             actions=["s3:DeleteObjectVersion"],
-            resources=[self.artifacts_bucket.arn_for_objects(f"{REGISTRY_PREFIX}*")]))
+            resources=[self.artifacts_bucket.arn_for_objects(f"{layout.REGISTRY_PREFIX}*")]))
         prepare = names.role_arn(config, names.function_role_name(config, "prepare"))
         self.artifacts_bucket.add_to_resource_policy(iam.PolicyStatement(
             sid="RunIdsClaimedOnlyByPrepare", effect=iam.Effect.DENY, principals=[iam.AnyPrincipal()],
             actions=["s3:PutObject", "s3:DeleteObject", "s3:ReplicateObject"],
-            resources=[self.artifacts_bucket.arn_for_objects(f"{CLAIMS_PREFIX}*")],
+            resources=[self.artifacts_bucket.arn_for_objects(f"{layout.CLAIMS_PREFIX}*")],
             conditions={"ArnNotEquals": {"aws:PrincipalArn": prepare}}))
         self.artifacts_bucket.add_to_resource_policy(iam.PolicyStatement(
             sid="RunIdClaimsAreKept", effect=iam.Effect.DENY, principals=[iam.AnyPrincipal()],
             actions=["s3:DeleteObject", "s3:DeleteObjectVersion"],
-            resources=[self.artifacts_bucket.arn_for_objects(f"{CLAIMS_PREFIX}*")]))
+            resources=[self.artifacts_bucket.arn_for_objects(f"{layout.CLAIMS_PREFIX}*")]))
         deployer = names.role_arn(config, names.code_deployment_role_name(config))
         self.artifacts_bucket.add_to_resource_policy(iam.PolicyStatement(
             sid="CodeOnlyFromTheCodeDeployment", effect=iam.Effect.DENY, principals=[iam.AnyPrincipal()],
             actions=["s3:PutObject", "s3:DeleteObject", "s3:ReplicateObject"],
-            resources=[self.artifacts_bucket.arn_for_objects(f"{CODE_PREFIX}*")],
+            resources=[self.artifacts_bucket.arn_for_objects(f"{layout.CODE_PREFIX}*")],
             conditions={"ArnNotEquals": {"aws:PrincipalArn": deployer}}))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,11 +14,6 @@ settings.register_profile("ci", max_examples=120, deadline=None, suppress_health
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 
 REPO = Path(__file__).resolve().parents[1]
-# `lambda` is a keyword: Lambda modules are imported top-level, as the Lambda runtime does.
-for sub in ("lambda", "training_code"):
-    path = str(REPO / sub)
-    if path not in sys.path:
-        sys.path.insert(0, path)
 
 # Nothing in the tests may reach AWS: drop real credentials, set fake ones for moto.
 for var in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN"):

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# hftrain is found next to this file: the toolkit and torchrun run it as a script, so its folder is on the path.
 if __name__ == "__main__" and os.environ.get("RANK", "0") == "0":
     # The imports below and joining the process group take a while (tens of seconds on a busy machine): say so
     # first, as the first of the `[setup]` lines (hftrain/progress.py), so the job's start is not silent.

@@ -1,4 +1,4 @@
-"""The training benchmarks run from a fresh checkout (their own sys.path set-up, no repository on PYTHONPATH)
+"""The training benchmarks run from a fresh checkout (the packages `make setup` installs, no repository on PYTHONPATH)
 and write their results: `--smoke` runs every arm of every task with tiny data, models and step counts."""
 
 from __future__ import annotations
@@ -81,8 +81,7 @@ def test_bench_goodput_prints_the_policy_table_and_replays_known_interruptions(t
 
 def test_bench_preflight_smoke(tmp_path):
     """Prepare's data check on a small moto channel: both arms run, the added time and the bytes read print."""
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env["PYTHONPATH"] = str(REPO)  # as `make bench` runs it
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # as `make bench` runs it
     proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "bench_preflight.py"), "--objects", "20",
                            "--object-mb", "0.5", "--repeat", "1"], cwd=tmp_path, env=env, capture_output=True,
                           text=True, timeout=300)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import os
 import subprocess
@@ -11,6 +12,8 @@ from typing import Any
 
 import pytest
 
+from hfsm_lambda import naming
+from hfsm_lambda.settings import Settings
 from stacks.app_builder import REPO_ROOT, cdk_json_context
 from stacks.config import ConfigError, EnvironmentConfig, load_config
 
@@ -136,3 +139,88 @@ def test_remote_code_needs_nat_and_then_loads() -> None:
         c = load_config(cdk_json_context(), env)
         assert c.max_run_cost_usd > 0 and c.max_concurrent_runs >= 1 and c.monthly_budget_usd > 0
         assert c.remote_code_hub_orgs == () and c.allowed_report_to == ()
+
+
+# --- every setting declared once (stacks/config_fields.py) -------------------------------------------------
+def test_every_config_field_is_a_declared_setting() -> None:
+    """Each field is made with `setting(...)`: its doc and checks live in the one declaration, nowhere else."""
+    from dataclasses import fields
+
+    from stacks.config import FsxConfig
+    for cls in (EnvironmentConfig, FsxConfig):
+        for f in fields(cls):
+            assert f.metadata.get("doc"), f"{cls.__name__}.{f.name} is not declared with setting(...)"
+
+
+@pytest.mark.parametrize("env", ["dev", "prod"])
+def test_every_cdk_json_value_is_read_not_defaulted(env: str) -> None:
+    raw = cdk_json_context()["environments"][env]
+    cfg = load_config(cdk_json_context(), env)
+    for key, value in raw.items():
+        if key == "fsx":
+            assert {k: getattr(cfg.fsx, k) for k in value} == value
+        else:
+            assert getattr(cfg, key) == (tuple(value) if isinstance(value, list) else value), key
+
+
+def test_a_changed_value_is_read() -> None:
+    # The regression behind the single declaration: poll_seconds missing from a separate type table loaded as 60.
+    assert load_config(ctx_with(poll_seconds=5), "dev").poll_seconds == 5
+
+
+def test_a_key_not_declared_is_an_error_naming_it() -> None:
+    """A cdk.json key without a declaration is refused (not dropped, not defaulted): drop `poll_seconds` from a
+    declaration and the same cdk.json value fails with its name."""
+    from dataclasses import dataclass
+
+    from stacks.config_fields import in_range, parse_fields, setting
+
+    @dataclass(frozen=True)
+    class WithPoll:
+        poll_seconds: int = setting("seconds", default=60, check=in_range(1, 3600, "1 to 3600 seconds"))
+
+    @dataclass(frozen=True)
+    class WithoutPoll:
+        max_instance_count: int = setting("instances", default=2)
+
+    errors: list[str] = []
+    assert parse_fields(WithPoll, {"poll_seconds": 5}, "environments.dev", errors) == {"poll_seconds": 5}
+    assert errors == []
+    parse_fields(WithoutPoll, {"poll_seconds": 5}, "environments.dev", errors)
+    assert errors == ["environments.dev.poll_seconds: unknown key; allowed keys are max_instance_count"]
+
+
+@pytest.mark.parametrize(("project", "ok"), [("a", True), ("hfsm", True), ("p" * 16, True), ("p" * 17, False),
+                                             ("9lives", False), ("Hfsm", False)])
+def test_project_name_pattern(project: str, ok: bool) -> None:
+    """1-16 characters, one pattern (lambda/naming.py's PROJECT_NAME) for cdk.json and for the Lambdas' settings."""
+    ctx = {**cdk_json_context(), "project": project}
+    lambda_pattern = {f.name: f.metadata["pattern"] for f in dataclasses.fields(Settings)}["project"]
+    assert lambda_pattern.pattern == naming.PROJECT_NAME
+    assert bool(lambda_pattern.fullmatch(project)) == ok  # the Lambdas' settings agree
+    if ok:
+        assert load_config(ctx, "dev").prefix == f"{project}-dev"
+    else:
+        with pytest.raises(ConfigError, match=rf"project='{project}': 1-16 chars of a-z, 0-9 and '-'"):
+            load_config(ctx, "dev")
+
+
+def test_missing_required_key_and_wrong_nested_type() -> None:
+    ctx = copy.deepcopy(cdk_json_context())
+    del ctx["environments"]["dev"]["region"]
+    ctx["environments"]["dev"]["fsx"] = {"per_unit_storage_throughput": "fast"}
+    with pytest.raises(ConfigError) as err:
+        load_config(ctx, "dev")
+    assert "environments.dev.region: missing; it is required" in str(err.value)
+    assert "environments.dev.fsx.per_unit_storage_throughput='fast': must be int or null" in str(err.value)
+
+
+def test_every_declared_key_is_in_the_readme_table() -> None:
+    """README's "Environment configuration" table documents each declared key (fsx's as fsx.<key>)."""
+    from stacks.config import FsxConfig
+    from stacks.config_fields import environment_keys
+    readme = (REPO_ROOT / "README.md").read_text()
+    table = readme[readme.index("## Environment configuration"):readme.index("## Local mode")]
+    keys = [k for k in environment_keys(EnvironmentConfig) if k != "fsx"]
+    keys += [f"fsx.{k}" for k in environment_keys(FsxConfig)]
+    assert [k for k in keys if f"`{k}`" not in table] == []

@@ -151,14 +151,20 @@ def test_every_acknowledgement_reason_is_true_of_its_policy(dev: Synthesized) ->
         actions = {a for st in statements for a in as_list(st["Action"])}
         if resource == "*":
             assert all(a.startswith(NO_RESOURCE_ACTIONS) for a in actions), (path, actions)
-        if "put only" in reason:
-            assert actions <= {"s3:PutObject", "s3:AbortMultipartUpload"}, (path, finding, actions)
-        if "read only" in reason or "get only" in reason or "read (s3:GetObject" in reason:
-            assert actions <= {"s3:GetObject", "s3:GetObjectVersion"}, (path, finding, actions)
-        if "no delete" in reason:
-            assert not any("Delete" in a for a in actions), (path, finding, actions)
-        if "ec2:Vpc condition" in reason:
-            assert all("ec2:Vpc" in json.dumps(st.get("Condition", {})) for st in statements)
-        if "pinned to the /aws/sagemaker/*" in reason:
-            metric = [st for st in statements if "cloudwatch:PutMetricData" in as_list(st["Action"])]
-            assert metric and metric[0]["Condition"] == {"StringLike": {"cloudwatch:namespace": "/aws/sagemaker/*"}}
+        _assert_reason_holds(path, finding, reason, statements, actions)
+
+
+def _assert_reason_holds(path: str, finding: str, reason: str, statements: list[dict], actions: set[str]) -> None:
+    """What the acknowledgement's reason says of the wildcard statements (put only, read only, no delete, the
+    ec2:Vpc condition, the metric namespace) is true of them."""
+    if "put only" in reason:
+        assert actions <= {"s3:PutObject", "s3:AbortMultipartUpload"}, (path, finding, actions)
+    if "read only" in reason or "get only" in reason or "read (s3:GetObject" in reason:
+        assert actions <= {"s3:GetObject", "s3:GetObjectVersion"}, (path, finding, actions)
+    if "no delete" in reason:
+        assert not any("Delete" in a for a in actions), (path, finding, actions)
+    if "ec2:Vpc condition" in reason:
+        assert all("ec2:Vpc" in json.dumps(st.get("Condition", {})) for st in statements)
+    if "pinned to the /aws/sagemaker/*" in reason:
+        metric = [st for st in statements if "cloudwatch:PutMetricData" in as_list(st["Action"])]
+        assert metric and metric[0]["Condition"] == {"StringLike": {"cloudwatch:namespace": "/aws/sagemaker/*"}}

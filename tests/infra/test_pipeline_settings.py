@@ -7,9 +7,10 @@ import dataclasses
 import json
 
 import pytest
-import settings as settings_module
 from synth_helpers import Synthesized, resources
 
+from hfsm_lambda import HANDLER_MODULE
+from hfsm_lambda import settings as settings_module
 from stacks import pipeline_stack
 from stacks.app_builder import build_app, cdk_json_context
 
@@ -20,7 +21,7 @@ NULLABLE = {f.name for f in dataclasses.fields(settings_module.Settings) if f.de
 
 def _serialized(s: Synthesized) -> dict:
     fn = next(f for f in resources(s.template_json("pipeline"), "AWS::Lambda::Function").values()
-              if f["Properties"]["Handler"] == "handlers.prepare")
+              if f["Properties"]["Handler"] == f"{HANDLER_MODULE}.prepare")
     body = fn["Properties"]["Environment"]["Variables"]["PIPELINE_SETTINGS"]
     parts = body["Fn::Join"][1] if isinstance(body, dict) else [body]
     return json.loads("".join(p if isinstance(p, str) else DEPLOY_TIME for p in parts))

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from synth_helpers import Synthesized, as_list, policy_statements, resources
 
+from hfsm_lambda import HANDLER_MODULE
 from stacks.code_asset import build_code_bundle
 
 REPO = Path(__file__).resolve().parents[2]
@@ -28,8 +29,8 @@ def _settings(s: Synthesized) -> dict:
 
 def test_one_function_per_handler_with_tracing_and_own_role(any_env: Synthesized) -> None:
     fns = [f for f in resources(pipe(any_env), "AWS::Lambda::Function").values()
-           if f["Properties"]["Handler"].startswith("handlers.")]
-    assert {f["Properties"]["Handler"].split(".", 1)[1] for f in fns} == HANDLERS
+           if f["Properties"]["Handler"].startswith(f"{HANDLER_MODULE}.")]
+    assert {f["Properties"]["Handler"].rsplit(".", 1)[1] for f in fns} == HANDLERS
     roles = [json.dumps(f["Properties"]["Role"]) for f in fns]
     assert len(set(roles)) == len(roles), "each Lambda has its own role"
     for f in fns:  # tracing and runtime (every function is a PipelineFunction): constructs/test_pipeline_functions.py
@@ -41,7 +42,7 @@ def test_one_function_per_handler_with_tracing_and_own_role(any_env: Synthesized
 def test_settings_carry_resolved_images_and_environment_limits(any_env: Synthesized) -> None:
     t = pipe(any_env)
     fn = next(f for f in resources(t, "AWS::Lambda::Function").values()
-              if f["Properties"]["Handler"] == "handlers.start_training")
+              if f["Properties"]["Handler"] == f"{HANDLER_MODULE}.start_training")
     raw = json.dumps(fn["Properties"]["Environment"]["Variables"]["PIPELINE_SETTINGS"])
     images = any_env.project.images
     for uri in (images.training, images.processing, images.inference):

@@ -11,6 +11,7 @@ import pytest
 from policy_walk import as_list, normalize
 from synth_helpers import Synthesized, resources
 
+from hfsm_lambda import HANDLER_MODULE
 from stacks import names
 
 
@@ -246,7 +247,7 @@ def test_code_deployment_role_is_dedicated_and_writes_only_code(any_env: Synthes
     assert "ManagedPolicyArns" not in role
     for fn in resources(t, "AWS::Lambda::Function").values():
         if "CDKBucketDeployment" in json.dumps(fn["Properties"].get("Role")) or not fn["Properties"][
-                "Handler"].startswith("handlers."):
+                "Handler"].startswith(f"{HANDLER_MODULE}."):
             assert fn["Properties"]["Role"] == {"Fn::GetAtt": [role_lid, "Arn"]}
     writes = [st for r in resources(t, "AWS::IAM::Policy").values()
               if {"Ref": role_lid} in r["Properties"]["Roles"] for st in r["Properties"]["PolicyDocument"]["Statement"]
@@ -261,7 +262,7 @@ def test_code_deployment_role_is_dedicated_and_writes_only_code(any_env: Synthes
 def test_async_functions_have_a_failure_destination(any_env: Synthesized, handler: str) -> None:
     t = _pipe(any_env)
     fn_lid = next(lid for lid, r in resources(t, "AWS::Lambda::Function").items()
-                  if r["Properties"]["Handler"] == f"handlers.{handler}")
+                  if r["Properties"]["Handler"] == f"{HANDLER_MODULE}.{handler}")
     assert any(c["Properties"]["FunctionName"] == {"Ref": fn_lid}
                for c in resources(t, "AWS::Lambda::EventInvokeConfig").values())
 

@@ -13,18 +13,17 @@ import subprocess
 import sys
 from pathlib import Path
 
-import model_package
 import pytest
+from hftrain_testkit import layout_job, subprocess_env, to_argv
 from image_sim import inference_python
 
+from hfsm_lambda import model_package
 from local_mode import synthetic as synth
 from stacks import job_images
 from stacks.app_builder import cdk_json_context
 from stacks.config import load_config
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "tests" / "training"))
-from hftrain_testkit import layout_job, subprocess_env, to_argv  # noqa: E402
 
 CASES = {
     "question-answering": ("bert", synth.qa_examples, {"inputs": {"question": "Who wrote it?",

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import tarfile
 from pathlib import Path
 
+import hftrain_smhost as smhost
 import pytest
 from image_sim import offline_pip_env, simulated_image
 
@@ -18,8 +18,6 @@ from stacks import job_wheels
 from stacks.code_asset import ENTRYPOINT, sourcedir_bytes
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "tests" / "training"))
-import hftrain_smhost as smhost  # noqa: E402
 
 # What the job images lack (stacks/job_images.py) or hold at another version than the one the jobs pin; the
 # stand-ins hide them so that only the shipped wheels can provide them.

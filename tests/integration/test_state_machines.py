@@ -203,6 +203,16 @@ def test_invalid_uploaded_spec_is_reported_and_starts_no_job(pipeline: Pipeline)
     assert "runs/broken.json" in note["message"] or "JSON" in note["message"]
 
 
+def _assert_durable_steps_and_retryable_stop(p: Pipeline, execution_arn: str, first: str) -> None:
+    # the status carried through the loop reports the durable step; the stop made the attempt retryable
+    checks = [json.loads(e["stateExitedEventDetails"]["output"]) for e in p.history(execution_arn)
+              if e.get("stateExitedEventDetails", {}).get("name") == "CheckTraining"]
+    durable = [c["status"]["durability"]["last_durable_step"] for c in checks if c["status"]["job_name"] == first]
+    assert durable[:4] == [100, 200, 300, 300] and durable[-1] == 300
+    stopped = [c["status"] for c in checks if c["status"]["job_name"] == first][-1]
+    assert stopped["state"] == "retryable" and "durability watchdog" in stopped["failure_reason"]
+
+
 def test_durability_watchdog_stops_a_job_whose_checkpoints_stop_arriving(pipeline: Pipeline, tmp_path,
                                                                           monkeypatch) -> None:
     """Checkpoints reach S3 for the first three looks, then stop; the job keeps Training. After
@@ -211,8 +221,9 @@ def test_durability_watchdog_stops_a_job_whose_checkpoints_stop_arriving(pipelin
     this process: the watchdog's clock moves 8 minutes per look."""
     from datetime import UTC, datetime, timedelta
 
-    import durability
     from checkpoint_testlib import upload_checkpoint
+
+    from hfsm_lambda import durability
 
     p = with_data(pipeline)
     t0 = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
@@ -247,13 +258,7 @@ def test_durability_watchdog_stops_a_job_whose_checkpoints_stop_arriving(pipelin
     (warning,) = warnings
     assert "stopped: no new checkpoint for 32 min" in warning["subject"]
     assert "Last durable checkpoint: step 300 saved 2025-06-01T12:16:00Z" in warning["message"]
-    # the status carried through the loop reports the durable step; the stop made the attempt retryable
-    checks = [json.loads(e["stateExitedEventDetails"]["output"]) for e in p.history(desc["executionArn"])
-              if e.get("stateExitedEventDetails", {}).get("name") == "CheckTraining"]
-    durable = [c["status"]["durability"]["last_durable_step"] for c in checks if c["status"]["job_name"] == first]
-    assert durable[:4] == [100, 200, 300, 300] and durable[-1] == 300
-    stopped = [c["status"] for c in checks if c["status"]["job_name"] == first][-1]
-    assert stopped["state"] == "retryable" and "durability watchdog" in stopped["failure_reason"]
+    _assert_durable_steps_and_retryable_stop(p, desc["executionArn"], first)
     a, b = (p.sm.describe_training_job(TrainingJobName=n) for n in (first, second))
     assert a["CheckpointConfig"]["S3Uri"] == b["CheckpointConfig"]["S3Uri"]
     assert a["HyperParameters"]["save_every_minutes"] == "10"

@@ -7,11 +7,12 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
-import aws
 import pytest
-import settings as settings_module
 from lambda_testlib import FSX, REGION, SETTINGS, FakeContext, settings_dict
 from moto import mock_aws
+
+from hfsm_lambda import aws
+from hfsm_lambda import settings as settings_module
 
 
 @pytest.fixture

@@ -10,16 +10,12 @@ from functools import lru_cache
 from typing import Any
 
 import botocore.session
-import hp_paths
-import hyperparameters
-import instance_types
-import job_requests
 import regex  # Java-style \p{L} classes in the service model's patterns (installed with transformers)
-import run_spec
-import runtime_limits
 from botocore.validate import ParamValidator
 from hypothesis import strategies as st
-from training_contract import hp_rules
+
+from hfsm_lambda import hp_paths, hyperparameters, instance_types, job_requests, run_spec, runtime_limits
+from hfsm_lambda.training_contract import hp_rules
 
 ACCOUNT = "123456789012"  # moto's default account
 REGION = "us-east-1"
@@ -77,34 +73,56 @@ def _sagemaker_model() -> Any:
 
 def _walk(shape: Any, value: Any, path: str, errors: list[str]) -> None:
     """What botocore's ParamValidator leaves out: max lengths/sizes, patterns, enums, integer ranges."""
+    check = _CHECKS.get(shape.type_name)
+    if check is not None:
+        check(shape, value, path, errors)
+
+
+def _walk_structure(shape: Any, value: Any, path: str, errors: list[str]) -> None:
+    for name, member in shape.members.items():
+        if isinstance(value, dict) and name in value:
+            _walk(member, value[name], f"{path}.{name}", errors)
+
+
+def _walk_list(shape: Any, value: Any, path: str, errors: list[str]) -> None:
     meta = shape.metadata
-    if shape.type_name == "structure":
-        for name, member in shape.members.items():
-            if isinstance(value, dict) and name in value:
-                _walk(member, value[name], f"{path}.{name}", errors)
-    elif shape.type_name == "list":
-        if "max" in meta and len(value) > meta["max"]:
-            errors.append(f"{path}: {len(value)} items > max {meta['max']}")
-        for i, item in enumerate(value):
-            _walk(shape.member, item, f"{path}[{i}]", errors)
-    elif shape.type_name == "map":
-        if "max" in meta and len(value) > meta["max"]:
-            errors.append(f"{path}: {len(value)} entries > max {meta['max']}")
-        for key, item in value.items():
-            _walk(shape.key, key, f"{path}<key {key}>", errors)
-            _walk(shape.value, item, f"{path}.{key}", errors)
-    elif shape.type_name == "string":
-        if "max" in meta and len(value) > meta["max"]:
-            errors.append(f"{path}: length {len(value)} > max {meta['max']}")
-        if "min" in meta and len(value) < meta["min"]:
-            errors.append(f"{path}: length {len(value)} < min {meta['min']}")
-        if getattr(shape, "enum", None) and value not in shape.enum:
-            errors.append(f"{path}: {value!r} not in enum")
-        pattern = meta.get("pattern")
-        if pattern and not regex.fullmatch(java_pattern(pattern), value):
-            errors.append(f"{path}: {value!r} does not match {pattern}")
-    elif shape.type_name in ("integer", "long") and "max" in meta and value > meta["max"]:
+    if "max" in meta and len(value) > meta["max"]:
+        errors.append(f"{path}: {len(value)} items > max {meta['max']}")
+    for i, item in enumerate(value):
+        _walk(shape.member, item, f"{path}[{i}]", errors)
+
+
+def _walk_map(shape: Any, value: Any, path: str, errors: list[str]) -> None:
+    meta = shape.metadata
+    if "max" in meta and len(value) > meta["max"]:
+        errors.append(f"{path}: {len(value)} entries > max {meta['max']}")
+    for key, item in value.items():
+        _walk(shape.key, key, f"{path}<key {key}>", errors)
+        _walk(shape.value, item, f"{path}.{key}", errors)
+
+
+def _check_string(shape: Any, value: Any, path: str, errors: list[str]) -> None:
+    meta = shape.metadata
+    if "max" in meta and len(value) > meta["max"]:
+        errors.append(f"{path}: length {len(value)} > max {meta['max']}")
+    if "min" in meta and len(value) < meta["min"]:
+        errors.append(f"{path}: length {len(value)} < min {meta['min']}")
+    if getattr(shape, "enum", None) and value not in shape.enum:
+        errors.append(f"{path}: {value!r} not in enum")
+    pattern = meta.get("pattern")
+    if pattern and not regex.fullmatch(java_pattern(pattern), value):
+        errors.append(f"{path}: {value!r} does not match {pattern}")
+
+
+def _check_integer(shape: Any, value: Any, path: str, errors: list[str]) -> None:
+    meta = shape.metadata
+    if "max" in meta and value > meta["max"]:
         errors.append(f"{path}: {value} > max {meta['max']}")
+
+
+# The checks by the shape's type; other types (booleans, timestamps, blobs, ...) have none here.
+_CHECKS = {"structure": _walk_structure, "list": _walk_list, "map": _walk_map, "string": _check_string,
+           "integer": _check_integer, "long": _check_integer}
 
 
 JAVA_DOT = "[^\\n\\r\\x85\\u2028\\u2029]"
@@ -195,79 +213,136 @@ def _maybe(draw: Any, target: dict[str, Any], key: str, strategy: st.SearchStrat
         target[key] = draw(strategy)
 
 
+def declared(path: str) -> Any:
+    """The run spec's declaration of the field at `path` (run_spec.SPEC), e.g. "compute.volume_size_gb"."""
+    kind = run_spec.SPEC
+    for part in path.split("."):
+        kind = kind.fields[part]
+    return getattr(kind, "number", kind)  # a number-or-word field: its number's bounds
+
+
+def declared_numbers(path: str, *, low: float | None = None, high: float | None = None) -> Any:
+    """Values the declaration of `path` accepts, from its own bounds (narrowed only where the caller says why):
+    the generators hold no copy of the spec's limits."""
+    kind = declared(path)
+    lo, hi = max(kind.low, low if low is not None else kind.low), min(kind.high, high if high is not None else kind.high)
+    if isinstance(kind.low, int) and isinstance(kind.high, int):
+        return st.integers(int(lo), int(hi))
+    return st.floats(lo, hi, allow_nan=False) | st.integers(int(lo) + 1, int(hi))
+
+
 @st.composite
 def valid_specs(draw: Any, with_fsx: bool = False) -> dict[str, Any]:
     """Specs that must pass validation and pre-flight (data present) in SETTINGS (+FSX when with_fsx)."""
     spec: dict[str, Any] = {"version": 1, "name": draw(NAMES), "task": draw(st.sampled_from(run_spec.TASKS))}
-    bucket = SETTINGS["data_bucket"]
     spec["model"] = draw(HUB_IDS | st.builds(lambda k: f"s3://{SETTINGS['artifacts_bucket']}/{k}",
                                              st.sampled_from(["models/base/", "models/base/model.tar.gz"])))
     # smddp is valid only where the training image ships the library; SETTINGS' image (PyTorch 2.9) does not
     # (tests/lambda/test_lambda_smddp.py covers it with an image that does)
     strategy = draw(st.sampled_from([s for s in run_spec.STRATEGIES if s != "smddp"]))
     types = SMDDP_TYPES if strategy == "smddp" else tuple(SETTINGS["allowed_instance_types"])
+    spec["compute"] = compute = _draw_compute(draw, strategy, types)
+    spec["distribution"] = _draw_distribution(draw, strategy)
+    spec["data"] = data = _draw_data(draw, with_fsx)
+    # every_minutes below is at most 600: a runtime above its floor
+    runtime = draw(declared_numbers("max_runtime_seconds", low=runtime_limits.floor(600)))
+    _maybe(draw, spec, "max_runtime_seconds", st.just(runtime))
+    spec["spot"] = _draw_spot(draw, runtime if "max_runtime_seconds" in spec else None)
+    checkpoint = _draw_checkpoint(draw)
+    if checkpoint:
+        spec["checkpoint"] = checkpoint
+    spec["fallback"] = fallback = _draw_fallback(draw, types)
+    if strategy != "none":
+        _maybe_processes_per_host(draw, compute, fallback["options"])
+    spec["hyperparameters"] = draw(HYPERPARAMETERS)
+    spec["tags"] = draw(TAGS)
+    if draw(st.booleans()):
+        spec["tokenizer"] = _draw_tokenizer(draw, [n for n, c in data.items() if "s3" in c])
+    if draw(st.booleans()):
+        spec["local"] = {"interrupt_at_step": draw(declared_numbers("local.interrupt_at_step"))}
+    _maybe(draw, spec, "description", DESCRIPTIONS)
+    _maybe(draw, spec, "$schema", st.just("../docs/run-spec.schema.json"))
+    return spec
+
+
+def _draw_compute(draw: Any, strategy: str, types: tuple[str, ...]) -> dict[str, Any]:
+    """compute without processes_per_host (drawn once the fallback options are: _maybe_processes_per_host)."""
     count = 1 if strategy == "none" else draw(st.integers(1, SETTINGS["max_instance_count"]))
     compute: dict[str, Any] = {"instance_type": draw(st.sampled_from(types)), "instance_count": count}
-    _maybe(draw, compute, "volume_size_gb", st.integers(1, 2000))
-    spec["compute"] = compute
+    _maybe(draw, compute, "volume_size_gb", declared_numbers("compute.volume_size_gb"))
+    return compute
+
+
+def _draw_distribution(draw: Any, strategy: str) -> dict[str, Any]:
     distribution: dict[str, Any] = {"strategy": strategy}
     if strategy == "fsdp" and draw(st.booleans()):
         distribution["fsdp"] = {"sharding": draw(st.sampled_from(["full_shard auto_wrap", "shard_grad_op",
                                                                   "hybrid_shard offload auto_wrap"])),
                                 "config": draw(st.sampled_from([{}, {"backward_prefetch": "backward_pre"},
                                                                 {"transformer_layer_cls_to_wrap": ["BertLayer"]}]))}
-    spec["distribution"] = distribution
+    return distribution
+
+
+def _draw_data(draw: Any, with_fsx: bool) -> dict[str, Any]:
+    """train, and maybe validation and test: each on S3, or (with_fsx, not train) maybe on FSx."""
     data: dict[str, Any] = {}
     for name in ("train", *draw(st.lists(st.sampled_from(["validation", "test"]), unique=True))):
         channel: dict[str, Any]
         if with_fsx and name != "train" and draw(st.booleans()):
             channel = {"fsx": "/" + "/".join(draw(st.lists(WORDS, min_size=1, max_size=3)))}
         else:
-            channel = {"s3": f"s3://{bucket}/{draw(S3_KEYS)}"}
+            channel = {"s3": f"s3://{SETTINGS['data_bucket']}/{draw(S3_KEYS)}"}
             _maybe(draw, channel, "distribution", st.sampled_from(run_spec.DISTRIBUTION_TYPES))
             _maybe(draw, channel, "input_mode", st.sampled_from(run_spec.INPUT_MODES))
         data[name] = channel
-    spec["data"] = data
-    runtime = draw(st.integers(runtime_limits.floor(600), 5 * 24 * 3600))  # every_minutes below is at most 600
-    _maybe(draw, spec, "max_runtime_seconds", st.just(runtime))
+    return data
+
+
+def _draw_spot(draw: Any, runtime: Any) -> dict[str, Any]:
+    """runtime: the spec's max_runtime_seconds, None where the spec leaves it out."""
     spot: dict[str, Any] = {}
     _maybe(draw, spot, "enabled", st.booleans())
     if draw(st.booleans()):
-        spot["max_wait_seconds"] = draw(st.integers(runtime if "max_runtime_seconds" in spec else 86400, 28 * 86400))
-    spec["spot"] = spot
+        spot["max_wait_seconds"] = draw(declared_numbers(  # the wait covers the runtime (a rule across fields)
+            "spot.max_wait_seconds", low=runtime if runtime is not None else 86400))
+    return spot
+
+
+def _draw_checkpoint(draw: Any) -> dict[str, Any]:
     checkpoint: dict[str, Any] = {}
-    _maybe(draw, checkpoint, "every_steps", st.integers(1, 10**6))
-    _maybe(draw, checkpoint, "every_minutes", st.integers(0, 600))
+    _maybe(draw, checkpoint, "every_steps", declared_numbers("checkpoint.every_steps"))
+    _maybe(draw, checkpoint, "every_minutes", declared_numbers("checkpoint.every_minutes", high=600))
     if checkpoint.get("every_minutes", 30) and draw(st.booleans()):
         checkpoint["watchdog"] = draw(st.fixed_dictionaries({}, optional={
-            "intervals": st.floats(1.5, 100) | st.integers(2, 100), "action": st.sampled_from(["warn", "off"])}))
-    if checkpoint:
-        spec["checkpoint"] = checkpoint
+            "intervals": declared_numbers("checkpoint.watchdog.intervals"),
+            "action": st.sampled_from(["warn", "off"])}))
+    return checkpoint
+
+
+def _draw_fallback(draw: Any, types: tuple[str, ...]) -> dict[str, Any]:
     options = draw(st.lists(st.fixed_dictionaries({}, optional={"instance_type": st.sampled_from(types),
                                                                 "spot": st.booleans()}).filter(bool), max_size=3))
     fallback: dict[str, Any] = {"options": options}
-    _maybe(draw, fallback, "max_attempts", st.integers(1, run_spec.MAX_ATTEMPTS_LIMIT))
-    spec["fallback"] = fallback
-    if strategy != "none":  # at most the GPUs of every attempt's instance type (lambda/instance_types.py)
-        gpus = min(instance_types.GPUS[t] for t in [compute["instance_type"]]
-                   + [o["instance_type"] for o in options if "instance_type" in o])
-        _maybe(draw, compute, "processes_per_host", st.integers(1, gpus))
-    spec["hyperparameters"] = draw(HYPERPARAMETERS)
-    spec["tags"] = draw(TAGS)
-    s3_channels = [n for n, c in data.items() if "s3" in c]
-    if draw(st.booleans()):
-        tokenizer: dict[str, Any] = {"type": draw(st.sampled_from(run_spec.TOKENIZER_TYPES)),
-                                     "channel": draw(st.sampled_from(s3_channels))}
-        _maybe(draw, tokenizer, "vocab_size", st.integers(300, 100000))
-        _maybe(draw, tokenizer, "instance_count", st.integers(1, SETTINGS["max_instance_count"]))
-        _maybe(draw, tokenizer, "lowercase", st.booleans())
-        _maybe(draw, tokenizer, "instance_type", st.sampled_from(SETTINGS["tokenizer_instance_types"]))
-        spec["tokenizer"] = tokenizer
-    if draw(st.booleans()):
-        spec["local"] = {"interrupt_at_step": draw(st.integers(1, 100))}
-    _maybe(draw, spec, "description", DESCRIPTIONS)
-    _maybe(draw, spec, "$schema", st.just("../docs/run-spec.schema.json"))
-    return spec
+    _maybe(draw, fallback, "max_attempts", declared_numbers("fallback.max_attempts"))
+    return fallback
+
+
+def _maybe_processes_per_host(draw: Any, compute: dict[str, Any], options: list[dict[str, Any]]) -> None:
+    """At most the GPUs of every attempt's instance type (lambda/instance_types.py)."""
+    gpus = min(instance_types.GPUS[t] for t in [compute["instance_type"]]
+               + [o["instance_type"] for o in options if "instance_type" in o])
+    _maybe(draw, compute, "processes_per_host", declared_numbers("compute.processes_per_host", high=gpus))
+
+
+def _draw_tokenizer(draw: Any, s3_channels: list[str]) -> dict[str, Any]:
+    tokenizer: dict[str, Any] = {"type": draw(st.sampled_from(run_spec.TOKENIZER_TYPES)),
+                                 "channel": draw(st.sampled_from(s3_channels))}
+    # at least the byte-level alphabet plus the special tokens (a tokenizer rule across fields)
+    _maybe(draw, tokenizer, "vocab_size", declared_numbers("tokenizer.vocab_size", low=300))
+    _maybe(draw, tokenizer, "instance_count", st.integers(1, SETTINGS["max_instance_count"]))
+    _maybe(draw, tokenizer, "lowercase", st.booleans())
+    _maybe(draw, tokenizer, "instance_type", st.sampled_from(SETTINGS["tokenizer_instance_types"]))
+    return tokenizer
 
 
 def all_requests(run: dict[str, Any], settings: Any) -> list[tuple[str, dict[str, Any]]]:
@@ -277,7 +352,7 @@ def all_requests(run: dict[str, Any], settings: Any) -> list[tuple[str, dict[str
 
 def stand_in_state_machine(monkeypatch: Any) -> str:
     """A one-Pass-state fine-tune machine on moto, named as the stack names it; STATE_MACHINE_ARN points at it."""
-    import aws
+    from hfsm_lambda import aws
 
     definition = {"StartAt": "P", "States": {"P": {"Type": "Pass", "End": True}}}
     arn = aws.client("stepfunctions").create_state_machine(

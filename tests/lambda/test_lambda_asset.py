@@ -10,10 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-import errors
-import handlers
-import messages
-import training_contract
+from hfsm_lambda import errors, handlers, messages, training_contract
 
 REPO = Path(__file__).resolve().parents[2]
 LAMBDA = REPO / "lambda"
@@ -79,22 +76,36 @@ def test_a_checkout_reads_the_training_codes_own_files_and_holds_no_copy():
     would win over training_code's (the asset's place comes first), so there must be none."""
     assert training_contract.SCHEMA_FILE == REPO / "training_code" / "hyperparameters.json"
     assert Path(training_contract.hp_rules.__file__) == REPO / "training_code" / "hftrain" / "hp_rules.py"
-    assert sys.modules["hp_rules"] is training_contract.hp_rules
+    assert sys.modules["hftrain.hp_rules"] is training_contract.hp_rules
     tokenizer_rules = REPO / "training_code" / "tokenizer_mr" / "tokenizer_rules.py"
     assert Path(training_contract.tokenizer_rules.__file__) == tokenizer_rules
-    assert sys.modules["tokenizer_rules"] is training_contract.tokenizer_rules
+    assert sys.modules["tokenizer_mr.tokenizer_rules"] is training_contract.tokenizer_rules
     strays = [name for name in training_contract.FILES if (LAMBDA / name).exists()]
     assert not strays, f"remove {strays} from lambda/: the asset bundler copies them from training_code/ at synth"
 
 
 def test_without_the_asset_copies_or_a_checkout_the_error_says_where_it_looked(tmp_path):
-    (tmp_path / "task").mkdir()
-    (tmp_path / "task" / "training_contract.py").write_bytes((LAMBDA / "training_contract.py").read_bytes())
-    code = "import sys; sys.path.insert(0, sys.argv[1]); import training_contract"
-    result = subprocess.run([sys.executable, "-I", "-c", code, str(tmp_path / "task")], cwd=tmp_path,
-                            capture_output=True, text=True)
+    package = tmp_path / "task" / "hfsm_lambda"
+    package.mkdir(parents=True)
+    for name in ("__init__.py", "training_contract.py"):
+        (package / name).write_bytes((LAMBDA / name).read_bytes())
+    # -S: no site-packages, so no installed checkout either; the asset folder is the working directory of -c
+    result = subprocess.run([sys.executable, "-S", "-E", "-c", "import hfsm_lambda.training_contract"],
+                            cwd=package.parent, capture_output=True, text=True)
     assert result.returncode == 1
     last = result.stderr.strip().splitlines()[-1]
-    assert last.startswith("training_contract.MissingTrainingContract: training_hyperparameters.json is neither "
-                           "in the Lambda asset"), result.stderr
-    assert "make synth" in last and str(tmp_path / "training_code" / "hyperparameters.json") in last
+    assert last.startswith("hfsm_lambda.training_contract.MissingTrainingContract: training_hyperparameters.json "
+                           "is neither in the Lambda asset"), result.stderr
+    assert "make synth" in last and "the package hftrain is not installed" in last
+
+
+def test_the_durability_watchdog_reads_the_training_codes_marker_names():
+    """One declaration of the checkpoint and marker names (hftrain/checkpoint_marker.py): the watchdog finds in S3
+    exactly what the training code writes."""
+    from hfsm_lambda import durability
+    from hftrain import checkpoints
+
+    assert durability.MARKER_FORMAT == checkpoints.MARKER_FORMAT
+    key = f"{checkpoints.checkpoint_name(7)}/{checkpoints.marker_name('algo-2')}"
+    assert durability.MARKER_RE.fullmatch(key).groups() == ("7", "algo-2")
+    assert training_contract.checkpoint_marker is sys.modules["hftrain.checkpoint_marker"]

@@ -13,20 +13,26 @@ from pathlib import Path
 
 import aws_cdk as cdk
 import pytest
-import training_contract
 from lambda_testlib import settings_dict
 
+import hfsm_lambda
+from hfsm_lambda import HANDLER_MODULE, training_contract
 from stacks.lambda_asset import TRAINING_CODE, lambda_code
 
 REPO = Path(__file__).resolve().parents[2]
+PACKAGE = hfsm_lambda.__name__  # the asset's one folder
 SPEC = REPO / "examples" / "text-classification.json"
 TOKENIZER_SPEC = REPO / "examples" / "tokenizer-text-classification.json"
-# Run in a fresh interpreter with only the asset on sys.path (-I: no PYTHONPATH, no current directory).
+# Run in a fresh interpreter the way the Lambda runtime runs the asset: its directory (/var/task) first on the path,
+# here as the working directory of `-c`; -E -s: no PYTHONPATH, no user site.
 IN_ASSET = """
 import json, sys
-sys.path.insert(0, sys.argv[1])
-import errors, handlers, run_spec, settings, training_contract
-spec = json.load(open(sys.argv[2]))
+from hfsm_lambda import errors
+from hfsm_lambda import handlers
+from hfsm_lambda import run_spec
+from hfsm_lambda import settings
+from hfsm_lambda import training_contract
+spec = json.load(open(sys.argv[1]))
 run = run_spec.parse_spec(spec, settings.load_settings())
 refused = []
 for hp in ({"learning_rate": -1, "no_such_name": 1}, {"fp16": True, "bf16": True}):
@@ -34,7 +40,7 @@ for hp in ({"learning_rate": -1, "no_such_name": 1}, {"fp16": True, "bf16": True
         run_spec.parse_spec({**spec, "hyperparameters": hp}, settings.load_settings())
     except errors.SpecError as exc:
         refused.append(str(exc))
-tok_spec = json.load(open(sys.argv[3]))
+tok_spec = json.load(open(sys.argv[2]))
 tok_run = run_spec.parse_spec(tok_spec, settings.load_settings())
 tok_refused = []
 for tok in ({"type": "wordpiece", "special_tokens": ["[PAD]", "[UNK]", "[SEP]", "[MASK]"]},
@@ -61,9 +67,10 @@ def synthesize(tmp_path: Path, training_code: Path = TRAINING_CODE) -> Path:
 def test_the_asset_holds_the_training_codes_files_byte_for_byte(tmp_path):
     assert {"training_hyperparameters.json", "hp_rules.py", "tokenizer_rules.py"} <= set(training_contract.FILES)
     asset = synthesize(tmp_path)
+    assert {p.name for p in asset.iterdir()} == {PACKAGE}  # the handlers' package, nothing beside it
     for name, relative in training_contract.FILES.items():
-        assert (asset / name).read_bytes() == (TRAINING_CODE / relative).read_bytes(), name
-    shipped = {p.name for p in asset.iterdir()}
+        assert (asset / PACKAGE / name).read_bytes() == (TRAINING_CODE / relative).read_bytes(), name
+    shipped = {p.name for p in (asset / PACKAGE).iterdir()}
     assert {p.name for p in (REPO / "lambda").glob("*.py")} <= shipped
     assert not any(n.endswith((".pyc", ".md")) or n == "__pycache__" for n in shipped)
 
@@ -71,17 +78,18 @@ def test_the_asset_holds_the_training_codes_files_byte_for_byte(tmp_path):
 def test_the_handlers_validate_a_run_spec_from_the_asset_alone(tmp_path):
     asset = synthesize(tmp_path)
     env = {"PIPELINE_SETTINGS": json.dumps(settings_dict()), "AWS_DEFAULT_REGION": "us-east-1"}
-    result = subprocess.run([sys.executable, "-I", "-c", IN_ASSET, str(asset), str(SPEC), str(TOKENIZER_SPEC)],
-                            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    result = subprocess.run([sys.executable, "-E", "-s", "-c", IN_ASSET, str(SPEC), str(TOKENIZER_SPEC)],
+                            cwd=asset, env=env, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     out = json.loads(result.stdout)
     assert out["task"] == json.loads(SPEC.read_text())["task"]
     assert out["tasks"] == json.loads((TRAINING_CODE / "hyperparameters.json").read_text())["task"]["choices"]
-    assert Path(out["schema"]) == asset / "training_hyperparameters.json"
-    assert Path(out["files"]["hp_rules"]) == asset / "hp_rules.py"
-    assert Path(out["files"]["tokenizer_rules"]) == asset / "tokenizer_rules.py"
+    package = asset / PACKAGE
+    assert Path(out["schema"]) == package / "training_hyperparameters.json"
+    assert Path(out["files"][f"{PACKAGE}.hp_rules"]) == package / "hp_rules.py"
+    assert Path(out["files"][f"{PACKAGE}.tokenizer_rules"]) == package / "tokenizer_rules.py"
     for name in ("handlers", "hyperparameters", "run_spec", "training_contract"):
-        assert Path(out["files"][name]).parent == asset, name
+        assert Path(out["files"][f"{PACKAGE}.{name}"]).parent == package, name
     from_checkout = [f for f in out["files"].values() if f.startswith((str(REPO / "lambda"), str(TRAINING_CODE)))]
     assert not from_checkout
     # the schema (unknown name), hp_rules' bounds (learning_rate) and rules (fp16 with bf16) all answered
@@ -120,17 +128,17 @@ def test_the_asset_hash_changes_with_the_schema_and_with_the_rules(tmp_path, tra
     schema.write_text(json.dumps(edited, indent=2))
     after_schema = synthesize(tmp_path, training_copy)
     assert after_schema.name != same
-    assert "(edited)" in (after_schema / "training_hyperparameters.json").read_text()
+    assert "(edited)" in (after_schema / PACKAGE / "training_hyperparameters.json").read_text()
     rules = training_copy / "hftrain" / "hp_rules.py"
     rules.write_text(rules.read_text() + "\n# edited\n")
     after_rules = synthesize(tmp_path, training_copy)
     assert after_rules.name not in (same, after_schema.name)
-    assert (after_rules / "hp_rules.py").read_text().endswith("# edited\n")
+    assert (after_rules / PACKAGE / "hp_rules.py").read_text().endswith("# edited\n")
     tokenizer_rules = training_copy / "tokenizer_mr" / "tokenizer_rules.py"
     tokenizer_rules.write_text(tokenizer_rules.read_text() + "\n# edited\n")
     after_tokenizer = synthesize(tmp_path, training_copy)
     assert after_tokenizer.name not in (same, after_schema.name, after_rules.name)
-    assert (after_tokenizer / "tokenizer_rules.py").read_text().endswith("# edited\n")
+    assert (after_tokenizer / PACKAGE / "tokenizer_rules.py").read_text().endswith("# edited\n")
 
 
 def test_a_missing_training_code_file_stops_the_synth_naming_it(tmp_path, training_copy):
@@ -148,8 +156,8 @@ def test_every_pipeline_function_of_the_app_runs_the_bundled_asset(dev_outdir):
     code_dirs = {assembly.asset_path(props["Code"]["S3Key"])
                  for stack in assembly.stacks for res in stack.template["Resources"].values()
                  if res["Type"] == "AWS::Lambda::Function"
-                 and (props := res["Properties"])["Handler"].startswith("handlers.")}
+                 and (props := res["Properties"])["Handler"].startswith(f"{HANDLER_MODULE}.")}
     assert len(code_dirs) == 1, code_dirs
     asset = code_dirs.pop()
     for name, relative in training_contract.FILES.items():
-        assert (asset / name).read_bytes() == (TRAINING_CODE / relative).read_bytes(), name
+        assert (asset / PACKAGE / name).read_bytes() == (TRAINING_CODE / relative).read_bytes(), name

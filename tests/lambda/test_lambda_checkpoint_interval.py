@@ -5,13 +5,11 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime, timedelta
 
-import checkpoint_interval
-import durability
-import job_requests
 import pytest
-import run_spec
-from errors import SpecError
-from runs import prepare_run
+
+from hfsm_lambda import checkpoint_interval, durability, job_requests, run_spec
+from hfsm_lambda.errors import SpecError
+from hfsm_lambda.runs import prepare_run
 
 BASE = {"version": 1, "name": "auto", "task": "text-classification", "model": "bert-base-uncased",
         "data": {"train": {"s3": "datasets/x/"}}, "compute": {"instance_type": "ml.p4d.24xlarge"},

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import cost
-from job_requests import build_requests
-from runs import prepare_run
+from hfsm_lambda import cost
+from hfsm_lambda.job_requests import build_requests
+from hfsm_lambda.runs import prepare_run
 
 
 def _spec(**extra):

@@ -4,14 +4,14 @@ hyperparameters against the real `Task.resolve_columns` (which raises DataError 
 
 from __future__ import annotations
 
-import data_preflight
 import datasets
-import hyperparameters
+from hypothesis import given
+from hypothesis import strategies as st
+
+from hfsm_lambda import data_column_checks, data_preflight, hyperparameters
 from hftrain.args import DataArguments
 from hftrain.data import DataError
 from hftrain.tasks import REGISTRY, column_declarations, get_task
-from hypothesis import given
-from hypothesis import strategies as st
 
 DEFAULTS = {name: meta.get("default") for name, meta in hyperparameters.schema().items()}
 # every name a declaration mentions, plus names no task knows
@@ -46,7 +46,7 @@ def test_prepare_and_the_training_code_resolve_the_same_columns(case):
     sample = data_preflight.Sample(uri="s3://b/train/a.jsonl", fmt="jsonl", columns=columns,
                                    rows=[dict.fromkeys(columns, "x")])
     channel = data_preflight.Channel("train", "s3://b/train/", [sample])
-    resolved, problems = data_preflight._resolve(task_name, channel, given_hp, DEFAULTS)
+    resolved, problems = data_column_checks.resolve_columns(task_name, channel, given_hp, DEFAULTS)
 
     task = get_task(task_name, DataArguments(task=task_name, **given_hp))
     try:

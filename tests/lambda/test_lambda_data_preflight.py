@@ -8,12 +8,12 @@ import io
 import json
 from typing import Any
 
-import aws
-import data_preflight
 import pytest
-from errors import PreflightError
 from lambda_testlib import SETTINGS
-from runs import prepare_run
+
+from hfsm_lambda import aws, data_preflight
+from hfsm_lambda.errors import PreflightError
+from hfsm_lambda.runs import prepare_run
 
 BUCKET = SETTINGS["data_bucket"]
 CLS_ROWS = [{"id": str(i), "text": f"words {i}", "label": ["neg", "pos"][i % 2]} for i in range(40)]

@@ -7,15 +7,14 @@ import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import aws
-import durability
-import handlers
 import pytest
 from checkpoint_testlib import upload_checkpoint
 from lambda_testlib import ACCOUNT, REGION, SETTINGS
 from moto.sagemaker.models import sagemaker_backends
 from moto.sns.models import sns_backends
 from test_lambda_handlers import DATA, SPEC, strict_json
+
+from hfsm_lambda import aws, durability, handlers
 
 T0 = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
 WATCH = {"every_minutes": 10, "intervals": 3, "action": "warn"}

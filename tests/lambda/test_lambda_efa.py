@@ -3,19 +3,14 @@ feeds pre-flight's free-IP check; the training code names NCCL's transport."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-import efa
-import job_requests
 import pytest
 import sagemaker_training
-import settings as settings_module
-from errors import PreflightError
 from lambda_testlib import settings_dict
-from runs import prepare_run
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "training_code"))
+from hfsm_lambda import efa, job_requests
+from hfsm_lambda import settings as settings_module
+from hfsm_lambda.errors import PreflightError
+from hfsm_lambda.runs import prepare_run
 
 SPEC = {"version": 1, "name": "efa", "task": "text-classification", "model": "bert-base-uncased",
         "data": {"train": {"s3": "s3://hfsm-dev-data/datasets/x/"}},

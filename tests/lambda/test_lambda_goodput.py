@@ -6,8 +6,9 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-import goodput
 import pytest
+
+from hfsm_lambda import goodput
 
 JOB = "hfsm-dev-run-20260101000000-0123456789abcdef-train0"
 T = 1_800_000_000.0  # epoch seconds

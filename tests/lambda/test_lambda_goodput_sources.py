@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 import time
 
-import aws
-import goodput_sources
 from botocore.exceptions import ClientError
 from moto import mock_aws
+
+from hfsm_lambda import aws, goodput_sources
 
 GROUP = goodput_sources.LOG_GROUP
 JOB = "hfsm-dev-run-20260101000000-0123456789abcdef-train0"

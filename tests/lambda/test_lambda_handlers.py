@@ -6,12 +6,14 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-import aws
-import handlers
-import naming
 import pytest
 from botocore.exceptions import ClientError
-from errors import (
+from lambda_testlib import ACCOUNT, REGION, SETTINGS, sagemaker_request_errors, stand_in_state_machine
+from moto.sagemaker.models import sagemaker_backends
+from moto.sns.models import sns_backends
+
+from hfsm_lambda import aws, handlers, naming
+from hfsm_lambda.errors import (
     FallbackExhaustedError,
     JobConflictError,
     JobFailedError,
@@ -19,12 +21,9 @@ from errors import (
     ResourceLimitExceeded,
     SpecError,
 )
-from errors import ThrottlingException as ThrottlingError
-from lambda_testlib import ACCOUNT, REGION, SETTINGS, sagemaker_request_errors, stand_in_state_machine
-from moto.sagemaker.models import sagemaker_backends
-from moto.sns.models import sns_backends
-from runs import prepare_run
-from settings import load_settings
+from hfsm_lambda.errors import ThrottlingException as ThrottlingError
+from hfsm_lambda.runs import prepare_run
+from hfsm_lambda.settings import load_settings
 
 SPEC = {"version": 1, "name": "squad", "task": "question-answering", "model": "distilbert/distilbert-base-uncased",
         "data": {"train": {"s3": "datasets/squad/train/", "distribution": "ShardedByS3Key"},
@@ -316,6 +315,14 @@ def test_finish_registers_the_model_and_notifies(state, context, set_settings):
     summary = strict_json(handlers.finish({"run": run, "job": job}, context))
     assert sagemaker_request_errors("CreateModelPackage", sent) == []
 
+    _assert_succeeded_summary(summary, job)
+    _assert_registered_a_frozen_copy(summary, run, sent, model_bucket, model_key)
+    _assert_metrics_and_summary_written(run)
+    _assert_success_notification(summary, run, job)
+
+
+def _assert_succeeded_summary(summary: dict[str, Any], job: dict[str, Any]) -> None:
+    """The second attempt (ml.g6.2xlarge x2, spot) completed after the first stopped at MaxWaitTimeExceeded."""
     assert summary["status"] == "Succeeded" and summary["metrics"] == {"eval_f1": 71.25, "train_loss": 0.5,
                                                                        "eval_loss": "nan"}
     assert summary["cost"]["billable_instance_seconds"] == 2400
@@ -324,6 +331,10 @@ def test_finish_registers_the_model_and_notifies(state, context, set_settings):
     assert [a["outcome"] for a in summary["attempts"]] == ["retryable", "completed"]
     assert summary["model_uri"].endswith(f"{job['job_name']}/output/model.tar.gz")
 
+
+def _assert_registered_a_frozen_copy(summary: dict[str, Any], run: dict[str, Any], sent: dict[str, Any],
+                                     model_bucket: str, model_key: str) -> None:
+    """One package pending approval, pointing at a frozen copy of the job's model that a later job cannot swap."""
     sm = aws.client("sagemaker")
     packages = sm.list_model_packages(ModelPackageGroupName=SETTINGS["model_package_group"])["ModelPackageSummaryList"]
     assert len(packages) == 1 and packages[0]["ModelApprovalStatus"] == "PendingManualApproval"
@@ -342,6 +353,8 @@ def test_finish_registers_the_model_and_notifies(state, context, set_settings):
     assert package["ModelMetrics"]["ModelQuality"]["Statistics"]["S3Uri"] == run["uris"]["metrics"]
     assert package["CustomerMetadataProperties"]["eval_f1"] == "71.25"
 
+
+def _assert_metrics_and_summary_written(run: dict[str, Any]) -> None:
     s3 = aws.client("s3")
     key = run["uris"]["metrics"].split("/", 3)[3]
     assert json.loads(s3.get_object(Bucket=SETTINGS["artifacts_bucket"], Key=key)["Body"].read())["eval_f1"] == 71.25
@@ -349,6 +362,9 @@ def test_finish_registers_the_model_and_notifies(state, context, set_settings):
     assert json.loads(s3.get_object(Bucket=SETTINGS["artifacts_bucket"], Key=key)["Body"].read())["run_id"] == \
         run["run_id"]
 
+
+def _assert_success_notification(summary: dict[str, Any], run: dict[str, Any], job: dict[str, Any]) -> None:
+    """The last message on the topic: a text a person reads, with the run's outcome, cost and attempts."""
     (_, message, subject, attributes, _) = sent_messages()[-1]
     assert subject == f"[hfsm-dev] run {run['run_id']} succeeded"
     assert attributes["status"]["Value"] == "Succeeded" or attributes["status"]["StringValue"] == "Succeeded"
@@ -435,6 +451,20 @@ def test_notify_failure_for_a_failed_job(state, context):
     key = run["uris"]["summary"].split("/", 3)[3]
     written = json.loads(aws.client("s3").get_object(Bucket=SETTINGS["artifacts_bucket"], Key=key)["Body"].read())
     assert written["status"] == "Failed" and written["error"] == "TrainingJobFailed"
+
+
+def test_notify_failure_takes_no_address_from_a_forged_run(aws_account, context):
+    """A state whose run id is not a run id: reported without the run, its `uris` never written to."""
+    forged = {"run_id": "../../runs/x", "spec": {"name": "x"},
+              "uris": {"summary": f"s3://{SETTINGS['data_bucket']}/runs/evil.json"}}
+    result = strict_json(handlers.notify_failure({"run": forged, "error": {"Error": "States.TaskFailed",
+                                                                          "Cause": "boom"}}, context))
+    assert result["notified"] is True and result["error"] == "States.TaskFailed"
+    s3 = aws.client("s3")
+    assert all(s3.list_objects_v2(Bucket=b).get("KeyCount", 0) == 0
+               for b in (SETTINGS["data_bucket"], SETTINGS["artifacts_bucket"]))
+    (_, _, subject, _, _) = sent_messages()[-1]
+    assert "../" not in subject
 
 
 def test_a_start_never_adopts_a_job_of_another_spec(data, context):

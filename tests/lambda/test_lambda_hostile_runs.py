@@ -25,15 +25,13 @@ import math
 import random
 from typing import Any
 
-import aws
-import hyperparameters
-import instance_types
-import job_requests
 import pytest
-from errors import PreflightError, SpecError
 from lambda_testlib import SETTINGS, settings_dict
-from runs import prepare_run
-from settings import Settings
+
+from hfsm_lambda import aws, hyperparameters, instance_types, job_requests
+from hfsm_lambda.errors import PreflightError, SpecError
+from hfsm_lambda.runs import prepare_run
+from hfsm_lambda.settings import Settings
 
 BASE: dict[str, Any] = {"version": 1, "name": "hostile", "task": "text-classification", "model": "bert-base-uncased",
                         "data": {"train": {"s3": "datasets/h/train/"}, "validation": {"s3": "datasets/h/val/"}},
@@ -267,36 +265,51 @@ def test_processes_per_host_and_bf16_against_every_attempt(hostile_cases):
               for options in ([], [rng.choice(TYPES)], rng.sample(TYPES, 2))]
     for (first, options, procs), broken_other in itertools.product(combos, (False, True)):
         count += 1
-        spec = spec_with(compute={"instance_type": first, "instance_count": 2, "processes_per_host": procs},
-                         fallback={"options": [{"instance_type": t} for t in options]})
-        if broken_other:  # another field fails too: the processes problem is still reported
-            spec["description"] = "bad\x00description"
-        problems = verdict(spec)
-        attempts = [("compute.processes_per_host", first)] + [
-            (f"fallback.options[{i}].instance_type", t) for i, t in enumerate(options)]
-        for path, instance_type in attempts:
-            too_many = procs > instance_types.gpus(instance_type)
-            said = [p for p in about(problems, path) if "GPU" in p]
-            if too_many != bool(said):
-                wrong.append(f"{first} + fallback {options}, processes_per_host={procs}"
-                             f"{' (and a bad description)' if broken_other else ''}: {path} "
-                             f"{'not reported' if too_many else 'wrongly reported: ' + said[0]}")
-        if broken_other and not about(problems, "description"):
-            wrong.append(f"{first}: the description problem was not reported")
+        wrong += _processes_per_host_wrongs(first, options, procs, broken_other)
     for first, fallback, hp in itertools.product(TYPES, TYPES, ("bf16", "tf32", "bf16_full_eval")):
         for broken_other in (False, True):
             count += 1
-            spec = spec_with(compute={"instance_type": first}, fallback={"options": [{"instance_type": fallback}]},
-                             hyperparameters={hp: True})
-            if broken_other:
-                spec["tags"] = {"aws:reserved": "x"}
-            problems = about(verdict(spec), f"hyperparameters.{hp}")
-            old = [t for t in (first, fallback) if not instance_types.has_bf16(t)]
-            if bool(old) != bool(problems) or (problems and not all(t in problems[0] for t in old)):
-                wrong.append(f"{hp} on {first} with fallback {fallback}{' (and a bad tag)' if broken_other else ''}: "
-                             f"{problems[0] if problems else 'accepted'}")
+            wrong += _bf16_wrongs(first, fallback, hp, broken_other)
     hostile_cases["gpus-per-host"] += count
     report(wrong, count)
+
+
+def _processes_per_host_wrongs(first: str, options: list[str], procs: int, broken_other: bool) -> list[str]:
+    """What Prepare got wrong about processes_per_host=procs on `first` with fallback `options`: each attempt's
+    instance type with fewer GPUs is reported (and no other), also when the description fails too."""
+    wrong = []
+    spec = spec_with(compute={"instance_type": first, "instance_count": 2, "processes_per_host": procs},
+                     fallback={"options": [{"instance_type": t} for t in options]})
+    if broken_other:  # another field fails too: the processes problem is still reported
+        spec["description"] = "bad\x00description"
+    problems = verdict(spec)
+    attempts = [("compute.processes_per_host", first)] + [
+        (f"fallback.options[{i}].instance_type", t) for i, t in enumerate(options)]
+    for path, instance_type in attempts:
+        too_many = procs > instance_types.gpus(instance_type)
+        said = [p for p in about(problems, path) if "GPU" in p]
+        if too_many != bool(said):
+            wrong.append(f"{first} + fallback {options}, processes_per_host={procs}"
+                         f"{' (and a bad description)' if broken_other else ''}: {path} "
+                         f"{'not reported' if too_many else 'wrongly reported: ' + said[0]}")
+    if broken_other and not about(problems, "description"):
+        wrong.append(f"{first}: the description problem was not reported")
+    return wrong
+
+
+def _bf16_wrongs(first: str, fallback: str, hp: str, broken_other: bool) -> list[str]:
+    """What Prepare got wrong about hyperparameter `hp` (bf16, tf32, ...) on `first` with fallback `fallback`: refused
+    exactly when an attempt's type lacks bf16, naming every such type, also when a tag fails too."""
+    spec = spec_with(compute={"instance_type": first}, fallback={"options": [{"instance_type": fallback}]},
+                     hyperparameters={hp: True})
+    if broken_other:
+        spec["tags"] = {"aws:reserved": "x"}
+    problems = about(verdict(spec), f"hyperparameters.{hp}")
+    old = [t for t in (first, fallback) if not instance_types.has_bf16(t)]
+    if bool(old) != bool(problems) or (problems and not all(t in problems[0] for t in old)):
+        return [f"{hp} on {first} with fallback {fallback}{' (and a bad tag)' if broken_other else ''}: "
+                f"{problems[0] if problems else 'accepted'}"]
+    return []
 
 
 # --- undone-checkpoints ----------------------------------------------------------------------------------------

@@ -11,12 +11,11 @@ import json
 import time
 from typing import Any
 
-import aws
-import handlers
-import job_requests
 import pytest
-from errors import SpecError
 from lambda_testlib import ACCOUNT, REGION, SETTINGS, stand_in_state_machine
+
+from hfsm_lambda import aws, handlers, job_requests
+from hfsm_lambda.errors import SpecError
 
 BASE = {"version": 1, "name": "hostile", "task": "question-answering", "model": "bert-base-uncased",
         "data": {"train": {"s3": "datasets/h/train/"}, "validation": {"s3": "datasets/h/val/"}},

@@ -19,16 +19,15 @@ import json
 from pathlib import Path
 from typing import Any
 
-import hyperparameters
-import job_requests
 import pytest
-import run_spec
-from errors import PreflightError, SpecError
 from hypothesis import given
 from hypothesis import strategies as st
 from lambda_testlib import FREE_HPS, HP_META, _hp_value, java_pattern, settings_dict, valid_specs
-from runs import prepare_run
-from settings import Settings
+
+from hfsm_lambda import hyperparameters, job_requests, run_spec
+from hfsm_lambda.errors import PreflightError, SpecError
+from hfsm_lambda.runs import prepare_run
+from hfsm_lambda.settings import Settings
 
 pytestmark = pytest.mark.slow
 hf_args = pytest.importorskip("hftrain.args")

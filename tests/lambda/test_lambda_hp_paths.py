@@ -8,18 +8,15 @@ import copy
 import re
 from typing import Any
 
-import handlers
-import hp_paths
-import hyperparameters
-import job_requests
 import pytest
-import request_guard
-import settings as settings_module
-from errors import RequestRejected, SpecError
 from lambda_testlib import SETTINGS, settings_dict
 from moto.sagemaker.models import sagemaker_backends
-from runs import prepare_run
-from training_contract import hp_rules
+
+from hfsm_lambda import handlers, hp_paths, hyperparameters, job_requests, request_guard
+from hfsm_lambda import settings as settings_module
+from hfsm_lambda.errors import RequestRejected, SpecError
+from hfsm_lambda.runs import prepare_run
+from hfsm_lambda.training_contract import hp_rules
 
 # The finding's spec: FSDP, and a checkpoint anyone who may write datasets/ can craft.
 FINDING = {"version": 1, "name": "ckpt", "task": "summarization", "model": "s3://hfsm-dev-data/base-models/t5/",

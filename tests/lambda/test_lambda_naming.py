@@ -6,11 +6,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import botocore.session
-import naming
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from lambda_testlib import NAMES
+
+from hfsm_lambda import naming
 
 # <project>-<env>: each [a-z][a-z0-9-]{0,15} (settings.py), so up to 33 characters.
 PROJECTS = st.builds("{}-{}".format, *[st.builds(str.__add__, st.sampled_from("abcxyz"),
@@ -79,8 +80,7 @@ COPY_SIGNATURES = {
 
 
 def test_the_cli_the_config_and_the_spec_use_naming_s_objects():
-    import run_spec
-
+    from hfsm_lambda import run_spec
     from runctl import core
     from stacks import config
 

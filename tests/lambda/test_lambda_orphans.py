@@ -6,9 +6,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import orphans
 import pytest
 from botocore.exceptions import ClientError
+
+from hfsm_lambda import orphans
 
 ARN = "arn:aws:states:us-east-1:123456789012:execution:hfsm-dev-fine-tune:run-1"
 MACHINE = "arn:aws:states:us-east-1:123456789012:stateMachine:hfsm-dev-fine-tune"

@@ -6,8 +6,7 @@ import json
 import sys
 from pathlib import Path
 
-import job_requests
-import runs
+from hfsm_lambda import job_requests, runs
 
 EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "examples").glob("*.json"))
 STAGES = {"run_spec", "planning", "job_requests", "preflight"}
@@ -19,7 +18,7 @@ def _entered_modules(call) -> list[str]:
 
     def profile(frame, event, arg):
         if event == "call":
-            module = frame.f_globals.get("__name__")
+            module = str(frame.f_globals.get("__name__")).removeprefix("hfsm_lambda.")
             if module in STAGES and (not order or order[-1] != module):
                 order.append(module)
 
@@ -39,7 +38,8 @@ def test_each_stage_module_is_entered_once_in_order(settings):
 
 
 def test_every_request_is_built_once(settings, monkeypatch):
-    spec = json.loads(EXAMPLES[-1].read_text())  # the tokenizer example: training attempts and both stages
+    tokenizer_example = next(p for p in EXAMPLES if p.name == "tokenizer-text-classification.json")
+    spec = json.loads(tokenizer_example.read_text())  # training attempts and both stages
     built: list[str] = []
     for name in ("training_request", "processing_request"):
         original = getattr(job_requests, name)

@@ -10,12 +10,12 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-import aws
-import handlers
 import pytest
-from errors import ModelArtifactError
 from lambda_testlib import ACCOUNT, REGION, SETTINGS
 from moto.sagemaker.models import sagemaker_backends
+
+from hfsm_lambda import aws, handlers
+from hfsm_lambda.errors import ModelArtifactError
 
 SPEC = {"version": 1, "name": "reg", "task": "question-answering", "model": "distilbert/distilbert-base-uncased",
         "data": {"train": {"s3": "datasets/reg/train/"}}, "spot": {"enabled": False}}

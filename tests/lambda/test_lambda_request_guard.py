@@ -6,15 +6,14 @@ import copy
 import json
 from typing import Any
 
-import handlers
-import job_requests
 import pytest
-import request_guard
-import settings as settings_module
-from errors import RequestRejected
 from lambda_testlib import SETTINGS, settings_dict
 from moto.sagemaker.models import sagemaker_backends
-from runs import prepare_run
+
+from hfsm_lambda import handlers, job_requests, request_guard
+from hfsm_lambda import settings as settings_module
+from hfsm_lambda.errors import RequestRejected
+from hfsm_lambda.runs import prepare_run
 
 SPEC: dict[str, Any] = {
     "version": 1, "name": "qa", "task": "question-answering", "model": "s3://hfsm-dev-data/base-models/bert/",

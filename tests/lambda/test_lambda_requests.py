@@ -8,15 +8,15 @@ import re
 from datetime import UTC, datetime
 from pathlib import Path
 
-import job_requests
-import preflight
 import pytest
 from lambda_testlib import FSX, KMS, SMDDP_IMAGE, all_requests, sagemaker_request_errors, settings_dict
-from runs import prepare_run
 from sagemaker_training import environment as toolkit_env
 from sagemaker_training import mapping as toolkit_mapping
 from sagemaker_training import params as toolkit_params
-from settings import Settings
+
+from hfsm_lambda import job_requests, preflight
+from hfsm_lambda.runs import prepare_run
+from hfsm_lambda.settings import Settings
 
 EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "examples").glob("*.json"))
 NOW = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)

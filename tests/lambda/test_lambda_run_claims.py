@@ -9,11 +9,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import aws
-import handlers
 import pytest
-from errors import PreflightError
 from lambda_testlib import ACCOUNT, REGION, SETTINGS
+
+from hfsm_lambda import aws, handlers
+from hfsm_lambda.errors import PreflightError
 
 SPEC = {"version": 1, "name": "squad", "task": "question-answering", "model": "distilbert/distilbert-base-uncased",
         "data": {"train": {"s3": "datasets/squad/train/"}},

@@ -7,13 +7,14 @@ import json
 from pathlib import Path
 
 import pytest
-import run_spec
-from errors import PreflightError, SpecError
 from hypothesis import given
 from hypothesis import strategies as st
 from lambda_testlib import settings_dict
-from runs import prepare_run
-from settings import Settings
+
+from hfsm_lambda import run_spec
+from hfsm_lambda.errors import PreflightError, SpecError
+from hfsm_lambda.runs import prepare_run
+from hfsm_lambda.settings import Settings
 
 EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "examples").glob("*.json"))
 SETTINGS_PLAIN = Settings.from_dict(settings_dict())

@@ -16,13 +16,14 @@ from typing import Any
 
 import jsonschema
 import pytest
-import run_spec
-import spec_schema as k
-from errors import SpecError
-from hyperparameters import Hyperparameters
-from hypothesis import given
-from lambda_testlib import FSX, settings_dict, valid_specs
-from settings import Settings
+from hypothesis import find, given
+from lambda_testlib import FSX, declared, declared_numbers, settings_dict, valid_specs
+
+from hfsm_lambda import run_spec
+from hfsm_lambda import spec_schema as k
+from hfsm_lambda.errors import SpecError
+from hfsm_lambda.hyperparameters import Hyperparameters
+from hfsm_lambda.settings import Settings
 
 REPO = Path(__file__).resolve().parents[2]
 VALIDATOR = jsonschema.Draft202012Validator(json.loads((REPO / "docs" / "run-spec.schema.json").read_text()))
@@ -164,3 +165,13 @@ def test_every_spec_prepare_accepts_validates_against_the_schema(raw):
     run_spec.parse_spec(raw, SETTINGS)
     errors = [f"{list(e.absolute_path)}: {e.message[:150]}" for e in VALIDATOR.iter_errors(raw)]
     assert errors == []
+
+
+@pytest.mark.parametrize("path", ["compute.volume_size_gb", "fallback.max_attempts", "checkpoint.every_steps",
+                                  "spot.max_wait_seconds", "checkpoint.watchdog.intervals"])
+def test_the_spec_generators_take_their_bounds_from_the_declaration(path):
+    """valid_specs draws each number from run_spec.SPEC's own bounds (no copy to drift: it held volume <= 2000
+    while the spec allows 16384)."""
+    kind = declared(path)
+    assert find(declared_numbers(path), lambda v: v >= kind.high) == kind.high
+    assert find(declared_numbers(path), lambda v: v <= kind.low) == kind.low

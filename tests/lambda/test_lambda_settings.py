@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
-import settings as settings_module
-from errors import SettingsError
 from lambda_testlib import FSX, settings_dict
+
+from hfsm_lambda import settings as settings_module
+from hfsm_lambda.errors import SettingsError
 
 
 def test_valid_settings_parse(settings, fsx_settings):

@@ -4,11 +4,12 @@ both from lambda/smddp_support.py's table."""
 from __future__ import annotations
 
 import pytest
-import settings as settings_module
-import smddp_support
-from errors import PreflightError
 from lambda_testlib import SMDDP_IMAGE, settings_dict
-from runs import prepare_run
+
+from hfsm_lambda import settings as settings_module
+from hfsm_lambda import smddp_support
+from hfsm_lambda.errors import PreflightError
+from hfsm_lambda.runs import prepare_run
 
 SPEC = {"version": 1, "name": "smddp", "task": "text-classification", "model": "bert-base-uncased",
         "data": {"train": {"s3": "s3://hfsm-dev-data/datasets/x/"}},

@@ -5,16 +5,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import aws
-import cost
-import job_requests
 import pytest
-import settings as settings_module
-import spend
-from errors import PreflightError
 from lambda_testlib import settings_dict
 from moto import mock_aws
-from runs import prepare_run
+
+from hfsm_lambda import aws, cost, job_requests, spend
+from hfsm_lambda import settings as settings_module
+from hfsm_lambda.errors import PreflightError
+from hfsm_lambda.runs import prepare_run
 
 PRICES = {"ml.g5.2xlarge": 1.515, "ml.g5.12xlarge": 7.09, "ml.g6.2xlarge": 1.222, "ml.p4d.24xlarge": 37.688,
           "ml.p5.48xlarge": 113.07, "ml.c5.2xlarge": 0.408, "ml.m5.xlarge": 0.23}

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import json
 
-import job_requests
 import pytest
-import run_spec
-from errors import SpecError
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from lambda_testlib import SETTINGS, settings_dict
-from runs import prepare_run
-from settings import Settings
-from training_contract import tokenizer_rules
+
+from hfsm_lambda import job_requests, run_spec
+from hfsm_lambda.errors import SpecError
+from hfsm_lambda.runs import prepare_run
+from hfsm_lambda.settings import Settings
+from hfsm_lambda.training_contract import tokenizer_rules
 
 tokenizer_map = pytest.importorskip("tokenizer_map")
 tokenizer_reduce = pytest.importorskip("tokenizer_reduce")

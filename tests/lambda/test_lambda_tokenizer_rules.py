@@ -6,9 +6,10 @@ from __future__ import annotations
 import ast
 import sys
 from pathlib import Path
+from typing import TypeGuard
 
-import run_spec
-from training_contract import tokenizer_rules
+from hfsm_lambda import run_spec
+from hfsm_lambda.training_contract import tokenizer_rules
 
 REPO = Path(__file__).resolve().parents[2]
 LAMBDA = REPO / "lambda"
@@ -26,17 +27,36 @@ def declared_token_lists() -> set[frozenset[str]]:
 def literal_copies(source: str) -> list[str]:
     """Where `source` re-declares the rules: a tuple/list/set literal of the rules' token names, a module-level
     literal assigned to one of the rules' names, or a function of the rules' names."""
-    found, declared = [], declared_token_lists()
-    functions = {name for name, value in vars(tokenizer_rules).items() if callable(value) and not name.startswith("_")
-                 and getattr(value, "__module__", None) == tokenizer_rules.__name__}
     tree = ast.parse(source)
+    return _copied_names_and_functions(tree) + _copied_assignments(tree)
+
+
+def _rule_functions() -> set[str]:
+    """The public functions tokenizer_rules declares itself (not those it imports)."""
+    return {name for name, value in vars(tokenizer_rules).items() if callable(value) and not name.startswith("_")
+            and getattr(value, "__module__", None) == tokenizer_rules.__name__}
+
+
+def _is_string_literal_collection(node: ast.AST) -> TypeGuard[ast.Tuple | ast.List | ast.Set]:
+    return isinstance(node, (ast.Tuple, ast.List, ast.Set)) and bool(node.elts) and all(
+        isinstance(e, ast.Constant) and isinstance(e.value, str) for e in node.elts)
+
+
+def _copied_names_and_functions(tree: ast.Module) -> list[str]:
+    """Anywhere in the tree: literals of the rules' token names, and functions named as the rules' functions."""
+    found, declared, functions = [], declared_token_lists(), _rule_functions()
     for node in ast.walk(tree):
-        if isinstance(node, (ast.Tuple, ast.List, ast.Set)) and node.elts and all(
-                isinstance(e, ast.Constant) and isinstance(e.value, str) for e in node.elts):
+        if _is_string_literal_collection(node):
             if frozenset(e.value for e in node.elts) in declared:  # type: ignore[attr-defined]
                 found.append(f"line {node.lineno}: {ast.unparse(node)}")
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in functions:
             found.append(f"line {node.lineno}: def {node.name}")
+    return found
+
+
+def _copied_assignments(tree: ast.Module) -> list[str]:
+    """At module level: a literal assigned to one of the rules' public names."""
+    found = []
     for node in tree.body:
         if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id in PUBLIC for t in node.targets):
             try:

@@ -6,14 +6,15 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
-import job_requests
 import pytest
 from lambda_testlib import settings_dict
-from runs import prepare_run
 from sagemaker_training import environment as toolkit_env
 from sagemaker_training import mapping as toolkit_mapping
 from sagemaker_training import params as toolkit_params
-from settings import Settings
+
+from hfsm_lambda import job_requests
+from hfsm_lambda.runs import prepare_run
+from hfsm_lambda.settings import Settings
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((REPO / "examples").glob("*.json"))

@@ -4,7 +4,8 @@ both declared in the training code's task registry (Task.verdict)."""
 from __future__ import annotations
 
 import pytest
-import verdict
+
+from hfsm_lambda import verdict
 from hftrain.tasks import REGISTRY
 
 

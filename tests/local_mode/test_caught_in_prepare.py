@@ -94,6 +94,53 @@ CAUGHT = {
 }
 
 
+def _assert_failed_in_prepare(name: str, record: dict, out: str) -> None:
+    error, problem = CAUGHT[name]
+    assert record["error"] == error and record["failed_state"] == "Prepare", (name, record["cause"])
+    assert record["jobs"] == [], name  # no job was created
+    assert any(problem in line for line in out.splitlines()), (name, problem)
+    problems = [line for line in json.loads(record["cause"])["errorMessage"].splitlines() if line.startswith("- ")]
+    assert len(problems) == 1, (name, problems)  # one mistake, one problem
+
+
+def _assert_the_training_code_says_why(work: Path, failed: dict, out: str, reason: str) -> None:
+    (train,) = [j for j in failed["jobs"] if j.get("TrainingJobName")]
+    assert failed["failed_state"] == "TrainingFailed" and train["FailureReason"].startswith(f"AlgorithmError: {reason}")
+    (note,) = [n for n in failed["notifications"] if n["status"] == "Failed"]
+    assert reason in note["message"] and "(link below)" in note["message"]  # SNS: the CloudWatch link is below it
+    local = out.split("spec ")[-1]
+    assert reason in local and "What to do: Read the training job's CloudWatch logs (the host log files below)" in local
+    log = work / "sagemaker" / train["TrainingJobName"] / "logs" / "attempt-1" / "algo-1.log"
+    assert f"algo-1 log: {log}" in local and f"      | ERROR: {reason}" in local
+
+
+def _assert_runctl_lists_the_local_runs(work: Path, cases: dict[str, dict], failed: dict) -> str:
+    listing = _cli("runctl", "list", "--local", "--local-runs", str(work))
+    assert listing.returncode == 0, listing.stderr
+    lines = listing.stdout.splitlines()
+    assert lines[0].split() == ["RUN", "STATE", "STARTED", "(UTC)", "DURATION", "COST", "NOTE"]
+    assert len(lines) == 1 + len(cases) and sum(" PreflightError" in line for line in lines) == 7
+    run_id = failed["run_id"]
+    (row,) = [line for line in lines if line.startswith(run_id)]
+    assert " FAILED " in row and "TrainingJobFailed" in row
+    return run_id
+
+
+def _assert_runctl_status_and_logs(work: Path, records: dict[str, dict], run_id: str, reason: str) -> None:
+    status = _cli("runctl", "status", run_id, "--local", "--local-runs", str(work))
+    assert status.returncode == 0 and f"Run:        {run_id}" in status.stdout
+    assert f"Report:     {work / '09-cannot-do-the-task' / 'report' / 'report.md'}" in status.stdout
+    logs = _cli("runctl", "logs", run_id, "--local", "--local-runs", str(work))
+    assert logs.returncode == 0 and f"[train attempt 0, algo-1] ERROR: {reason}" in logs.stdout
+    stamps = [line.split(" ", 1)[0] for line in logs.stdout.splitlines()]
+    assert stamps == sorted(stamps) and len(stamps) > 10
+    execution = records["wrong-label"]["execution_arn"].rsplit(":", 1)[-1]
+    logs = _cli("runctl", "logs", execution, "--local", "--local-runs", str(work))
+    assert logs.stdout.strip() == "the run has no jobs (execution FAILED)"
+    missing = _cli("runctl", "status", "nope", "--local", "--local-runs", str(work))
+    assert missing.returncode == 2 and "no local run 'nope' under" in missing.stderr
+
+
 def test_mistakes_fail_in_prepare_and_runctl_reads_the_local_runs(dev_outdir: Path, tmp_path: Path) -> None:
     data, specs, work = tmp_path / "data", tmp_path / "specs", tmp_path / "runs"
     specs.mkdir()
@@ -113,12 +160,7 @@ def test_mistakes_fail_in_prepare_and_runctl_reads_the_local_runs(dev_outdir: Pa
         records[name] = record
         if name not in CAUGHT:
             continue
-        error, problem = CAUGHT[name]
-        assert record["error"] == error and record["failed_state"] == "Prepare", (name, record["cause"])
-        assert record["jobs"] == [], name  # no job was created
-        assert any(problem in line for line in out.splitlines()), (name, problem)
-        problems = [line for line in json.loads(record["cause"])["errorMessage"].splitlines() if line.startswith("- ")]
-        assert len(problems) == 1, (name, problems)  # one mistake, one problem
+        _assert_failed_in_prepare(name, record, out)
     files = len(list((specs / "my-model").iterdir()))
     assert f"model: my-model is a folder on this machine ({specs / 'my-model'}): uploaded its {files} files to " \
            f"s3://{BUCKET}/base-models/local-my-model/, which the run uses as its model" in out
@@ -128,33 +170,8 @@ def test_mistakes_fail_in_prepare_and_runctl_reads_the_local_runs(dev_outdir: Pa
     # the training code keeps its own checks: what Prepare does not read still stops the job, with the reason
     failed = records["cannot-do-the-task"]
     reason = "a 'roberta' model cannot do summarization here: it needs an encoder-decoder"
-    (train,) = [j for j in failed["jobs"] if j.get("TrainingJobName")]
-    assert failed["failed_state"] == "TrainingFailed" and train["FailureReason"].startswith(f"AlgorithmError: {reason}")
-    (note,) = [n for n in failed["notifications"] if n["status"] == "Failed"]
-    assert reason in note["message"] and "(link below)" in note["message"]  # SNS: the CloudWatch link is below it
-    local = out.split("spec ")[-1]
-    assert reason in local and "What to do: Read the training job's CloudWatch logs (the host log files below)" in local
-    log = work / "sagemaker" / train["TrainingJobName"] / "logs" / "attempt-1" / "algo-1.log"
-    assert f"algo-1 log: {log}" in local and f"      | ERROR: {reason}" in local
+    _assert_the_training_code_says_why(work, failed, out, reason)
 
     # runctl reads the finished local runs: list, status, logs, as for AWS runs, with no AWS variable set
-    listing = _cli("runctl", "list", "--local", "--local-runs", str(work))
-    assert listing.returncode == 0, listing.stderr
-    lines = listing.stdout.splitlines()
-    assert lines[0].split() == ["RUN", "STATE", "STARTED", "(UTC)", "DURATION", "COST", "NOTE"]
-    assert len(lines) == 1 + len(cases) and sum(" PreflightError" in line for line in lines) == 7
-    run_id = failed["run_id"]
-    (row,) = [line for line in lines if line.startswith(run_id)]
-    assert " FAILED " in row and "TrainingJobFailed" in row
-    status = _cli("runctl", "status", run_id, "--local", "--local-runs", str(work))
-    assert status.returncode == 0 and f"Run:        {run_id}" in status.stdout
-    assert f"Report:     {work / '09-cannot-do-the-task' / 'report' / 'report.md'}" in status.stdout
-    logs = _cli("runctl", "logs", run_id, "--local", "--local-runs", str(work))
-    assert logs.returncode == 0 and f"[train attempt 0, algo-1] ERROR: {reason}" in logs.stdout
-    stamps = [line.split(" ", 1)[0] for line in logs.stdout.splitlines()]
-    assert stamps == sorted(stamps) and len(stamps) > 10
-    execution = records["wrong-label"]["execution_arn"].rsplit(":", 1)[-1]
-    logs = _cli("runctl", "logs", execution, "--local", "--local-runs", str(work))
-    assert logs.stdout.strip() == "the run has no jobs (execution FAILED)"
-    missing = _cli("runctl", "status", "nope", "--local", "--local-runs", str(work))
-    assert missing.returncode == 2 and "no local run 'nope' under" in missing.stderr
+    run_id = _assert_runctl_lists_the_local_runs(work, cases, failed)
+    _assert_runctl_status_and_logs(work, records, run_id, reason)

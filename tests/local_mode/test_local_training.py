@@ -7,6 +7,7 @@ import json
 import math
 import tarfile
 import time
+from pathlib import Path
 from typing import Any
 
 import boto3
@@ -22,6 +23,75 @@ def statuses(response: dict[str, Any]) -> list[str]:
 def untar(blob: bytes) -> dict[str, bytes]:
     with tarfile.open(fileobj=io.BytesIO(blob)) as tar:
         return {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}
+
+
+def _assert_completed_after_one_interruption(harness: Harness, request: dict[str, Any], done: dict[str, Any]) -> None:
+    assert done["TrainingJobStatus"] == "Completed", done.get("FailureReason")
+    assert statuses(done) == [
+        "Starting", "Downloading", "Training", "Interrupted",
+        "Starting", "Downloading", "Training", "Uploading", "Completed",
+    ]  # fmt: skip
+    assert_valid_output("DescribeTrainingJob", harness.sm.job(request["TrainingJobName"]).describe())
+
+    # The request as sent comes back (moto's own record would have replaced the metric definitions).
+    assert done["HyperParameters"] == request["HyperParameters"]
+    assert (
+        done["AlgorithmSpecification"]["MetricDefinitions"]
+        == request["AlgorithmSpecification"]["MetricDefinitions"]
+    )
+    assert done["Environment"] == {"LOCAL_SM_TEST": "1"}
+
+
+def _assert_model_checkpoints_and_billing(harness: Harness, done: dict[str, Any]) -> None:
+    model = json.loads(
+        untar(harness.read("models/run-1/hfsm-run-1-train-spot1/output/model.tar.gz"))["model.json"]
+    )
+    assert done["ModelArtifacts"]["S3ModelArtifacts"].endswith("/hfsm-run-1-train-spot1/output/model.tar.gz")
+    assert model["world_size"] == 2 and model["allreduce"] == 3.0  # gloo across both "hosts"
+    assert model["hosts"] == ["algo-1", "algo-2"]
+    assert model["channel_files"] == ["part-0.jsonl", "part-2.jsonl", "part-4.jsonl"]  # algo-1's shard
+    assert model["resumed_from"] >= 3  # restarted from the checkpoint synced to S3 before the interruption
+    output = untar(harness.read("models/run-1/hfsm-run-1-train-spot1/output/output.tar.gz"))
+    assert json.loads(output["metrics.json"]) == {"train_loss": pytest.approx(1 / 6)}
+
+    metrics = {m["MetricName"]: m["Value"] for m in done["FinalMetricDataList"]}
+    assert metrics == {"train_loss": pytest.approx(0.1667), "eval_accuracy": 0.75}
+    # rotation (two kept) mirrored to S3
+    assert {k.split("/")[2] for k in harness.keys("checkpoints/run-1/")} == {"checkpoint-5", "checkpoint-6"}
+
+    training, billable = done["TrainingTimeInSeconds"], done["BillableTimeInSeconds"]
+    assert billable == max(1, math.ceil(training * (1 - harness.sm.settings.spot_discount)))
+    assert done["TrainingStartTime"] <= done["TrainingEndTime"]
+
+
+def _assert_progress_and_host_logs(harness: Harness, request: dict[str, Any]) -> Path:
+    steps = [e.global_step for e in harness.events if e.kind == "progress"]
+    assert steps[0] == 1 and steps[-1] == 6 and 3 in steps
+    summaries = harness.sagemaker.list_training_jobs(StatusEquals="Completed")["TrainingJobSummaries"]
+    assert [s["TrainingJobName"] for s in summaries] == [request["TrainingJobName"]]
+    work_dir = harness.sm.job(request["TrainingJobName"]).work_dir
+    assert not (work_dir / "attempt-1").exists() and (work_dir / "attempt-2" / "algo-2").is_dir()
+    logs = work_dir / "logs"
+    assert sorted(p.relative_to(logs).as_posix() for p in logs.rglob("*.log")) == [
+        "attempt-1/algo-1.log", "attempt-1/algo-2.log", "attempt-2/algo-1.log", "attempt-2/algo-2.log",
+    ]  # fmt: skip
+    return logs
+
+
+def _assert_cloudwatch_has_the_same_lines(request: dict[str, Any], logs: Path) -> None:
+    # The same lines are in CloudWatch Logs under SageMaker's names: one stream per host and attempt.
+    cw = boto3.client("logs", region_name=REGION)
+    streams = cw.describe_log_streams(logGroupName="/aws/sagemaker/TrainingJobs",
+                                      logStreamNamePrefix=request["TrainingJobName"] + "/")["logStreams"]
+    names = sorted(s["logStreamName"] for s in streams)
+    assert len(names) == 4 and sorted({n.split("/")[1].rsplit("-", 1)[0] for n in names}) == ["algo-1", "algo-2"]
+    leader_lines = [
+        e["message"] for n in names if "/algo-1-" in n
+        for e in cw.get_log_events(logGroupName="/aws/sagemaker/TrainingJobs", logStreamName=n)["events"]
+    ]
+    assert any("PROGRESS global_step=6" in line for line in leader_lines)
+    local_leader = [x for x in (logs / "attempt-2" / "algo-1.log").read_text().splitlines() if x.strip()]
+    assert set(local_leader) <= set(leader_lines)
 
 
 @pytest.mark.slow
@@ -64,65 +134,10 @@ def test_distributed_spot_job_is_interrupted_and_resumes_from_its_s3_checkpoints
     assert running["TrainingJobStatus"] == "InProgress"
 
     done = harness.wait_training(request["TrainingJobName"], timeout=240)
-    assert done["TrainingJobStatus"] == "Completed", done.get("FailureReason")
-    assert statuses(done) == [
-        "Starting", "Downloading", "Training", "Interrupted",
-        "Starting", "Downloading", "Training", "Uploading", "Completed",
-    ]  # fmt: skip
-    assert_valid_output("DescribeTrainingJob", harness.sm.job(request["TrainingJobName"]).describe())
-
-    # The request as sent comes back (moto's own record would have replaced the metric definitions).
-    assert done["HyperParameters"] == request["HyperParameters"]
-    assert (
-        done["AlgorithmSpecification"]["MetricDefinitions"]
-        == request["AlgorithmSpecification"]["MetricDefinitions"]
-    )
-    assert done["Environment"] == {"LOCAL_SM_TEST": "1"}
-
-    model = json.loads(
-        untar(harness.read("models/run-1/hfsm-run-1-train-spot1/output/model.tar.gz"))["model.json"]
-    )
-    assert done["ModelArtifacts"]["S3ModelArtifacts"].endswith("/hfsm-run-1-train-spot1/output/model.tar.gz")
-    assert model["world_size"] == 2 and model["allreduce"] == 3.0  # gloo across both "hosts"
-    assert model["hosts"] == ["algo-1", "algo-2"]
-    assert model["channel_files"] == ["part-0.jsonl", "part-2.jsonl", "part-4.jsonl"]  # algo-1's shard
-    assert model["resumed_from"] >= 3  # restarted from the checkpoint synced to S3 before the interruption
-    output = untar(harness.read("models/run-1/hfsm-run-1-train-spot1/output/output.tar.gz"))
-    assert json.loads(output["metrics.json"]) == {"train_loss": pytest.approx(1 / 6)}
-
-    metrics = {m["MetricName"]: m["Value"] for m in done["FinalMetricDataList"]}
-    assert metrics == {"train_loss": pytest.approx(0.1667), "eval_accuracy": 0.75}
-    # rotation (two kept) mirrored to S3
-    assert {k.split("/")[2] for k in harness.keys("checkpoints/run-1/")} == {"checkpoint-5", "checkpoint-6"}
-
-    training, billable = done["TrainingTimeInSeconds"], done["BillableTimeInSeconds"]
-    assert billable == max(1, math.ceil(training * (1 - harness.sm.settings.spot_discount)))
-    assert done["TrainingStartTime"] <= done["TrainingEndTime"]
-
-    steps = [e.global_step for e in harness.events if e.kind == "progress"]
-    assert steps[0] == 1 and steps[-1] == 6 and 3 in steps
-    summaries = harness.sagemaker.list_training_jobs(StatusEquals="Completed")["TrainingJobSummaries"]
-    assert [s["TrainingJobName"] for s in summaries] == [request["TrainingJobName"]]
-    work_dir = harness.sm.job(request["TrainingJobName"]).work_dir
-    assert not (work_dir / "attempt-1").exists() and (work_dir / "attempt-2" / "algo-2").is_dir()
-    logs = work_dir / "logs"
-    assert sorted(p.relative_to(logs).as_posix() for p in logs.rglob("*.log")) == [
-        "attempt-1/algo-1.log", "attempt-1/algo-2.log", "attempt-2/algo-1.log", "attempt-2/algo-2.log",
-    ]  # fmt: skip
-
-    # The same lines are in CloudWatch Logs under SageMaker's names: one stream per host and attempt.
-    cw = boto3.client("logs", region_name=REGION)
-    streams = cw.describe_log_streams(logGroupName="/aws/sagemaker/TrainingJobs",
-                                      logStreamNamePrefix=request["TrainingJobName"] + "/")["logStreams"]
-    names = sorted(s["logStreamName"] for s in streams)
-    assert len(names) == 4 and sorted({n.split("/")[1].rsplit("-", 1)[0] for n in names}) == ["algo-1", "algo-2"]
-    leader_lines = [
-        e["message"] for n in names if "/algo-1-" in n
-        for e in cw.get_log_events(logGroupName="/aws/sagemaker/TrainingJobs", logStreamName=n)["events"]
-    ]
-    assert any("PROGRESS global_step=6" in line for line in leader_lines)
-    local_leader = [x for x in (logs / "attempt-2" / "algo-1.log").read_text().splitlines() if x.strip()]
-    assert set(local_leader) <= set(leader_lines)
+    _assert_completed_after_one_interruption(harness, request, done)
+    _assert_model_checkpoints_and_billing(harness, done)
+    logs = _assert_progress_and_host_logs(harness, request)
+    _assert_cloudwatch_has_the_same_lines(request, logs)
 
 
 @pytest.mark.slow

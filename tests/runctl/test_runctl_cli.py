@@ -357,3 +357,27 @@ def test_status_shows_the_goodput_ledger_finished_and_live(capsys):
     assert code == 0 and "Goodput so far: " in out and "(1 attempt(s);" in out
     assert re.search(r"\n    startup +\d+\.\d%  20 s \(imports 15 s, other 3 s, launch 2 s\)", out)  # to 1st step
     assert re.search(r"\n    productive +\d+\.\d%  \d+ s", out) and "uploading" not in out
+
+
+def test_status_shows_each_part_only_when_the_run_has_it():
+    """status's keys, in order: a job status only when there is a job to describe or a recorded status (None when
+    SageMaker cannot describe the running job), durability only when recorded, the summary only on success."""
+    arn = "arn:aws:states:us-east-1:123456789012:execution:hfsm-dev-fine-tune:tickets-20250601120000-abcd"
+    run = {"run_id": "tickets-20250601120000-abcd"}
+    unknown_job = type("SM", (), {"describe_training_job": lambda self, **kw: {}})()
+    base = ["execution_arn", "status", "started", "stopped", "run_id", "attempt", "job", "console_url"]
+
+    running = core.status(core.Clients(sfn=_HistorySfn({"run": run, "job": {"job_name": "j0"}}),
+                                       sagemaker=unknown_job), arn, live_ledger=False)
+    assert list(running) == [*base, "job_status"] and running["job_status"] is None and running["job"] == "j0"
+
+    failed = core.status(core.Clients(sfn=_HistorySfn({"run": run, "status": {"state": "failed", "x": 1}}, "FAILED")),
+                         arn)
+    assert list(failed) == [*base, "job_status"]
+    assert failed["job_status"] == {"state": "failed", "status": None, "secondary_status": None,
+                                    "failure_reason": None}
+
+    done = core.status(core.Clients(sfn=_HistorySfn({"run": run, "job": "not a dict"}, "SUCCEEDED",
+                                                    {"result": {"cost": 1.5}})), arn)
+    assert list(done) == [*base, "result"] and done["job"] is None and done["result"]["cost"] == 1.5
+    assert "result" not in core.status(core.Clients(sfn=_HistorySfn({"run": run}, "SUCCEEDED", {"result": 1})), arn)

@@ -23,9 +23,10 @@ COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
 def offline_runctl(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
     """runctl as a user without an AWS account runs it: no credentials, no region, and an endpoint that refuses."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_") and k != "RUNCTL_STATE_MACHINE_ARN"}
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("AWS_") and k not in ("RUNCTL_STATE_MACHINE_ARN", "PYTHONPATH")}
     env.update(AWS_ENDPOINT_URL="http://127.0.0.1:9", AWS_CONFIG_FILE="/nonexistent",
-               AWS_SHARED_CREDENTIALS_FILE="/nonexistent", PYTHONPATH=str(REPO))
+               AWS_SHARED_CREDENTIALS_FILE="/nonexistent")
     return subprocess.run([sys.executable, "-m", "runctl", *args], cwd=cwd, env=env, capture_output=True,
                           text=True, timeout=120)
 

@@ -6,8 +6,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from tokenizer_mr.settings import TokenizerSettings
 from tokenizer_testlib import corpus_lines, distributed, prefixed_order, reference, write_shards
+
+from tokenizer_mr.settings import TokenizerSettings
 
 # "hello" / "world" as special tokens: merges re-create them and must reuse their ids, as tokenizers does.
 BPE_SPECIALS = ("<s>", "<pad>", "</s>", "<unk>", "<mask>", "<|endoftext|>", "hello", "Ġworld")

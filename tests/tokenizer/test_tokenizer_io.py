@@ -8,6 +8,8 @@ import json
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from tokenizer_testlib import corpus_lines
+
 from tokenizer_mr.container import HostInfo, JobError
 from tokenizer_mr.counts import (
     check_complete,
@@ -22,7 +24,6 @@ from tokenizer_mr.counts import (
 from tokenizer_mr.jobs import run_map
 from tokenizer_mr.reader import ReadStats, iter_sequences, list_input_files
 from tokenizer_mr.settings import TokenizerSettings
-from tokenizer_testlib import corpus_lines
 
 
 def _read(files, fmt="auto", field="text"):

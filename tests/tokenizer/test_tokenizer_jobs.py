@@ -10,10 +10,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from tokenizer_testlib import corpus_lines, reference
+
 import tokenizer_map
 import tokenizer_reduce
 from tokenizer_mr.settings import TokenizerSettings
-from tokenizer_testlib import corpus_lines, reference
 
 HOSTS = ("algo-1", "algo-2", "algo-3")
 

@@ -10,12 +10,13 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tokenizer_mr import bpe
+from tokenizer_testlib import prefixed_order, reference
+
+from tokenizer_mr import bpe, bpe_merge
 from tokenizer_mr.bpe import BpeConfig, learn_bpe
 from tokenizer_mr.counts import count_words
 from tokenizer_mr.jobs import bpe_config
 from tokenizer_mr.settings import TokenizerSettings
-from tokenizer_testlib import prefixed_order, reference
 
 ALPHABETS = ["ab", "aab", "abc", "ab-.", "xyzé日", "aAbB1 "]
 
@@ -48,7 +49,7 @@ def _lb(impl: str, *args, **kwargs):
 @pytest.fixture(params=["native", "python", "numpy"])
 def merge_impl(request, monkeypatch):
     """Run with the compiled merge loop, or with every merge step in the Python loop, or every step in NumPy."""
-    monkeypatch.setattr(bpe, "_VECTOR_MIN_WORDS", 10**9 if request.param == "python" else 1)
+    monkeypatch.setattr(bpe_merge, "_VECTOR_MIN_WORDS", 10**9 if request.param == "python" else 1)
     return request.param
 
 

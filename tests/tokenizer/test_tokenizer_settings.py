@@ -7,6 +7,7 @@ pins each one exactly; it was written before validate was split into its checks,
 from __future__ import annotations
 
 import pytest
+
 from tokenizer_mr.settings import MAX_VOCAB_SIZE, SettingsError, TokenizerSettings
 
 BYTES = "the 256-symbol byte-level alphabet plus"

@@ -5,18 +5,14 @@ from __future__ import annotations
 import contextlib
 import io
 import os
-import sys
 from pathlib import Path
 
 import pytest
+from hftrain_testkit import Run, to_argv
+
+from local_mode import synthetic as synth
 
 HERE = Path(__file__).resolve().parent
-if str(HERE) not in sys.path:
-    sys.path.insert(0, str(HERE))
-
-from hftrain_testkit import Run, to_argv  # noqa: E402
-
-from local_mode import synthetic as synth  # noqa: E402
 
 REPO = HERE.parents[1]
 TRAIN_PY = REPO / "training_code" / "train.py"

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import tempfile
 from datetime import timedelta
 from pathlib import Path
@@ -19,9 +18,6 @@ from types import SimpleNamespace
 
 import torch
 import torch.distributed as dist
-
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "training_code"))
 
 CALLS: list[str] = []
 

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from hftrain import args as hp
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datasets
 import pytest
+
 from hftrain import baselines
 from hftrain.args import DataArguments
 from hftrain.tasks import REGISTRY, get_task

@@ -19,11 +19,11 @@ import time
 from pathlib import Path
 
 import pytest
-from hftrain import checkpoints as ck
-from hftrain import run_history
 from hftrain_testkit import layout_job, to_argv
 from safetensors.torch import load_file, save_file
 
+from hftrain import checkpoints as ck
+from hftrain import run_history
 from local_mode import synthetic as synth
 
 pytestmark = pytest.mark.slow
@@ -378,23 +378,26 @@ def test_a_pickled_file_swapped_after_verification_is_not_what_the_trainer_loads
     """Issue 23: the hashes are verified before anything pickled is opened, on the very files then loaded. Here
     optimizer.pt is swapped (a new file under the same name) after the resume decision and before the Trainer
     loads: the Trainer still loads the verified bytes, never the swapped file."""
-    from hftrain import runner
+    from hftrain import run_startup  # TrainingRun's resume phase calls run_startup.decide_resume
 
     base = interrupted_copy(saved_run, tmp_path)
     swapped = ckpt(base, 8) / "optimizer.pt"
-    decide = runner.decide_resume
+    decide = run_startup.decide_resume
+    swaps = []
 
     def decide_then_swap(*args, **kwargs):
         planned = decide(*args, **kwargs)
+        swaps.append(swapped)
         replacement = swapped.with_name("optimizer.pt.new")
         replacement.write_bytes(pickle.dumps(Payload(tmp_path / "payload-ran")))
         os.replace(replacement, swapped)
         return planned
 
-    monkeypatch.setattr(runner, "decide_resume", decide_then_swap)
+    monkeypatch.setattr(run_startup, "decide_resume", decide_then_swap)
     with opened_files() as opened:
         code, log = train(base, saved_run[1])
     assert code == 0, log[-3000:]
+    assert swaps == [swapped], "the resume decision ran without the swap"
     assert str(swapped) not in opened, "the swapped optimizer.pt was opened"
     assert "loading failed" not in log
     assert [s["resumed_from_step"] for s in history(base)["starts"][-1:]] == [8]

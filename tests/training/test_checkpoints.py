@@ -11,6 +11,7 @@ import threading
 from types import SimpleNamespace
 
 import pytest
+
 from hftrain import checkpoints as ck
 from hftrain import distributed, resume
 from hftrain.callbacks import CheckpointCallback
@@ -327,8 +328,9 @@ def test_checkpoint_callback_moves_stale_dirs_aside_and_rotates_only_its_own(mon
 def test_a_load_failure_on_one_rank_makes_every_rank_fall_back_together(monkeypatch):
     """The Trainer's loads are guarded by one all-reduce: a failure on any rank raises on all (no rank trains on
     while another waits in a collective)."""
-    from hftrain.runner import make_trainer_class
     from transformers import Trainer
+
+    from hftrain.runner import make_trainer_class
 
     world = FakeWorld(["a", "b"])
     world.install(monkeypatch)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datasets
 import pytest
+
 from hftrain.args import DataArguments
 from hftrain.data import DataError
 from hftrain.tasks import get_task

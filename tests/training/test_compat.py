@@ -9,6 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+
 from hftrain import compat
 
 TINY_BERT = {"vocab_size": 32, "num_hidden_layers": 1, "hidden_size": 8, "num_attention_heads": 2,
@@ -81,8 +82,9 @@ def test_evaluation_keeps_feature_order_under_group_by_length(tmp_path):
     group_by_length (our default); the runner's Trainer evaluates in feature order instead, so predictions line
     up with the features that QA post-processing reads."""
     import datasets
-    from hftrain.runner import make_trainer_class
     from transformers import Trainer
+
+    from hftrain.runner import make_trainer_class
 
     ds = datasets.Dataset.from_list([{"input_ids": [1] * ((i * 7) % 23 + 1)} for i in range(40)])
     args = _args(tmp_path, train_sampling_strategy="group_by_length")
@@ -96,8 +98,9 @@ def test_evaluation_keeps_feature_order_under_group_by_length(tmp_path):
 def test_trainer_passes_num_items_to_heads_that_ignore_it(tmp_path):
     """huggingface/transformers#47688: a head that declares **kwargs counts as consuming num_items_in_batch, though
     BERT's classification loss is a plain mean (loss_scaling.consumes_num_items corrects the Trainer's guess)."""
-    from hftrain.loss_scaling import consumes_num_items
     from transformers import BertConfig, BertForSequenceClassification, Trainer
+
+    from hftrain.loss_scaling import consumes_num_items
 
     model = BertForSequenceClassification(BertConfig(**TINY_BERT))
     stock = Trainer(model=model, args=_args(tmp_path, gradient_accumulation_steps=4))
@@ -109,8 +112,9 @@ def test_trainer_passes_num_items_to_heads_that_ignore_it(tmp_path):
 def test_accelerator_divides_the_accumulated_gradient_again(tmp_path):
     """huggingface/transformers#40709: the Trainer divides the loss by the accumulation and hands the same number to
     the Accelerator, whose backward divides again (loss_scaling.settle sets it to 1)."""
-    from hftrain.runner import make_trainer_class
     from transformers import BertConfig, BertForSequenceClassification, Trainer
+
+    from hftrain.runner import make_trainer_class
 
     args = _args(tmp_path, gradient_accumulation_steps=4)
     stock = Trainer(model=BertForSequenceClassification(BertConfig(**TINY_BERT)), args=args)

@@ -6,8 +6,8 @@ import gzip
 import json
 
 import pytest
-from hftrain import data, smenv
 
+from hftrain import data, smenv
 from local_mode import synthetic as synth
 
 

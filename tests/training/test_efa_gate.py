@@ -7,6 +7,7 @@ import logging
 from types import SimpleNamespace
 
 import pytest
+
 from hftrain import bandwidth, nccl
 
 # NCCL 2.2x INIT/NET lines as the three transports write them (aws-ofi-nccl for EFA)

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import datasets
 import pytest
+
 from hftrain import goodput, run_history, save_interval, tokenized_cache
 from hftrain.args import DataArguments
 from hftrain.tasks import get_task
-
 from local_mode import synthetic
 
 

@@ -9,10 +9,10 @@ import os
 from pathlib import Path
 
 import pytest
-from hftrain import metrics_qa
-from hftrain.tasks.summarization import rouge
 from hftrain_testkit import layout_job
 
+from hftrain import metrics_qa
+from hftrain.tasks.summarization import rouge
 from local_mode import synthetic as synth
 
 SUMM_MODEL, SUMM_STEPS = "bart", 500

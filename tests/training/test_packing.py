@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 import torch
-from hftrain import packing
 from hftrain_testkit import layout_job
 from transformers import AutoModelForQuestionAnswering, AutoTokenizer, DataCollatorWithPadding
 
+from hftrain import packing
 from local_mode import synthetic as synth
 
 

@@ -15,20 +15,13 @@ a difference in learning between the arms can only come from the batch order (th
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 from hftrain_testkit import layout_job
 
+from benchmarks import hf_baselines  # run_qa.py's prepare_train_features and training arguments
 from local_mode import synthetic as synth
-
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
-if str(BENCHMARKS) not in sys.path:
-    sys.path.insert(0, str(BENCHMARKS))
-
-import hf_baselines  # noqa: E402  (run_qa.py's prepare_train_features and training arguments)
 
 MAX_LEN, STRIDE = 192, 64  # shorter than the benchmark (384, 128) so that 60 examples overflow often
 
@@ -41,9 +34,10 @@ def _rows(v2: bool) -> list[dict]:
 @pytest.mark.parametrize("v2", [False, True])
 def test_training_features_equal_run_qa(tiny_models, v2):
     import datasets
+    from transformers import AutoConfig, AutoTokenizer
+
     from hftrain.args import DataArguments
     from hftrain.tasks import get_task
-    from transformers import AutoConfig, AutoTokenizer
 
     rows = _rows(v2)
     tokenizer = AutoTokenizer.from_pretrained(tiny_models["bert"])

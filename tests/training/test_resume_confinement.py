@@ -17,9 +17,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from hftrain import checkpoints as ck
 from hftrain_testkit import TRAIN_PY, layout_job, subprocess_env, to_argv
 
+from hftrain import checkpoints as ck
 from local_mode import synthetic as synth
 from local_mode.training_hosts import free_port
 

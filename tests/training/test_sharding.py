@@ -6,9 +6,10 @@ import collections
 
 import pytest
 import torch
-from hftrain import sharding
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+from hftrain import sharding
 
 
 def test_batch_sizes_are_even_and_complete():

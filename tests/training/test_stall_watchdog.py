@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from hftrain import stall, stall_injection
 from hftrain.failure import failure_path
 

@@ -72,9 +72,10 @@ def test_summarization(kind, tiny_models, tmp_path, run_inprocess):
 
 
 def test_t5_gets_the_task_prefix():
+    from transformers import BartConfig, T5Config
+
     from hftrain.args import DataArguments
     from hftrain.tasks import get_task
-    from transformers import BartConfig, T5Config
 
     task = get_task("summarization", DataArguments(task="summarization"))
     task.check_model(T5Config())

@@ -233,7 +233,7 @@ class SageMakerTrainingArguments(Seq2SeqTrainingArguments):
     dataloader_num_workers: int = field(
         default=-1,
         metadata={
-            "help": "Dataloader worker processes per rank; -1 = auto (min(4, CPUs per local process) on GPU "
+            "help": "Dataloader worker processes per rank; -1 = auto (min(4, CPUs per local process - 1) on GPU "
             "machines, 0 on CPU-only machines)."
         },
     )
@@ -347,53 +347,84 @@ class SageMakerTrainingArguments(Seq2SeqTrainingArguments):
     )
 
     def __post_init__(self) -> None:
-        if self.output_dir not in (None, "", self.checkpoint_dir):
-            raise ArgumentError(
-                "output_dir is managed by the training code (it is the checkpoint dir); set checkpoint_dir "
-                f"instead of output_dir={self.output_dir!r}"
-            )
-        self.output_dir = self.checkpoint_dir
+        _manage_output_dir(self)
         if self.precision not in PRECISIONS:
             raise ArgumentError(f"precision must be one of {PRECISIONS}, got {self.precision!r}")
         has_cuda, has_bf16 = _cuda_info()
-        if not (self.bf16 or self.fp16):
-            if self.precision == "bf16" or (self.precision == "auto" and has_bf16):
-                self.bf16 = True
-            elif self.precision == "fp16" or (self.precision == "auto" and has_cuda):
-                self.fp16 = True
+        _pick_precision(self, has_cuda, has_bf16)
         if not has_cuda:
-            self.dataloader_pin_memory = False
-            if importlib.util.find_spec("torch_xla") is None:
-                self.use_cpu = True  # accelerate sets up gloo DDP across CPU processes only with use_cpu
-            if self.optim == "adamw_torch_fused" and not _cpu_fused_adamw():
-                self.optim = "adamw_torch"
+            _cpu_only_settings(self)
         if self.dataloader_num_workers < 0:
             self.dataloader_num_workers = _auto_workers(has_cuda)
-        if self.padding_free not in PADDING_FREE:  # the parser checks choices; this guards direct construction
-            raise ArgumentError(f"padding_free must be one of {PADDING_FREE}, got {self.padding_free!r}")
-        try:
-            from .stall import parse_minutes
-
-            parse_minutes(self.stall_minutes)
-        except ValueError as err:
-            raise ArgumentError(str(err)) from None
+        _check_padding_free_and_stall(self)
         if self.per_device_eval_batch_size == -1:  # auto; other values are bounded in hp_rules
             self.per_device_eval_batch_size = max(8, 2 * self.per_device_train_batch_size)
-        for name in ("fsdp_config", "lr_scheduler_kwargs", "gradient_checkpointing_kwargs", "accelerator_config"):
-            value = getattr(self, name, None)
-            if isinstance(value, str) and "=" in value and not value.lstrip().startswith("{"):
-                setattr(self, name, _kv_to_dict(value))
+        _dict_fields_from_kv(self)
         if self.ddp_backend == "smddp":
-            try:
-                import smdistributed.dataparallel.torch.torch_smddp  # noqa: F401
-            except ImportError as err:
-                raise ArgumentError(
-                    "ddp_backend smddp needs the SageMaker distributed data parallel library "
-                    "(smdistributed.dataparallel), which only the PyTorch <= 2.5 training images ship (ml.p4d/p4de/p5); "
-                    "use nccl elsewhere"
-                ) from err
+            _require_smddp()
         super().__post_init__()
 
+
+# --- SageMakerTrainingArguments.__post_init__'s parts, in the order it calls them
+
+
+def _manage_output_dir(args: SageMakerTrainingArguments) -> None:
+    """output_dir is the checkpoint dir: set it, refusing any other value."""
+    if args.output_dir not in (None, "", args.checkpoint_dir):
+        raise ArgumentError(
+            "output_dir is managed by the training code (it is the checkpoint dir); set checkpoint_dir "
+            f"instead of output_dir={args.output_dir!r}"
+        )
+    args.output_dir = args.checkpoint_dir
+
+
+def _pick_precision(args: SageMakerTrainingArguments, has_cuda: bool, has_bf16: bool) -> None:
+    """precision -> the Trainer's bf16/fp16 flags, unless one of them is set explicitly."""
+    if args.bf16 or args.fp16:
+        return
+    if args.precision == "bf16" or (args.precision == "auto" and has_bf16):
+        args.bf16 = True
+    elif args.precision == "fp16" or (args.precision == "auto" and has_cuda):
+        args.fp16 = True
+
+
+def _cpu_only_settings(args: SageMakerTrainingArguments) -> None:
+    """No GPU: no pinned memory, CPU processes (unless XLA), and a fused AdamW only where torch has a CPU kernel."""
+    args.dataloader_pin_memory = False
+    if importlib.util.find_spec("torch_xla") is None:
+        args.use_cpu = True  # accelerate sets up gloo DDP across CPU processes only with use_cpu
+    if args.optim == "adamw_torch_fused" and not _cpu_fused_adamw():
+        args.optim = "adamw_torch"
+
+
+def _check_padding_free_and_stall(args: SageMakerTrainingArguments) -> None:
+    if args.padding_free not in PADDING_FREE:  # the parser checks choices; this guards direct construction
+        raise ArgumentError(f"padding_free must be one of {PADDING_FREE}, got {args.padding_free!r}")
+    try:
+        from .stall import parse_minutes
+
+        parse_minutes(args.stall_minutes)
+    except ValueError as err:
+        raise ArgumentError(str(err)) from None
+
+
+def _dict_fields_from_kv(args: SageMakerTrainingArguments) -> None:
+    """The dict fields given as `k=v,k=v` (not JSON) -> dicts."""
+    for name in ("fsdp_config", "lr_scheduler_kwargs", "gradient_checkpointing_kwargs", "accelerator_config"):
+        value = getattr(args, name, None)
+        if isinstance(value, str) and "=" in value and not value.lstrip().startswith("{"):
+            setattr(args, name, _kv_to_dict(value))
+
+
+def _require_smddp() -> None:
+    try:
+        import smdistributed.dataparallel.torch.torch_smddp  # noqa: F401
+    except ImportError as err:
+        raise ArgumentError(
+            "ddp_backend smddp needs the SageMaker distributed data parallel library "
+            "(smdistributed.dataparallel), which only the PyTorch <= 2.5 training images ship (ml.p4d/p4de/p5); "
+            "use nccl elsewhere"
+        ) from err
 
 
 def _cpu_fused_adamw() -> bool:

@@ -33,31 +33,32 @@ The storage is abstracted (`LocalStorage`) so the logic is tested with a fake.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import logging
 import os
 import re
-import shutil
-import stat
 import tempfile
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
+
+from .checkpoint_marker import (  # noqa: F401 - importable from here
+    MARKER_FORMAT,
+    MARKER_PREFIX,
+    MARKER_SUFFIX,
+    PREFIX,
+    checkpoint_name,
+    marker_name,
+)
+from .checkpoint_storage import LocalStorage, hash_algorithm, hash_file  # noqa: F401 - importable from here
 
 logger = logging.getLogger(__name__)
 
-PREFIX = "checkpoint-"
-MARKER_PREFIX = "_complete."
-MARKER_SUFFIX = ".json"
-MARKER_FORMAT = 2
 QUARANTINE_TAG = ".unverified-"
 _STEP_RE = re.compile(r"^checkpoint-(\d+)$")
-_CHUNK = 8 << 20
 
 # What a resume needs, by role: any one name of each group (directories hold FSDP's sharded state).
 WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
@@ -90,41 +91,6 @@ _SUMMARY_KEYS = ("model_type", "architectures", "hidden_size", "d_model", "num_h
                  "vocab_size", "num_labels")
 
 
-# ---------------------------------------------------------------- hashing
-
-
-def hash_algorithm() -> str:
-    try:
-        import xxhash  # noqa: F401 - a dependency of `datasets`, so present wherever the training code runs
-
-        return "xxh3_128"
-    except ImportError:  # pragma: no cover - only without datasets
-        return "blake2b"
-
-
-def _new_hasher(algorithm: str):
-    if algorithm == "xxh3_128":
-        import xxhash
-
-        return xxhash.xxh3_128()
-    if algorithm in hashlib.algorithms_available:
-        return hashlib.new(algorithm)
-    raise ValueError(f"unknown hash algorithm {algorithm!r}")
-
-
-def hash_file(path: str, algorithm: str) -> str:
-    hasher = _new_hasher(algorithm)
-    with open(path, "rb", buffering=0) as handle:
-        buffer = bytearray(_CHUNK)
-        view = memoryview(buffer)
-        while True:
-            n = handle.readinto(buffer)
-            if not n:
-                break
-            hasher.update(view[:n])
-    return hasher.hexdigest()
-
-
 # ---------------------------------------------------------------- identity
 
 
@@ -154,125 +120,9 @@ def same_identity(a: dict[str, Any], b: dict[str, Any]) -> bool:
     return a.get("task") == b.get("task") and a.get("model_fingerprint") == b.get("model_fingerprint")
 
 
-# ---------------------------------------------------------------- storage
-
-
-class LocalStorage:
-    """The few file operations checkpoints need (tests substitute a fake)."""
-
-    def list_dirs(self, root: str) -> list[str]:
-        """Directories directly under root (a symbolic link to a directory is not one)."""
-        try:
-            return sorted(entry.name for entry in os.scandir(root) if entry.is_dir(follow_symlinks=False))
-        except FileNotFoundError:
-            return []
-
-    def list_files(self, directory: str) -> dict[str, int]:
-        """relative path -> size of every regular file, recursively; symbolic links are neither followed nor
-        listed (see `list_links`)."""
-        out: dict[str, int] = {}
-        for parent, _dirs, names in os.walk(directory):  # followlinks=False: a linked directory is not entered
-            for name in names:
-                path = os.path.join(parent, name)
-                info = os.lstat(path)
-                if stat.S_ISREG(info.st_mode):
-                    out[Path(path).relative_to(directory).as_posix()] = info.st_size
-        return out
-
-    def list_links(self, directory: str) -> dict[str, str]:
-        """relative path -> target of every symbolic link inside `directory` (to files or directories)."""
-        out: dict[str, str] = {}
-        for parent, dirs, names in os.walk(directory):
-            for name in dirs + names:
-                path = os.path.join(parent, name)
-                if os.path.islink(path):
-                    out[Path(path).relative_to(directory).as_posix()] = os.readlink(path)
-        return out
-
-    def list_dir_links(self, root: str) -> list[str]:
-        """Names directly under root that are symbolic links."""
-        try:
-            return sorted(entry.name for entry in os.scandir(root) if entry.is_symlink())
-        except FileNotFoundError:
-            return []
-
-    def read_text(self, path: str) -> str | None:
-        try:
-            return Path(path).read_text()
-        except (FileNotFoundError, IsADirectoryError, NotADirectoryError, UnicodeDecodeError):
-            return None
-
-    def write_text_atomic(self, path: str, text: str) -> None:
-        tmp = f"{path}.tmp"
-        with open(tmp, "w") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-
-    def hash_file(self, path: str, algorithm: str) -> str:
-        return hash_file(path, algorithm)
-
-    def remove_tree(self, path: str) -> None:
-        shutil.rmtree(path, ignore_errors=True)
-
-    def remove_files(self, directory: str, names: Iterable[str]) -> list[str]:
-        """Unlink these relative paths (a link itself, never its target); returns the ones that could not be."""
-        failed = []
-        for name in names:
-            try:
-                os.unlink(os.path.join(directory, name))
-            except FileNotFoundError:
-                pass
-            except OSError:
-                failed.append(name)
-        return failed
-
-    def remove_empty_dirs(self, directory: str) -> bool:
-        """Remove `directory` and the directories under it that are empty (deepest first); True when it is gone."""
-        for parent, _dirs, _names in sorted(os.walk(directory), key=lambda item: -item[0].count(os.sep)):
-            with contextlib.suppress(OSError):
-                os.rmdir(parent)
-        return not os.path.lexists(directory)
-
-    def stage_files(self, source: str, names: Iterable[str], target: str) -> str:
-        """A fresh `target` holding these files of `source` and nothing else. Hard links (the same inodes: what is
-        verified there is what is loaded, and no space is used): returns "linked". Where hard links are
-        impossible (another file system), symbolic links to the files by name: returns "symlinked" (a copy could
-        need as much space as the checkpoint, on a volume that may not have it)."""
-        shutil.rmtree(target, ignore_errors=True)
-        os.makedirs(target)
-        how = "linked"
-        for name in names:
-            src, dst = os.path.join(source, name), os.path.join(target, name)
-            os.makedirs(os.path.dirname(dst), exist_ok=True)
-            if how == "linked":
-                try:
-                    os.link(src, dst, follow_symlinks=False)
-                    continue
-                except OSError:  # another file system, or hard links not supported
-                    how = "symlinked"
-            os.symlink(os.path.abspath(src), dst)
-        return how
-
-    def rename(self, source: str, target: str) -> None:
-        os.rename(source, target)
-
-    def exists(self, path: str) -> bool:
-        return os.path.exists(path)
-
-
 def step_of(name: str) -> int | None:
     match = _STEP_RE.match(name)
     return int(match.group(1)) if match else None
-
-
-def checkpoint_name(step: int) -> str:
-    return f"{PREFIX}{step}"
-
-
-def marker_name(host: str) -> str:
-    return f"{MARKER_PREFIX}{host}{MARKER_SUFFIX}"
 
 
 def is_marker(name: str) -> bool:
@@ -400,49 +250,70 @@ def inspect_structure(checkpoint_path: str, storage: LocalStorage | None = None)
     if not markers:
         return Verdict(name, step, "incomplete", "no completion marker (the save was interrupted, or these files "
                                                  "were not written by the training code)")
+    # the first problem found, in this order; the files are listed only when the markers are consistent
+    found = (_marker_format_problem(markers) or _missing_host_problem(markers)
+             or _disagreement_problem(markers, name, step)
+             or _listed_file_problem(markers, storage.list_files(checkpoint_path),
+                                     storage.list_links(checkpoint_path)))
+    if found is not None:
+        kind, reason = found
+        return Verdict(name, step, kind, reason, markers)
+    return Verdict(name, step, "ok", "", markers)
+
+
+def _marker_format_problem(markers: list[dict]) -> tuple[str, str] | None:
+    """(kind, reason) for the first marker of another format or without a file list."""
     for marker in markers:
         if marker.get("format") != MARKER_FORMAT:
-            return Verdict(name, step, "corrupt",
-                           f"marker {marker_name(str(marker.get('host')))} has format {marker.get('format', 1)}, "
-                           f"not {MARKER_FORMAT} (no content hashes: written by an older version)", markers)
+            return "corrupt", (f"marker {marker_name(str(marker.get('host')))} has format {marker.get('format', 1)}, "
+                               f"not {MARKER_FORMAT} (no content hashes: written by an older version)")
         if not isinstance(marker.get("files"), dict):
-            return Verdict(name, step, "corrupt", f"marker of {marker.get('host')} lists no files", markers)
+            return "corrupt", f"marker of {marker.get('host')} lists no files"
+    return None
+
+
+def _missing_host_problem(markers: list[dict]) -> tuple[str, str] | None:
+    """(kind, reason) when a host the markers name wrote no marker."""
     hosts = sorted({h for m in markers for h in m.get("hosts", [])})
     have = {m.get("host") for m in markers}
     missing = [h for h in hosts if h not in have]
     if missing:
-        return Verdict(name, step, "incomplete", f"no completion marker from host(s) {', '.join(missing)} "
-                                                 f"(of {', '.join(hosts)})", markers)
+        return "incomplete", f"no completion marker from host(s) {', '.join(missing)} (of {', '.join(hosts)})"
+    return None
+
+
+def _disagreement_problem(markers: list[dict], name: str, step: int | None) -> tuple[str, str] | None:
+    """(kind, reason) when two markers disagree, or the markers' step is not the directory's."""
     first = markers[0]
     for marker in markers[1:]:
         for key in ("step", "world_size", "task", "model_fingerprint", "lineage", "hosts"):
             if marker.get(key) != first.get(key):
-                return Verdict(name, step, "corrupt", f"markers of {first.get('host')} and {marker.get('host')} "
-                                                      f"disagree on {key}", markers)
+                return "corrupt", f"markers of {first.get('host')} and {marker.get('host')} disagree on {key}"
     if step is not None and first.get("step") != step:
-        return Verdict(name, step, "corrupt", f"markers say step {first.get('step')}, the directory {name}", markers)
-    present = storage.list_files(checkpoint_path)
-    links = storage.list_links(checkpoint_path)
+        return "corrupt", f"markers say step {first.get('step')}, the directory {name}"
+    return None
+
+
+def _listed_file_problem(markers: list[dict], present: dict[str, int],
+                         links: dict[str, str]) -> tuple[str, str] | None:
+    """(kind, reason) for the first listed file reached through a link, claimed twice, missing or of another
+    size."""
     owner: dict[str, str] = {}
     for marker in markers:
         for file, meta in marker["files"].items():
             link = _linked_part(file, links)
             if link is not None:
-                return Verdict(name, step, "corrupt", f"file {file} is reached through the symbolic link {link} -> "
-                                                      f"{links[link]} (the training code writes no links; a link "
-                                                      "can point outside the checkpoint)", markers)
+                return "corrupt", (f"file {file} is reached through the symbolic link {link} -> {links[link]} (the "
+                                   "training code writes no links; a link can point outside the checkpoint)")
             if file in owner:
-                return Verdict(name, step, "corrupt", f"file {file} is claimed by {owner[file]} and "
-                                                      f"{marker.get('host')} (one would overwrite the other in S3)",
-                               markers)
+                return "corrupt", (f"file {file} is claimed by {owner[file]} and {marker.get('host')} (one would "
+                                   "overwrite the other in S3)")
             owner[file] = str(marker.get("host"))
             if file not in present:
-                return Verdict(name, step, "incomplete", f"file {file} listed by {marker.get('host')} is missing",
-                               markers)
+                return "incomplete", f"file {file} listed by {marker.get('host')} is missing"
             if present[file] != meta.get("size"):
-                return Verdict(name, step, "corrupt", f"file {file} has {present[file]} bytes, the marker says "
-                                                      f"{meta.get('size')}", markers)
-    return Verdict(name, step, "ok", "", markers)
+                return "corrupt", f"file {file} has {present[file]} bytes, the marker says {meta.get('size')}"
+    return None
 
 
 def _linked_part(file: str, links: dict[str, str]) -> str | None:

@@ -133,24 +133,34 @@ def group_tied_parameters(trainer) -> int:
         logger.warning("FSDP2 with cpu_ram_efficient_loading: tied parameters (%s) are left to accelerate's "
                        "wrapping", [type(m).__name__ for m in groups[0]])
         return 0
-    mesh = getattr(trainer.accelerator, "torch_device_mesh", None)
-    kwargs = {
-        "reshard_after_forward": False,
-        "offload_policy": plugin.cpu_offload,
-        "mp_policy": plugin.mixed_precision_policy or MixedPrecisionPolicy(),
-        "mesh": mesh[tuple(trainer.accelerator.parallelism_config.fsdp_dim_names)] if mesh is not None else None,
-    }
+    kwargs = _tied_group_kwargs(trainer.accelerator, plugin, MixedPrecisionPolicy)
     for modules in groups:
         if trainer.accelerator.mixed_precision != "no":  # as accelerate does before sharding: fp32 master weights
-            for module in modules:
-                for param in module.parameters(recurse=False):
-                    if param.requires_grad and param.dtype != torch.float32:
-                        param.data = param.data.to(torch.float32)
+            _upcast_trainable(modules, torch.float32)
         fully_shard(modules, **kwargs)
     if distributed.rank() == 0:
         logger.info("FSDP2: tied parameters sharded as one group each: %s",
                     "; ".join(", ".join(_module_name(model, m) for m in g) for g in groups))
     return len(groups)
+
+
+def _tied_group_kwargs(accelerator, plugin, mixed_precision_policy: type) -> dict:
+    """`fully_shard` arguments for a tied group: accelerate's offload, precision and mesh, no reshard after forward."""
+    mesh = getattr(accelerator, "torch_device_mesh", None)
+    return {
+        "reshard_after_forward": False,
+        "offload_policy": plugin.cpu_offload,
+        "mp_policy": plugin.mixed_precision_policy or mixed_precision_policy(),
+        "mesh": mesh[tuple(accelerator.parallelism_config.fsdp_dim_names)] if mesh is not None else None,
+    }
+
+
+def _upcast_trainable(modules: list, dtype) -> None:
+    """The modules' own trainable parameters in `dtype` (fp32 master weights under mixed precision)."""
+    for module in modules:
+        for param in module.parameters(recurse=False):
+            if param.requires_grad and param.dtype != dtype:
+                param.data = param.data.to(dtype)
 
 
 def _module_name(model, module) -> str:

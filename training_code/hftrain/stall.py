@@ -43,19 +43,19 @@ import time
 import traceback
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from datetime import timedelta
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .stall_boards import LocalBoard, StoreBoard, board_from_env  # noqa: F401 - importable from here
+from .stall_verdict import MESSAGE_PREFIX, STACKS_DIR, Verdict, judge  # noqa: F401 - importable from here
+
 logger = logging.getLogger("hftrain")
 
-MESSAGE_PREFIX = "stall watchdog: "
 EXIT_CODE = 75  # EX_TEMPFAIL: the job stopped making progress; the pipeline retries it
 STALLS_FILE = "_stalls.json"
 HEARTBEAT_FILE = "_heartbeat.json"  # global rank 0's progress for CheckJob's outside watch (lambda/stall_watch.py)
 HEARTBEAT_FILE_SECONDS = 30.0
-STACKS_DIR = "_stalls"
 KEY = "hftrain-stall/"
 ACK_SECONDS = 15.0
 LONG_KINDS = ("startup", "eval", "save", "final")
@@ -169,153 +169,6 @@ def _short(path: str) -> str:
         if marker in path:
             return path.rsplit(marker, 1)[1]
     return os.path.basename(path)
-
-
-# --- where heartbeats live ------------------------------------------------------------------------------------
-class LocalBoard:
-    """One process (no torchrun), or tests: everything in memory."""
-
-    def __init__(self) -> None:
-        self.values: dict[str, str] = {}
-        self.lock = threading.Lock()
-
-    def set(self, key: str, value: str) -> None:
-        with self.lock:
-            self.values[key] = value
-
-    def get(self, key: str) -> str | None:
-        with self.lock:
-            return self.values.get(key)
-
-    def get_many(self, keys: list[str]) -> list[str | None]:
-        with self.lock:
-            return [self.values.get(k) for k in keys]
-
-    def add(self, key: str, amount: int) -> int:
-        with self.lock:
-            value = int(self.values.get(key) or 0) + amount
-            self.values[key] = str(value)
-            return value
-
-
-class StoreBoard:
-    """The TCPStore torchrun's agent hosts (MASTER_ADDR:MASTER_PORT), through this thread's own client."""
-
-    def __init__(self, host: str, port: int, timeout: float = 30.0) -> None:
-        import torch.distributed as dist
-
-        self.store = dist.TCPStore(host, port, is_master=False, timeout=timedelta(seconds=timeout),
-                                   wait_for_workers=False)
-
-    def set(self, key: str, value: str) -> None:
-        self.store.set(key, value)
-
-    def get(self, key: str) -> str | None:
-        return self.store.get(key).decode() if self.store.check([key]) else None
-
-    def get_many(self, keys: list[str]) -> list[str | None]:
-        return [self.get(k) for k in keys]
-
-    def add(self, key: str, amount: int) -> int:
-        return int(self.store.add(key, amount))
-
-
-def board_from_env(environ: dict[str, str] | None = None) -> LocalBoard | StoreBoard:
-    env = os.environ if environ is None else environ
-    if int(env.get("WORLD_SIZE", "1") or 1) > 1 and env.get("MASTER_ADDR") and env.get("MASTER_PORT"):
-        try:
-            return StoreBoard(env["MASTER_ADDR"], int(env["MASTER_PORT"]))
-        except Exception as err:  # noqa: BLE001 - watch this process alone rather than not at all
-            logger.warning("stall watchdog: cannot reach the store at %s:%s (%s): watching this rank alone",
-                           env["MASTER_ADDR"], env["MASTER_PORT"], err)
-    return LocalBoard()
-
-
-# --- the verdict ----------------------------------------------------------------------------------------------
-@dataclass
-class Verdict:
-    ranks: list[dict[str, Any]]  # the named (silent) ranks' heartbeats
-    silent_seconds: float
-    limit: str
-    message: str
-    record: dict[str, Any] = field(default_factory=dict)
-
-
-def judge(beats: dict[int, dict[str, Any] | None], limits: Limits, *, now: float, started_at: float,
-          poll: float) -> Verdict | None:
-    """The stall, if any, in every rank's heartbeat (None: a rank that never published, counted from
-    `started_at`)."""
-    medians = [b["median_step"] for b in beats.values() if b and b.get("median_step")]
-    median = max(medians) if medians else None
-    every: list[tuple[dict[str, Any], float, float]] = []
-    stalled = False
-    for rank, beat in beats.items():
-        beat = beat or {"rank": rank, "moved_at": started_at, "alive_at": started_at, "kind": "startup",
-                        "phase": "not started", "step": None, "where": "", "frames": [], "host": "?",
-                        "local_rank": "?", "never": True}
-        limit = limits.seconds(beat.get("kind", "train"), median)
-        quiet = now - float(beat.get("moved_at") or started_at)
-        stalled = stalled or quiet > limit
-        every.append((beat, quiet, limit))
-    if not stalled:
-        return None
-    frozen_after = max(3 * poll, 5.0)
-    late = False
-    for beat, quiet, limit in every:
-        age = now - float(beat.get("alive_at") or 0)
-        beat["frozen"] = bool(beat.get("never")) or age > frozen_after
-        # a watchdog that missed two beats may be frozen (a SIGSTOP that landed after the rank's last step): wait
-        # until it is clearly frozen or alive again before naming anyone, at most frozen_after past the limit
-        late = late or (not beat["frozen"] and age > 2 * poll and quiet <= limit + frozen_after)
-    if late:
-        return None
-    silent = [s for s in every if s[1] > s[2] / 2]  # past half their limit: may be the cause
-    # a frozen rank is the cause whenever it last moved (it may have begun the next step before it froze)
-    named = [s for s in every if s[0]["frozen"]] or [s for s in silent if not s[0].get("waiting")] or silent
-    named.sort(key=lambda s: (-s[1], s[0]["rank"]))
-    beat, quiet, limit = named[0]
-    rule = limits.describe(beat.get("kind", "train"), median)
-    message = _message(named, quiet, rule, len(silent), len(beats))
-    record = {"job": beat.get("job"), "last_progress_at": round(min(float(s[0].get("moved_at") or started_at)
-                                                                   for s in named), 3),
-              "detected_at": round(now, 3), "rank": beat["rank"], "host": beat.get("host"),
-              "local_rank": beat.get("local_rank"), "step": beat.get("step"), "phase": beat.get("phase"),
-              "where": (beat.get("frames") or [""])[0], "frozen": beat["frozen"],
-              "ranks": [s[0]["rank"] for s in named], "silent_seconds": round(quiet, 1), "limit": rule,
-              "reason": message.splitlines()[0]}
-    return Verdict([s[0] for s in named], quiet, rule, message, record)
-
-
-def _rank_text(beat: dict[str, Any]) -> str:
-    return f"rank {beat['rank']} ({beat.get('host')}, local rank {beat.get('local_rank')})"
-
-
-def _message(named: list[tuple[dict[str, Any], float, float]], quiet: float, rule: str, silent: int,
-             world: int) -> str:
-    beat = named[0][0]
-    others = [_rank_text(s[0]) for s in named[1:4]]
-    who = _rank_text(beat) + (f" (also {', '.join(others)})" if others else "")
-    if beat.get("never"):
-        state = "never reported (its process may not have started)"
-    elif beat.get("frozen"):
-        state = (f"stopped responding (its process is frozen or SIGSTOPped: not even its watchdog thread runs); no "
-                 f"progress for {quiet / 60:.1f} min, last heard at "
-                 + (f"step {beat.get('step')}" if beat.get("step") is not None else f"start-up phase {beat.get('phase')}"))
-    elif beat.get("step") is None or beat.get("kind") == "startup":
-        state = f"made no progress for {quiet / 60:.1f} min in start-up phase {beat.get('phase')} (before step 1)"
-    else:
-        state = f"made no progress for {quiet / 60:.1f} min at step {beat.get('step')}"
-        if beat.get("kind") != "train":
-            state += f" in {beat.get('phase')}"
-    frames = beat.get("frames") or []
-    last = f"; last in {' <- '.join(frames)}" if frames else ""
-    if beat.get("where"):
-        last += f" (step part: {beat['where']})"
-    first = f"{MESSAGE_PREFIX}{who} {state}{last}"
-    return (f"{first}\n{silent} of {world} ranks without progress (the others wait for the named rank in a "
-            f"collective); limit {rule}. The stacks of every rank that could still run are in the job's log and in "
-            f"{STACKS_DIR}/{beat.get('job')}/rank-<rank>.txt under the run's checkpoint prefix; the pipeline retries "
-            "from the last durable checkpoint unless stall.action is 'fail'.")
 
 
 # --- the thread -----------------------------------------------------------------------------------------------

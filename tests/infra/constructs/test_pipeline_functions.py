@@ -19,6 +19,7 @@ from aws_cdk.assertions import Template
 from construct_helpers import Built, bare_app, bare_key, env_config, env_fixtures
 from synth_helpers import as_list, policy_statements, resources
 
+from hfsm_lambda import HANDLER_MODULE
 from stacks import names
 from stacks.pipeline_functions import PipelineFunction
 
@@ -33,7 +34,7 @@ class FunctionsBuilt(Built):
 
     def function(self, handler: str) -> tuple[str, dict]:
         (lid,) = [k for k, f in resources(self.json, "AWS::Lambda::Function").items()
-                  if f["Properties"]["Handler"] == f"handlers.{handler}"]
+                  if f["Properties"]["Handler"] == f"{HANDLER_MODULE}.{handler}"]
         return lid, self.json["Resources"][lid]["Properties"]
 
     def logical_id(self, construct: object) -> str:

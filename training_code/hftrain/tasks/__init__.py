@@ -2,7 +2,10 @@
 
 The registry is built from the modules in this package: every `Task` subclass with a `name` is a task. Adding a
 task is one new module here (and its tests); the argument parser, hyperparameters.json (which the Lambdas read for
-the task names and metric definitions) and the runner derive from the registry.
+the task names and metric definitions) and the runner derive from the registry, and so does local mode: the
+module's `local` declaration (base.LocalMode) names the task's example spec, tiny model family and row generator.
+What else a task brings (those files, its docs section) is listed in docs/training.md "Adding a task" and checked
+by tests/local_mode/test_task_registry.py.
 """
 
 from __future__ import annotations

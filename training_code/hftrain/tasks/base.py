@@ -52,6 +52,19 @@ class Verdict:
         return dataclasses.asdict(self)
 
 
+@dataclass(frozen=True)
+class LocalMode:
+    """What local mode (local_mode/, which is not shipped) needs to run the task on one machine with no downloads,
+    read there through the registry: declared here so that a task's module is the one place that names them.
+    Plain names only, nothing of local mode is imported into the training code."""
+
+    example: str  # the shipped example spec, a file name under examples/ (its `task` is this task)
+    model_family: str  # the tiny model built from a config (local_mode/synthetic.py MODEL_KINDS) for the task
+    rows: str  # the function of local_mode/synthetic.py that generates learnable rows: (n, seed, hyperparameters)
+    # the hyperparameter naming the column that a tokenizer stage's `text_field` is filled from
+    tokenizer_text: str = "text_column"
+
+
 class ModelTaskMismatch(ValueError):
     """The model's architecture cannot do the task."""
 
@@ -64,6 +77,7 @@ class Task:
     baseline_metrics: tuple[str, ...] = ()  # what baseline() returns (logged as eval_baseline_<name>)
     columns: tuple[Column, ...] = ()  # the columns it reads, each named by a hyperparameter (resolve_columns)
     verdict: Verdict | None = None  # the headline metric and margin over the trivial baseline
+    local: LocalMode | None = None  # what local mode builds and generates for the task (required of a task)
     auto_model = None  # the transformers Auto* class
     trainer_class = Trainer
     default_max_length = 128

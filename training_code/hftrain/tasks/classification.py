@@ -9,7 +9,7 @@ from transformers import AutoModelForSequenceClassification
 
 from .. import baselines
 from ..data import DataError
-from .base import Column, Task, Verdict
+from .base import Column, LocalMode, Task, Verdict
 
 TEXT_CANDIDATES = ("text", "sentence", "sentence1", "premise", "question1")
 PAIR_CANDIDATES = ("text_pair", "sentence2", "hypothesis", "question2")
@@ -103,6 +103,7 @@ class TextClassification(Task):
     )
     verdict = Verdict("accuracy", 0.02, "accuracy is a share (0-1): 2 points over always predicting the most "
                                         "frequent training label")
+    local = LocalMode("text-classification.json", "roberta", rows="text_classification_rows")
     auto_model = AutoModelForSequenceClassification
     default_max_length = 128
 

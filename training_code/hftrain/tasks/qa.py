@@ -10,7 +10,7 @@ from transformers import AutoModelForQuestionAnswering
 
 from .. import baselines, metrics_qa
 from ..data import DataError
-from .base import Column, Task, Verdict
+from .base import Column, LocalMode, Task, Verdict
 
 
 def _answers(value) -> dict:
@@ -65,6 +65,8 @@ class QuestionAnswering(Task):
     )
     verdict = Verdict("f1", 2.0, "SQuAD F1 in points (0-100): 2 points over answering with the context's first two "
                                  "words")
+    local = LocalMode("question-answering.json", "bert", rows="question_answering_rows",
+                      tokenizer_text="context_column")
     auto_model = AutoModelForQuestionAnswering
     default_max_length = 384
 

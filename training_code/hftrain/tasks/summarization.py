@@ -9,7 +9,7 @@ import numpy as np
 from transformers import AutoModelForSeq2SeqLM, DataCollatorForSeq2Seq, Seq2SeqTrainer
 
 from .. import baselines
-from .base import Column, ModelTaskMismatch, Task, Verdict
+from .base import Column, LocalMode, ModelTaskMismatch, Task, Verdict
 
 TEXT_CANDIDATES = ("document", "article", "text", "dialogue", "source")
 SUMMARY_CANDIDATES = ("summary", "highlights", "target", "abstract")
@@ -65,6 +65,7 @@ class Summarization(Task):
     )
     verdict = Verdict("rougeL", 1.0, "ROUGE-L in points (0-100): 1 point over lead-3, the document's first three "
                                      "sentences")
+    local = LocalMode("summarization.json", "bart", rows="summarization_rows")
     auto_model = AutoModelForSeq2SeqLM
     trainer_class = Seq2SeqTrainer
     default_max_length = 1024

@@ -26,7 +26,7 @@ from local_mode.local_job import job_env
 from local_mode.training_hosts import install_code, training_processes
 from stacks.code_asset import sourcedir_bytes
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 REGION = "us-east-1"
 INSTANCE_TYPE = "ml.m5.xlarge"
 

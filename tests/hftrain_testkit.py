@@ -11,7 +11,7 @@ from pathlib import Path
 
 from local_mode import synthetic as synth
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 TRAIN_PY = REPO / "training_code" / "train.py"
 
 
