@@ -8,10 +8,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from lambda_testlib import FSX, REGION, SETTINGS, FakeContext, settings_dict
+from lambda_testlib import DATA, FSX, REGION, SETTINGS, SPEC, FakeContext, settings_dict, strict_json
 from moto import mock_aws
 
-from hfsm_lambda import aws
+from hfsm_lambda import aws, handlers
 from hfsm_lambda import settings as settings_module
 
 
@@ -78,6 +78,19 @@ def put_objects(prefix_uri: str, count: int, body: bytes = ANY_TASK_ROW) -> None
 @pytest.fixture
 def put_data() -> Any:
     return put_objects
+
+
+# --- the handler tests' data and prepared run (test_lambda_handlers.py and its siblings) -----------------
+@pytest.fixture
+def data(aws_account, put_data):
+    put_data(DATA + "train/", 4)
+    put_data(DATA + "val/", 1)
+    return aws_account
+
+
+@pytest.fixture
+def state(data, context):
+    return strict_json(handlers.prepare({"spec": SPEC}, context))
 
 
 # --- hostile run specs: how many cases each class tried (tests/lambda/test_lambda_hostile_runs.py, issue 24) ---

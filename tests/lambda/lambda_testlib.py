@@ -46,6 +46,19 @@ SMDDP_TYPES = ("ml.p4d.24xlarge", "ml.p5.48xlarge")
 # A training image that ships the SMDDP library (PyTorch 2.5 base; see lambda/smddp_support.py)
 SMDDP_IMAGE = ("763104351884.dkr.ecr.us-east-1.amazonaws.com/huggingface-pytorch-training:"
                "2.5.1-transformers4.49.0-gpu-py311-cu124-ubuntu22.04")
+# The run spec of the handler tests (test_lambda_handlers.py and its siblings) and where its data lies
+SPEC = {"version": 1, "name": "squad", "task": "question-answering", "model": "distilbert/distilbert-base-uncased",
+        "data": {"train": {"s3": "datasets/squad/train/", "distribution": "ShardedByS3Key"},
+                 "validation": {"s3": "datasets/squad/val/"}},
+        "compute": {"instance_type": "ml.g5.2xlarge", "instance_count": 2},
+        "spot": {"enabled": True, "max_wait_seconds": 7200}, "max_runtime_seconds": 3600,
+        "fallback": {"max_attempts": 3, "options": [{"instance_type": "ml.g6.2xlarge"}, {"spot": False}]}}
+DATA = f"s3://{SETTINGS['data_bucket']}/datasets/squad/"
+
+
+def strict_json(value: Any) -> Any:
+    """What the Lambda runtime does with a handler's return value (NaN is not JSON)."""
+    return json.loads(json.dumps(value, allow_nan=False))
 
 
 def settings_dict(**overrides: Any) -> dict[str, Any]:
