@@ -1,6 +1,6 @@
 """The training-code bundle (stacks/code_asset.py), alone: a deterministic, content-addressed sourcedir.tar.gz that
 carries the job wheels. Where the pipeline stack deploys it (code/<sha>/, the deployment role) is wiring:
-tests/infra/test_pipeline_stack.py and test_security.py."""
+tests/infra/test_pipeline_stack.py and test_security_pipeline.py."""
 
 from __future__ import annotations
 

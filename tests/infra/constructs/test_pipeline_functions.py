@@ -3,7 +3,7 @@ a stack of its own, as the storage stack's is), inline code and a bare queue: ru
 its own role and log group, the encrypted environment, and the failure path of an asynchronously invoked one.
 
 Which functions the pipeline has, the settings handed to them and who invokes them are wiring:
-tests/infra/test_pipeline_stack.py, test_security.py, test_policy_walk.py. The asset's contents:
+tests/infra/test_pipeline_stack.py, test_security_pipeline.py, test_policy_walk.py. The asset's contents:
 tests/lambda/test_lambda_asset.py."""
 
 from __future__ import annotations
