@@ -47,9 +47,10 @@ def _missing(name: str, where: str) -> MissingTrainingContract:
 
 def source(name: str) -> Path:
     """The file `name` of FILES: in this package (the Lambda asset), else in the checkout's training_code/."""
-    bundled, checkout = HERE / name, _checkout()
-    if bundled.is_file():
+    bundled = HERE / name
+    if bundled.is_file():  # the Lambda asset: no search for a checkout on its cold start
         return bundled
+    checkout = _checkout()
     if checkout is not None and (checkout / FILES[name]).is_file():
         return checkout / FILES[name]
     raise _missing(name, str(checkout / FILES[name]) if checkout else "the package hftrain is not installed")

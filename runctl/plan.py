@@ -10,16 +10,12 @@ send and the worst-case cost over the whole fallback chain (lambda/cost.py).
 from __future__ import annotations
 
 import json
-from types import ModuleType
 from typing import Any
 
-from hfsm_lambda import cost, errors, job_requests, runs, settings
+from hfsm_lambda import cost, job_requests, runs
+from hfsm_lambda.errors import PreflightError, SettingsError, SpecError
+from hfsm_lambda.settings import parse_settings
 from runctl.core import Clients, RunctlError
-
-
-def lambda_modules() -> dict[str, ModuleType]:
-    """The pipeline's own Lambda modules (the code Prepare runs)."""
-    return {"settings": settings, "runs": runs, "job_requests": job_requests, "cost": cost, "errors": errors}
 
 
 def prepare_function(clients: Clients, state_machine_arn: str) -> str:
@@ -43,24 +39,22 @@ def deployed_settings_text(clients: Clients, state_machine_arn: str) -> str:
 def plan(clients: Clients | None, spec: dict[str, Any], *, settings_text: str, offline: bool = False
          ) -> dict[str, Any]:
     """{ok, problems, error, run, requests, worst_case}; ok False with the problems when nothing would start."""
-    mods = lambda_modules()
-    errors = mods["errors"]
     try:
-        settings = mods["settings"].parse_settings(settings_text)
-    except errors.SettingsError as err:
+        settings = parse_settings(settings_text)
+    except SettingsError as err:
         raise RunctlError(f"the pipeline settings are not usable: {'; '.join(err.problems)}") from err
     try:
-        run = mods["runs"].prepare_run(spec, settings, s3=None if offline else clients.s3,
-                                       sagemaker=None if offline else clients.sagemaker,
-                                       ec2=None if offline else clients.ec2)
-    except (errors.SpecError, errors.PreflightError) as err:
+        run = runs.prepare_run(spec, settings, s3=None if offline else clients.s3,
+                               sagemaker=None if offline else clients.sagemaker,
+                               ec2=None if offline else clients.ec2)
+    except (SpecError, PreflightError) as err:
         return {"ok": False, "error": type(err).__name__, "problems": err.problems,
                 "environment": settings.environment}
     # The requests Prepare built and checked (prepare_run keeps only the run): built again from the plan, in the
     # order the run sends them (tokenizer jobs, then the training attempts).
-    built = mods["job_requests"].build_requests(run, settings)
+    built = job_requests.build_requests(run, settings)
     built = sorted(built, key=lambda item: item[0] != "CreateProcessingJob")
-    worst = mods["cost"].worst_case_cost(run, built, settings)
+    worst = cost.worst_case_cost(run, built, settings)
     requests = [{"operation": op, "stage": item["kind"], "request": request}
                 for (op, request), item in zip(built, worst["items"], strict=True)]
     return {"ok": True, "environment": settings.environment, "region": settings.region, "run": run,
