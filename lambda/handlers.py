@@ -485,10 +485,6 @@ def _publish(settings: Settings, subject: str, message: str, status: str, run_id
 
 
 # --- failure ---------------------------------------------------------------------------------------------
-def _dict_or_empty(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
 def _failed_run(event: dict[str, Any], settings: Settings) -> dict[str, Any] | None:
     """The state's run when its run id is a run id, with every address derived from it (none from the state)."""
     run = section(event, "run")
@@ -505,7 +501,7 @@ def _failure_summary(event: dict[str, Any], settings: Settings, run: dict[str, A
     """summary.json of a failed run (also what the notification says)."""
     job, status = section(event, "job") or {}, section(event, "status") or {}
     execution = section(event, "execution") or {}
-    spec = _dict_or_empty((run or {}).get("spec"))
+    spec = section(run, "spec") or {}
     job_name = job.get("job_name") or status.get("job_name")
     links = messages.run_links(settings, run, job_name, job.get("job_type", "training"))
     if not run and isinstance(execution.get("Id"), str):

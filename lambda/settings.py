@@ -23,7 +23,6 @@ from .errors import SettingsError
 from .naming import PROJECT_NAME
 
 ENV_VAR = "PIPELINE_SETTINGS"
-_PROJECT = PROJECT_NAME
 
 
 def setting(doc: str, *, default: Any = dataclasses.MISSING, pattern: str | None = None, what: str | None = None,
@@ -49,8 +48,8 @@ class FsxSettings:
 @dataclass(frozen=True, kw_only=True)
 class Settings:
     project: str = setting("project name; every resource name starts with `<project>-<environment>`",
-                           pattern=_PROJECT)
-    environment: str = setting("environment name (the cdk.json environment)", pattern=_PROJECT)
+                           pattern=PROJECT_NAME)
+    environment: str = setting("environment name (the cdk.json environment)", pattern=PROJECT_NAME)
     region: str = setting("AWS region of the deployment")
     account: str = setting("AWS account of the deployment")
     data_bucket: str = setting("bucket of run specs (`runs/`) and user data (`datasets/`, `base-models/`)")
