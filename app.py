@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 
 from stacks.app_builder import build_app
-from stacks.config import ConfigError
+from stacks.settings.environment import ConfigError
 
 try:
     project = build_app()

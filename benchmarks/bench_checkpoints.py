@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from hftrain import checkpoints as ck
+from hftrain.checkpoint import manager as ck
 
 REPO = Path(__file__).resolve().parents[1]
 

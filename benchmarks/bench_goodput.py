@@ -16,7 +16,7 @@ until it is detected (`detect`) or, without detection, until the job's MaxRuntim
 interruption. The run ends with `eval` and `upload`. Goodput = work / billed; lost instance-hours = billed - work.
 
 Policies compared: a fixed 30-minute interval vs auto (sqrt(2 x save x M), M the mean time between
-interruptions, clamped to [5, 60] minutes: hftrain/save_interval.py); the tokenized cache vs none; stall detection
+interruptions, clamped to [5, 60] minutes: hftrain/checkpoint/interval.py); the tokenized cache vs none; stall detection
 vs waiting for MaxRuntime.
 
 Costs: the local runs' measurements, scaled as stated. The save, download and start-up figures are the demo
@@ -36,7 +36,7 @@ import sys
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from hftrain.save_interval import clamp_minutes, young_daly_seconds  # the interval the training code uses
+from hftrain.checkpoint.interval import clamp_minutes, young_daly_seconds
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -1,7 +1,7 @@
 """Lambda code asset: cold import time of the handler module and asset size, against baselines of the same run.
 
 Cold import is measured as Lambda does it: a fresh interpreter importing `handlers` from the asset as synth
-stages it (lambda/ plus training_code's schema and rules, stacks/lambda_asset.py) without __pycache__ (the asset ships no .pyc and /var/task is read-only, so our modules compile every cold
+stages it (lambda/ plus training_code's schema and rules, stacks/assets/lambda_asset.py) without __pycache__ (the asset ships no .pyc and /var/task is read-only, so our modules compile every cold
 start). Baseline: the same interpreter importing only boto3 (which every Python Lambda using AWS pays).
 Also: a cold Prepare (import + the first prepare of an example spec: schema files loaded, patterns compiled),
 and the pure planning path (parse + pre-flight + all requests) per example spec, warm. `--baseline-ref REF`
@@ -26,7 +26,7 @@ import zipfile
 from pathlib import Path
 
 from benchmarks.pipeline_settings import SETTINGS
-from stacks.lambda_asset import stage  # the asset's files, as synth stages them
+from stacks.assets.lambda_asset import stage
 
 REPO = Path(__file__).resolve().parents[1]
 LAMBDA = REPO / "lambda"
@@ -71,8 +71,8 @@ def cold_imports_ms(runs: dict[str, tuple[Path, str]], repeat: int) -> dict[str,
 
 
 def planning_ms(repeat: int) -> float:
-    from hfsm_lambda import job_requests
-    from hfsm_lambda.runs import prepare_run
+    from hfsm_lambda.plan import job_requests
+    from hfsm_lambda.runs.prepare import prepare_run
     from hfsm_lambda.settings import Settings
 
     settings = Settings.from_dict(SETTINGS)

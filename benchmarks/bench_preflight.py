@@ -20,8 +20,10 @@ import time
 from moto import mock_aws
 
 from benchmarks.pipeline_settings import SETTINGS as BASE_SETTINGS
-from hfsm_lambda import aws, data_preflight, runs
+from hfsm_lambda import aws
 from hfsm_lambda import settings as settings_module
+from hfsm_lambda.data import preflight as data_preflight
+from hfsm_lambda.runs import prepare as runs
 
 os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
 os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")

@@ -1,4 +1,4 @@
-"""Restart start-up with and without the tokenized data set kept with the run (hftrain/tokenized_cache.py).
+"""Restart start-up with and without the tokenized data set kept with the run (hftrain/data/tokenized_cache.py).
 
     python benchmarks/bench_restart.py               # 100,000 generated QA examples (SQuAD-like lengths)
     python benchmarks/bench_restart.py --smoke       # 2,000 examples

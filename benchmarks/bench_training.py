@@ -11,7 +11,7 @@ distributions: see workloads.py), batch size, learning rate, number of optimizer
   library pieces in hf_baselines.py: run_qa and run_glue pad every example to max_seq_length; fp32;
 * hf-best: the same script at its best flags: `--pad_to_max_length False` (dynamic padding),
   `--train_sampling_strategy group_by_length`, the same precision as this code (fp32 on CPU);
-* ours: training_code's entry point (hftrain.runner.main) with no efficiency hyperparameter set: its defaults.
+* ours: training_code's entry point (hftrain.run.runner.main) with no efficiency hyperparameter set: its defaults.
 
 Rounds are interleaved (the arm order rotates every round) so that load from other processes on the machine hits
 every arm alike. The figure to trust is CPU time (process time in `Trainer.train` from the end of step 2 to the

@@ -147,8 +147,8 @@ class TrainMeter:
 
 
 def run_ours(base: Path, hyperparameters: dict) -> tuple[int, str]:
-    """training_code's entry point (hftrain.runner.main) in this process, as a job with base dir `base`."""
-    from hftrain import runner
+    """training_code's entry point (hftrain.run.runner.main) in this process, as a job with base dir `base`."""
+    from hftrain.run import runner
 
     for var in list(os.environ):
         if var.startswith("SM_") or var in ("LOCAL_RANK", "RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE"):
@@ -171,7 +171,7 @@ def evaluate(task: str, model, tokenizer, eval_rows: list[dict], *, max_seq_leng
     """Eval loss and the task metric of a trained model, computed the same way for every arm.
 
     QA: features as run_qa.py's prepare_validation_features builds them, n-best post-processing and SQuAD
-    scoring (hftrain.metrics_qa, equal to the examples' utils_qa.py on the same logits); classification: accuracy
+    scoring (hftrain.scoring.squad, equal to the examples' utils_qa.py on the same logits); classification: accuracy
     through the model's own id2label; summarization: greedy generation and ROUGE (rouge-score, stemmed).
     """
     import datasets
@@ -183,8 +183,8 @@ def evaluate(task: str, model, tokenizer, eval_rows: list[dict], *, max_seq_leng
         Seq2SeqTrainingArguments,
     )
 
-    from hftrain import metrics_qa
     from hftrain.args import DataArguments
+    from hftrain.scoring import squad as metrics_qa
     from hftrain.tasks import get_task
     from hftrain.tasks.summarization import rouge
 

@@ -28,31 +28,13 @@ from urllib.parse import unquote_plus
 
 from botocore.exceptions import ClientError
 
-from . import (
-    checkpoint_interval,
-    durability,
-    goodput_sources,
-    job_requests,
-    messages,
-    model_package,
-    naming,
-    orphans,
-    outcomes,
-    planning,
-    registry,
-    request_guard,
-    run_claims,
-    runtime_limits,
-    stall_watch,
-    verdict,
-)
-from .aws import aws_errors, client, error_code, is_already_exists, is_not_found
-from .errors import JobConflictError, JobFailedError, PreflightError, SpecError
-from .run_spec import parse_spec_text
-from .runs import prepare_run
-from .s3_layout import RUNS_PREFIX
-from .settings import Settings, load_settings
-from .state import (
+from hfsm_lambda import naming
+from hfsm_lambda.goodput import sources as goodput_sources
+from hfsm_lambda.plan import checkpoint_interval, job_requests, planning, request_guard, runtime_limits
+from hfsm_lambda.runs import claims as run_claims
+from hfsm_lambda.runs import messages, model_package, outcomes, registry, verdict
+from hfsm_lambda.runs.prepare import prepare_run
+from hfsm_lambda.runs.state import (
     CheckJobInput,
     ExecutionState,
     FinishInput,
@@ -64,6 +46,14 @@ from .state import (
     Status,
     section,
 )
+from hfsm_lambda.spec.run_spec import parse_spec_text
+from hfsm_lambda.watch import durability, orphans
+from hfsm_lambda.watch import stalls as stall_watch
+
+from .aws import aws_errors, client, error_code, is_already_exists, is_not_found
+from .errors import JobConflictError, JobFailedError, PreflightError, SpecError
+from .s3_layout import RUNS_PREFIX
+from .settings import Settings, load_settings
 
 logger = logging.getLogger("hfsm")
 logger.setLevel(os.environ.get("LOG_LEVEL", "INFO"))
@@ -277,7 +267,7 @@ def check_job(event: CheckJobInput, context: Any = None) -> Status:
     state: running | completed | retryable (spot MaxWaitTimeExceeded, capacity errors, a stop by the
     durability watchdog, a stall: `outcome` "stall") | failed. For training jobs with a checkpoint URI,
     `durability` reports the newest checkpoint complete in S3 and `stall_watch` the outside stall watch
-    (stall_watch.py); `previous` (the last $.status) carries the watchdogs' warned/stopped state.
+    (watch/stalls.py); `previous` (the last $.status) carries the watchdogs' warned/stopped state.
     """
     job = event["job"]
     sm = client("sagemaker")
@@ -311,7 +301,7 @@ def _stop_job(sm: Any, job_name: str, message: str, reason: str) -> None:
 
 def _watch_durability(sm: Any, job: dict[str, Any], desc: dict[str, Any], status: dict[str, Any],
                       previous: dict[str, Any] | None) -> None:
-    """The durability watchdog (durability.py): report, warn once per stale period, stop when asked."""
+    """The durability watchdog (watch/durability.py): report, warn once per stale period, stop when asked."""
     settings = load_settings()
     try:
         with aws_errors():
@@ -339,7 +329,7 @@ def _watch_durability(sm: Any, job: dict[str, Any], desc: dict[str, Any], status
 
 def _watch_stall(sm: Any, job: dict[str, Any], desc: dict[str, Any], status: dict[str, Any],
                  previous: dict[str, Any] | None) -> None:
-    """The stall watch from outside the job (stall_watch.py): stop a job that is Training without progress."""
+    """The stall watch from outside the job (watch/stalls.py): stop a job that is Training without progress."""
     stall = job.get("stall") or {"action": "off"}
     if stall.get("action") == "off":
         return
@@ -440,7 +430,7 @@ def finish(event: FinishInput, context: Any = None) -> dict[str, Any]:
         "summary_uri": run["uris"]["summary"], "metrics_uri": run["uris"]["metrics"], "attempts": attempts,
         "source": run.get("source"), "links": messages.run_links(settings, run, job["job_name"]),
         "finished_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        # as the attempts' own logs tell them (goodput.py); the training code's _history.json without any log
+        # as the attempts' own logs tell them (goodput/ledger.py); the training code's _history.json without any log
         "interruptions": ledger["interruptions"] if any(a.get("log_stream") for a in ledger.get("attempts", []))
         else history_interruptions,
         "checkpoints": checkpoints,
@@ -541,7 +531,7 @@ def notify_failure(event: dict[str, Any], context: Any = None) -> dict[str, Any]
 # --- orphaned jobs ---------------------------------------------------------------------------------------
 def stop_run_jobs(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
     """EventBridge "Step Functions Execution Status Change" (FAILED, TIMED_OUT, ABORTED) -> stop the run's jobs
-    still InProgress (orphans.py)."""
+    still InProgress (watch/orphans.py)."""
     settings = load_settings()
     result = orphans.stop_run_jobs(event, client("stepfunctions"), client("sagemaker"), settings.state_machine_arns)
     _log("orphaned jobs checked", **{k: result.get(k) for k in ("execution_arn", "status", "run_id", "stopped")})

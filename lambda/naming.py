@@ -1,8 +1,8 @@
 """Names and addresses: run ids, job names, execution names, instance types, ARNs, console links. Pure.
 
 The one declaration of these patterns and builders: the Lambdas, runctl (runctl/core.py) and the stacks' config
-(stacks/config.py) import them; tests/lambda/test_lambda_naming.py fails when
-a copy reappears. Patterns are whole-string, in the regex subset Python and ECMAScript share (run_spec.py puts
+(stacks/settings/environment.py) import them; tests/lambda/test_lambda_naming.py fails when
+a copy reappears. Patterns are whole-string, in the regex subset Python and ECMAScript share (spec/run_spec.py puts
 them in the JSON Schema).
 """
 
@@ -20,7 +20,7 @@ from .s3_layout import RUNS_PREFIX
 # A run spec's `name` (and so a run id's first part).
 # The project (and environment) name, 1-16 characters: every name built from it is `<project>-<environment>...`
 # (so at least 3 characters), and 16 keeps those names within IAM's, Lambda's, S3's and SageMaker's limits (63-64
-# characters). stacks/config.py (cdk.json) and settings.py (the Lambdas) check it with this one pattern.
+# characters). stacks/settings/environment.py (cdk.json) and settings.py (the Lambdas) check it with this one pattern.
 PROJECT_NAME = r"[a-z][a-z0-9-]{0,15}"
 NAME = r"[a-z][a-z0-9-]{0,31}"
 NAME_RE = re.compile(NAME)  # fullmatch

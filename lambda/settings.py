@@ -3,7 +3,7 @@
 Each field's type and its constraints (field metadata: pattern, minimum, item counts, doc) drive `from_dict` (the
 Lambdas' validation, every problem listed), `to_dict` (what stacks/pipeline_stack.py serializes: it builds a
 `Settings` with `Settings.build`, which takes every field, so a field added here fails `cdk synth` until the
-stack sets it) and the settings table in CONTRACTS.md (`python -m hfsm_lambda.spec_docs --write`). Rules across
+stack sets it) and the settings table in CONTRACTS.md (`python -m hfsm_lambda.spec.docs --write`). Rules across
 fields: `RULES`. Pure: no AWS calls.
 """
 
@@ -81,7 +81,7 @@ class Settings:
         "on-demand USD per instance-hour, for cost figures (else instance-seconds only)", default={}, minimum=0)
     internet_access: bool = setting("jobs can reach the internet (NAT gateway); without it a Hub model id "
                                     "cannot download", default=True)
-    # --- security and spend (hyperparameters.policy_problems, spend.py, request_guard.py) ---
+    # --- security and spend (hyperparameters.policy_problems, plan/spend.py, plan/request_guard.py) ---
     remote_code_hub_orgs: tuple[str, ...] = setting(
         "Hub organizations whose models may run their own code (trust_remote_code, pinned commit); [] = none",
         default=())

@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
             generate_data(args.task, args.dir, args.cdk_out, family=args.family, train_rows=args.rows)
             return 0
         else:
-            from local_mode.job_settings import Interruption
+            from local_mode.sagemaker.settings import Interruption
 
             rules = [Interruption(n) for n in args.interrupt_at_step or []]
             rules += [Interruption(n, abrupt=True) for n in args.interrupt_abruptly_at_step]

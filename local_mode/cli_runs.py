@@ -11,13 +11,13 @@ import re
 from pathlib import Path
 from typing import Any
 
+from hfsm_lambda.spec.spec_file import read_spec_file
 from local_mode import spec_inputs, synthetic, task_registry
 from local_mode.console import failure_lines, success_lines
-from local_mode.job_settings import Interruption
 from local_mode.report import write_report
+from local_mode.sagemaker.settings import Interruption
+from local_mode.sagemaker.stall_faults import describe_stall
 from local_mode.session import LocalSession, RunOutcome
-from local_mode.spec_file import read_spec_file
-from local_mode.stall_faults import describe_stall
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples"

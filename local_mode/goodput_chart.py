@@ -1,5 +1,5 @@
 """The run report's goodput section: one stacked bar per training attempt (the ledger's parts, instance-seconds)
-and a table of the same numbers. The ledger itself is the run summary's `goodput` (lambda/goodput.py, computed by
+and a table of the same numbers. The ledger itself is the run summary's `goodput` (lambda/goodput/ledger.py, computed by
 the Finish Lambda from the jobs' status transitions and logs); the summary above it in the report has its lines."""
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from local_mode.goodput_chart import goodput_section
 from local_mode.session import RunOutcome
 
 MIN_CURVE_POINTS = 3
-NOT_BEATEN = "did-not-beat-baseline"  # lambda/verdict.py's verdict word
+NOT_BEATEN = "did-not-beat-baseline"  # lambda/runs/verdict.py's verdict word
 
 
 def _pyplot() -> Any:

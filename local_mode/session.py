@@ -23,12 +23,12 @@ from typing import Any
 import boto3
 from moto import mock_aws
 
+from local_mode.aws.emulator import Deployment, Emulator, copy_tree_to_s3
 from local_mode.cloud_assembly import AssemblyError, CloudAssembly
-from local_mode.emulator import Deployment, Emulator, copy_tree_to_s3
-from local_mode.job_settings import Interruption, JobEvent, LocalSageMakerSettings
-from local_mode.s3_channels import safe_extract
-from local_mode.sagemaker_backend import LocalSageMaker, local_sagemaker
-from local_mode.stall_faults import describe_stall
+from local_mode.sagemaker.backend import LocalSageMaker, local_sagemaker
+from local_mode.sagemaker.s3_channels import safe_extract
+from local_mode.sagemaker.settings import Interruption, JobEvent, LocalSageMakerSettings
+from local_mode.sagemaker.stall_faults import describe_stall
 
 LOSS_METRICS = ("loss",)  # per logging step; train_loss is the whole run's average
 MOTO_CONFIG = {"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}}

@@ -31,7 +31,7 @@ TRAIN_ROWS, EVAL_ROWS = 320, 64
 LOCAL_MAX_STEPS = 20
 LOCAL_LOGGING_STEPS = 5
 
-# FSDP in local runs: the training code runs FSDP2 on CPU ranks (gloo; hftrain/fsdp.py), so an fsdp spec runs as
+# FSDP in local runs: the training code runs FSDP2 on CPU ranks (gloo; hftrain/parallel/fsdp.py), so an fsdp spec runs as
 # written, the shipped summarization example (tiny BART, tied embeddings, 2 hosts) included. False would switch
 # an fsdp spec to ddp and print FSDP_REASON (kept for a regression found in a library upgrade).
 FSDP_RUNS_ON_CPU = True

@@ -13,7 +13,8 @@ from typing import Any
 import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 
-from hfsm_lambda import goodput, verdict
+from hfsm_lambda.goodput import ledger as goodput
+from hfsm_lambda.runs import verdict
 from runctl import core, local_runs, observe
 
 NOT_BEATEN, NOT_BEATEN_PHRASE = verdict.NOT_BEATEN, verdict.NOT_BEATEN_PHRASE
@@ -135,7 +136,7 @@ def _checkpoint_lines(info: dict[str, Any]) -> list[str]:
 
 
 def _goodput_lines(info: dict[str, Any]) -> list[str]:
-    """The goodput ledger: the run summary's, or computed now for a running run (lambda/goodput.py)."""
+    """The goodput ledger: the run summary's, or computed now for a running run (lambda/goodput/ledger.py)."""
     ledger = (info.get("result") or {}).get("goodput") or info.get("goodput")
     if not isinstance(ledger, dict):
         return []

@@ -10,8 +10,10 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from hfsm_lambda import goodput_sources, naming, orphans
-from local_mode.spec_file import read_spec_file
+from hfsm_lambda import naming
+from hfsm_lambda.goodput import sources as goodput_sources
+from hfsm_lambda.spec.spec_file import read_spec_file
+from hfsm_lambda.watch import orphans
 
 OUTPUT_KEY = "FineTuneStateMachineArn"
 ARN_ENV = "RUNCTL_STATE_MACHINE_ARN"
@@ -243,7 +245,7 @@ def status(clients: Clients, execution_arn: str, *, live_ledger: bool = True) ->
 
 
 def live_goodput(clients: Clients, run: dict[str, Any]) -> dict[str, Any]:
-    """The goodput ledger of a running run so far, computed as Finish will (lambda/goodput_sources.py), with
+    """The goodput ledger of a running run so far, computed as Finish will (lambda/goodput/sources.py), with
     the caller's credentials: {"error": ...} when they cannot read the jobs' logs."""
     return goodput_sources.run_ledger(clients.sagemaker, clients.logs, clients.s3, run)
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from hfsm_lambda.verdict import NOT_BEATEN
+from hfsm_lambda.runs.verdict import NOT_BEATEN
 from runctl.core import Clients, RunctlError, _latest_state, printable
 
 GROUPS = {"training": "/aws/sagemaker/TrainingJobs", "processing": "/aws/sagemaker/ProcessingJobs"}

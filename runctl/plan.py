@@ -4,7 +4,7 @@ The deployed pipeline's settings come from its Prepare function (the fine-tune s
 names it; its PIPELINE_SETTINGS environment variable is the environment's settings), or from a file. The
 pipeline's own Lambda code (lambda/ of this repository, the same modules Prepare runs) validates the spec,
 runs the pre-flight checks (storage and job names too unless --offline), builds every request the run can
-send and the worst-case cost over the whole fallback chain (lambda/cost.py).
+send and the worst-case cost over the whole fallback chain (lambda/plan/cost.py).
 """
 
 from __future__ import annotations
@@ -12,8 +12,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from hfsm_lambda import cost, job_requests, runs
 from hfsm_lambda.errors import PreflightError, SettingsError, SpecError
+from hfsm_lambda.plan import cost, job_requests
+from hfsm_lambda.runs import prepare as runs
 from hfsm_lambda.settings import parse_settings
 from runctl.core import Clients, RunctlError
 

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from hfsm_lambda.run_spec import HUB_ID
+from hfsm_lambda.spec.run_spec import HUB_ID
 from local_mode.cloud_assembly import AssemblyError, CloudAssembly
 from runctl.core import Clients, RunctlError
 

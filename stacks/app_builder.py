@@ -9,12 +9,12 @@ from typing import Any
 import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks
 
-from stacks.config import EnvironmentConfig, load_config
-from stacks.image_uris import resolve_images
+from stacks.assets.image_uris import resolve_images
 from stacks.nag import acknowledge_findings
 from stacks.network_stack import NetworkStack
 from stacks.pipeline_stack import PipelineStack
 from stacks.sagemaker_role import job_image_repository_arns
+from stacks.settings.environment import EnvironmentConfig, load_config
 from stacks.storage_stack import StorageStack
 
 REPO_ROOT = Path(__file__).resolve().parents[1]

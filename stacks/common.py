@@ -5,7 +5,7 @@ from __future__ import annotations
 from aws_cdk import RemovalPolicy
 from aws_cdk import aws_logs as logs
 
-from stacks.config import EnvironmentConfig
+from stacks.settings.environment import EnvironmentConfig
 
 _RETENTION = {
     1: "ONE_DAY", 3: "THREE_DAYS", 5: "FIVE_DAYS", 7: "ONE_WEEK", 14: "TWO_WEEKS", 30: "ONE_MONTH",
@@ -17,7 +17,7 @@ _RETENTION = {
 
 
 def retention(days: int) -> logs.RetentionDays:
-    """The CloudWatch Logs retention enum for a number of days (validated in config.py)."""
+    """The CloudWatch Logs retention enum for a number of days (validated in settings/environment.py)."""
     return getattr(logs.RetentionDays, _RETENTION[days])
 
 

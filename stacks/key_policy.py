@@ -26,7 +26,7 @@ from __future__ import annotations
 from aws_cdk import aws_iam as iam
 
 from stacks import names
-from stacks.config import EnvironmentConfig
+from stacks.settings.environment import EnvironmentConfig
 
 ADMIN_ACTIONS = [
     "kms:CreateAlias", "kms:UpdateAlias", "kms:DeleteAlias", "kms:DescribeKey", "kms:GetKeyPolicy", "kms:PutKeyPolicy",

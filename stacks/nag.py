@@ -12,7 +12,7 @@ from aws_cdk import Acknowledgment, Stack, Validations
 from constructs import IConstruct
 
 from hfsm_lambda.s3_layout import CHECKPOINTS_PREFIX
-from stacks.config import EnvironmentConfig
+from stacks.settings.environment import EnvironmentConfig
 
 XRAY = ("X-Ray tracing (Lambda tracing ACTIVE / state machine tracing): xray:PutTraceSegments and "
         "xray:PutTelemetryRecords support no resource-level permissions, so AWS requires Resource '*'.")
@@ -79,7 +79,7 @@ def _pipeline(stack: Stack, config: EnvironmentConfig) -> None:
           "SageMaker creates job ENIs at run time; the statement is pinned to this VPC by an ec2:Vpc condition.")
 
     for name, fn in stack.lambda_constructs.items():
-        extra = (" ec2:DescribeSubnets (Prepare's free-IP check for EFA instances, lambda/efa.py) supports no "
+        extra = (" ec2:DescribeSubnets (Prepare's free-IP check for EFA instances, lambda/plan/efa.py) supports no "
                  "resource-level permissions either.") if name == "prepare" else ""
         _iam5(_policy(fn.role), "*", XRAY + extra)
     fns = stack.lambda_constructs

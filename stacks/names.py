@@ -7,7 +7,7 @@ no stack depends on another's outputs and no policy needs a wildcard where a nam
 
 from __future__ import annotations
 
-from stacks.config import EnvironmentConfig
+from stacks.settings.environment import EnvironmentConfig
 
 # Every Lambda handler of the pipeline (lambda/handlers.py); each runs as its own role.
 HANDLERS = ("trigger", "prepare", "start_processing", "start_training", "check_job", "plan_fallback", "finish",

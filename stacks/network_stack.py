@@ -12,7 +12,7 @@ from constructs import Construct
 
 from stacks import names
 from stacks.common import removal_policy, retention
-from stacks.config import FSX_DRA_TYPES, EnvironmentConfig
+from stacks.settings.environment import FSX_DRA_TYPES, EnvironmentConfig
 from stacks.storage_stack import bucket_name
 
 # Interface endpoints a training job in a private subnet needs (SageMaker Developer Guide, "Give SageMaker

@@ -1,4 +1,4 @@
-"""The pipeline's Lambda functions: one code asset (stacks/lambda_asset.py), one least-privilege role and log group
+"""The pipeline's Lambda functions: one code asset (stacks/assets/lambda_asset.py), one least-privilege role and log group
 each."""
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from constructs import Construct
 
 from hfsm_lambda import HANDLER_MODULE
 from stacks import names
+from stacks.assets.lambda_asset import lambda_code
 from stacks.common import removal_policy, retention
-from stacks.config import EnvironmentConfig
-from stacks.lambda_asset import lambda_code
+from stacks.settings.environment import EnvironmentConfig
 
 RUNTIME = lambda_.Runtime.PYTHON_3_14
 

@@ -24,14 +24,15 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from hfsm_lambda import s3_layout as layout
-from stacks import job_wheels, names
-from stacks.code_asset import build_code_bundle
+from stacks import names
+from stacks.assets import job_wheels
+from stacks.assets.code_asset import build_code_bundle
+from stacks.assets.image_uris import ImageUris
 from stacks.common import removal_policy, retention
-from stacks.config import EnvironmentConfig
-from stacks.image_uris import ImageUris
 from stacks.pipeline_functions import PipelineFunction, lambda_code
-from stacks.pipeline_settings import FsxSettings, Settings, settings_json
 from stacks.sagemaker_role import SageMakerExecutionRole
+from stacks.settings.environment import EnvironmentConfig
+from stacks.settings.pipeline import FsxSettings, Settings, settings_json
 from stacks.state_machines import PipelineStateMachines
 from stacks.storage_stack import bucket_name
 
@@ -126,7 +127,7 @@ class PipelineStack(Stack):
             poll_seconds=config.poll_seconds, model_package_group=group_name,
             instance_prices=dict(config.instance_prices),
             topic_arn=self.topic.topic_arn,
-            # Security and spend (lambda/hyperparameters.py policy, spend.py, request_guard.py).
+            # Security and spend (lambda/spec/hyperparameters.py policy, spend.py, request_guard.py).
             remote_code_hub_orgs=tuple(config.remote_code_hub_orgs),
             allowed_report_to=tuple(config.allowed_report_to),
             max_run_cost_usd=config.max_run_cost_usd, max_concurrent_runs=config.max_concurrent_runs,
@@ -185,12 +186,12 @@ class PipelineStack(Stack):
             "prepare": ("Validate a run spec, apply defaults, pre-flight checks, plan names and URIs", [
                 iam.PolicyStatement(sid="ReadSpecs", actions=["s3:GetObject", "s3:GetObjectVersion"],
                                     resources=[f"{self.data_arn}/{layout.RUNS_PREFIX}*"]),
-                # the data check reads a bounded sample of each channel (lambda/data_preflight.py): ranged GETs
+                # the data check reads a bounded sample of each channel (lambda/data/preflight.py): ranged GETs
                 iam.PolicyStatement(sid="SampleChannelData", actions=["s3:GetObject"],
                                     resources=[f"{self.data_arn}/*", f"{self.artifacts_arn}/{layout.OUTPUTS_PREFIX}*"]),
                 list_buckets,
                 iam.PolicyStatement(sid="ReadEncryptedSpecs", resources=[key.key_arn], actions=["kms:Decrypt"]),
-                # one execution per run id: claims/<run_id>.json, created with If-None-Match (lambda/run_claims.py)
+                # one execution per run id: claims/<run_id>.json, created with If-None-Match (lambda/runs/claims.py)
                 iam.PolicyStatement(sid="ClaimRunIds", actions=["s3:PutObject", "s3:GetObject"],
                                     resources=[f"{self.artifacts_arn}/{layout.CLAIMS_PREFIX}*"]),
                 iam.PolicyStatement(sid="EncryptRunIdClaims", resources=[key.key_arn],
@@ -199,7 +200,7 @@ class PipelineStack(Stack):
                                     resources=[training_jobs]),
                 iam.PolicyStatement(sid="CountRunningRuns", actions=["states:ListExecutions"],
                                     resources=self.state_machine_arns),
-                # free IPs per EFA instance (lambda/efa.py); DescribeSubnets takes no resource ARN
+                # free IPs per EFA instance (lambda/plan/efa.py); DescribeSubnets takes no resource ARN
                 iam.PolicyStatement(sid="CheckEfaSubnetAddresses", actions=["ec2:DescribeSubnets"],
                                     resources=["*"])]),
             "start_processing": ("Start a tokenizer processing job (map or reduce)", [
@@ -235,7 +236,7 @@ class PipelineStack(Stack):
                                     resources=[f"{self.artifacts_arn}/{layout.MODELS_PREFIX}*"]),
                 iam.PolicyStatement(sid="FreezeRegisteredModels", actions=["s3:PutObject"],
                                     resources=[f"{self.artifacts_arn}/{layout.REGISTRY_PREFIX}*"]),
-                # The goodput ledger reads each attempt's leader log (lambda/goodput_sources.py): the streams of
+                # The goodput ledger reads each attempt's leader log (lambda/goodput/sources.py): the streams of
                 # this project's jobs only (GetLogEvents is granted per stream; DescribeLogStreams lists names).
                 iam.PolicyStatement(sid="ListTrainingLogStreams", actions=["logs:DescribeLogStreams"],
                                     resources=[f"{training_logs}:*"]),

@@ -11,7 +11,7 @@ from aws_cdk import aws_kms as kms
 from constructs import Construct
 
 from hfsm_lambda.s3_layout import CHECKPOINTS_PREFIX, CODE_PREFIX, MODELS_PREFIX, OUTPUTS_PREFIX
-from stacks.image_uris import ImageUris
+from stacks.assets.image_uris import ImageUris
 
 S3_READ = ["s3:GetObject", "s3:GetObjectVersion"]
 S3_WRITE = ["s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload"]

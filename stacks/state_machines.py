@@ -1,6 +1,6 @@
 """The Step Functions definitions: the tokenizer pipeline and the fine-tune pipeline (Standard workflows).
 
-The execution state is one JSON object, declared in lambda/state.py (`ExecutionState`; CONTRACTS.md's table is
+The execution state is one JSON object, declared in lambda/runs/state.py (`ExecutionState`; CONTRACTS.md's table is
 generated from it): every JSONPath here is built by its `path()`, so a key the declaration lacks fails synth.
 Jobs are watched with a Wait -> Describe -> Choice loop (see README, "Waiting on jobs", for cost and latency).
 """
@@ -15,10 +15,10 @@ from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
-from hfsm_lambda.state import path as state_path
+from hfsm_lambda.runs.state import path as state_path
 from stacks import names
 from stacks.common import removal_policy, retention
-from stacks.config import EnvironmentConfig
+from stacks.settings.environment import EnvironmentConfig
 
 LAMBDA_SERVICE_ERRORS = ["Lambda.ServiceException", "Lambda.AWSLambdaException", "Lambda.SdkClientException",
                          "Lambda.TooManyRequestsException"]

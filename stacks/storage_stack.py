@@ -11,8 +11,8 @@ from constructs import Construct
 from hfsm_lambda import s3_layout as layout  # the buckets' prefixes (CONTRACTS.md "S3 layout")
 from stacks import names
 from stacks.common import removal_policy
-from stacks.config import EnvironmentConfig
 from stacks.key_policy import key_policy
+from stacks.settings.environment import EnvironmentConfig
 
 
 def bucket_name(config: EnvironmentConfig, purpose: str) -> str:

@@ -11,7 +11,7 @@ def upload_checkpoint(s3: Any, uri: str, workdir: Any, step: int, *, hosts: tupl
     as the nodes' sync would; `skip` leaves files (relative paths) out of S3."""
     from pathlib import Path
 
-    from hftrain import checkpoints as ck
+    from hftrain.checkpoint import manager as ck
 
     identity = {"task": "text-classification", "model_fingerprint": "f" * 32, "model": {"model_type": "bert"}}
     bucket, _, prefix = uri.removeprefix("s3://").partition("/")

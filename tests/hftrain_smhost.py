@@ -1,8 +1,8 @@
 """Run train.py on SageMaker "hosts" of this machine exactly as the local SageMaker does, without S3.
 
 A test describes its job as a CreateTrainingJob request and the files each host's channels receive;
-`lay_out` gives every host its folders and input/config/*.json (local_mode.container_layout) and `run`
-launches them with local_mode.training_hosts: the code bundle unpacked per host, the real toolkit's `train`,
+`lay_out` gives every host its folders and input/config/*.json (local_mode.sagemaker.container_layout) and `run`
+launches them with local_mode.sagemaker.training_hosts: the code bundle unpacked per host, the real toolkit's `train`,
 the real framework module, torchrun with the rendezvous on 127.0.0.1, the job environment of local mode
 (offline: no package index, no Hub, no AWS endpoint). What is test-only: channel files copied in place of an
 S3 download, a per-host datasets cache, `nice`, and a deadline that ends every host.
@@ -19,12 +19,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from local_mode.container_layout import Host, lay_out_training_host, plan_hosts
-from local_mode.host_processes import wait_for_hosts
-from local_mode.job_settings import LocalSageMakerSettings
-from local_mode.local_job import job_env
-from local_mode.training_hosts import install_code, training_processes
-from stacks.code_asset import sourcedir_bytes
+from local_mode.sagemaker.container_layout import Host, lay_out_training_host, plan_hosts
+from local_mode.sagemaker.host_processes import wait_for_hosts
+from local_mode.sagemaker.job import job_env
+from local_mode.sagemaker.settings import LocalSageMakerSettings
+from local_mode.sagemaker.training_hosts import install_code, training_processes
+from stacks.assets.code_asset import sourcedir_bytes
 
 REPO = Path(__file__).resolve().parents[1]
 REGION = "us-east-1"
@@ -32,7 +32,7 @@ INSTANCE_TYPE = "ml.m5.xlarge"
 
 
 def build_sourcedir(target: Path, wheels: tuple[Path, ...] = ()) -> Path:
-    """sourcedir.tar.gz of training_code/ as the stack deploys it (stacks/code_asset.py)."""
+    """sourcedir.tar.gz of training_code/ as the stack deploys it (stacks/assets/code_asset.py)."""
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_bytes(sourcedir_bytes(REPO / "training_code", wheels))
     return target

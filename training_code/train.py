@@ -17,11 +17,11 @@ import sys
 # hftrain is found next to this file: the toolkit and torchrun run it as a script, so its folder is on the path.
 if __name__ == "__main__" and os.environ.get("RANK", "0") == "0":
     # The imports below and joining the process group take a while (tens of seconds on a busy machine): say so
-    # first, as the first of the `[setup]` lines (hftrain/progress.py), so the job's start is not silent.
+    # first, as the first of the `[setup]` lines (hftrain/run/progress.py), so the job's start is not silent.
     print("[setup] train.py started: importing torch and transformers, then joining the other processes",
           flush=True)
 
-from hftrain.runner import main  # noqa: E402
+from hftrain.run.runner import main  # noqa: E402
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -84,7 +84,7 @@ def test_each_fault_is_detected_named_and_the_job_ends(stalls: dict) -> None:
         assert limit <= detected <= limit + 60, (first, detected)
         ended = datetime.fromisoformat(job["TrainingEndTime"]).timestamp() - record["detected_at"]
         assert 0 <= ended <= 120, (first, ended)
-    assert "in hang (hftrain/stall_injection.py" in jobs[0]["FailureReason"]
+    assert "in hang (hftrain/stall/injection.py" in jobs[0]["FailureReason"]
     assert "_try_get_data (torch/utils/data/dataloader.py" in jobs[3]["FailureReason"] or \
         "_next_data (torch/utils/data/dataloader.py" in jobs[3]["FailureReason"]
     leftovers = [p.pid for p in psutil.process_iter(["cmdline"]) if str(stalls["root"]) in " ".join(

@@ -2,7 +2,7 @@
 checked against (tests/infra/test_policy_walk.py).
 
 Evidence kinds:
-  `code:<module>.<method>`  the Lambda asset calls boto3 `<method>` in lambda/<module>.py (checked: the call is
+  `code:<module>.<method>`  the Lambda asset calls boto3 `<method>` in lambda/<module path>.py (checked: the call is
                             in the source), or `runctl:<method>` in runctl/core.py for the run-submitter role;
   `sdk:<text>`             a call made for the principal by an AWS service or library (SageMaker for its jobs,
                             S3 SSE-KMS, Lambda's runtime, CDK's providers), with the public source that says so.
@@ -98,8 +98,8 @@ def principal_calls(fsx: bool, create_sagemaker_log_groups: bool) -> dict[str, l
         sagemaker += [("logs:CreateLogGroup", "{logs}:log-group:/aws/sagemaker/" + g + ":*", SM_JOB + ": job logs")
                       for g in ("TrainingJobs", "ProcessingJobs")]
     # The durability watchdog (check_job) and the run summary (finish) read checkpoint markers and _history.json.
-    read_checkpoints = [("s3:ListBucket", "{arts}", "code:durability.get_paginator"),
-                        ("s3:GetObject", "{arts}/checkpoints/*", "code:durability.get_object")]
+    read_checkpoints = [("s3:ListBucket", "{arts}", "code:watch.durability.get_paginator"),
+                        ("s3:GetObject", "{arts}/checkpoints/*", "code:watch.durability.get_object")]
     pass_role = ("iam:PassRole", "ref:SageMakerExecutionRole", "sdk:CreateTrainingJob/CreateProcessingJob pass RoleArn")
     grant = ("kms:CreateGrant", KEY, "sdk:SageMaker creates the volume grant with the caller's credentials "
                                      "(VolumeKmsKeyId)")
@@ -112,18 +112,18 @@ def principal_calls(fsx: bool, create_sagemaker_log_groups: bool) -> dict[str, l
         "{prefix}-fn-prepare": lambda_role("prepare", "Prepare", [
             ("s3:GetObject", "{data}/runs/*", "code:handlers.get_object"),
             ("s3:GetObjectVersion", "{data}/runs/*", "code:handlers.get_object"),
-            ("s3:GetObject", "{data}/*", "code:data_preflight.get_object"),
-            ("s3:GetObject", "{arts}/outputs/*", "code:data_preflight.get_object"),
-            ("s3:ListBucket", "{data}", "code:preflight.get_paginator"),
-            ("s3:ListBucket", "{arts}", "code:preflight.get_paginator"),
+            ("s3:GetObject", "{data}/*", "code:data.preflight.get_object"),
+            ("s3:GetObject", "{arts}/outputs/*", "code:data.preflight.get_object"),
+            ("s3:ListBucket", "{data}", "code:plan.preflight.get_paginator"),
+            ("s3:ListBucket", "{arts}", "code:plan.preflight.get_paginator"),
             ("kms:Decrypt", KEY, S3_KMS.format("Decrypt") + ": the spec object"),
-            ("s3:PutObject", "{arts}/claims/*", "code:run_claims.put_object"),
-            ("s3:GetObject", "{arts}/claims/*", "code:run_claims.get_object"),
+            ("s3:PutObject", "{arts}/claims/*", "code:runs.claims.put_object"),
+            ("s3:GetObject", "{arts}/claims/*", "code:runs.claims.get_object"),
             ("kms:GenerateDataKey", KEY, S3_KMS.format("GenerateDataKey") + ": the run id claim"),
-            ("sagemaker:DescribeTrainingJob", tj, "code:preflight.describe_training_job"),
-            ("states:ListExecutions", "{states}:stateMachine:{prefix}-fine-tune", "code:spend.get_paginator"),
-            ("states:ListExecutions", "{states}:stateMachine:{prefix}-tokenizer", "code:spend.get_paginator"),
-            ("ec2:DescribeSubnets", "*", "code:preflight.describe_subnets")]),
+            ("sagemaker:DescribeTrainingJob", tj, "code:plan.preflight.describe_training_job"),
+            ("states:ListExecutions", "{states}:stateMachine:{prefix}-fine-tune", "code:plan.spend.get_paginator"),
+            ("states:ListExecutions", "{states}:stateMachine:{prefix}-tokenizer", "code:plan.spend.get_paginator"),
+            ("ec2:DescribeSubnets", "*", "code:plan.preflight.describe_subnets")]),
         "{prefix}-fn-start-processing": lambda_role("start_processing", "StartProcessing", [
             ("sagemaker:CreateProcessingJob", pj, "code:handlers.create_processing_job"),
             ("sagemaker:DescribeProcessingJob", pj, "code:handlers.describe_processing_job"),
@@ -151,17 +151,17 @@ def principal_calls(fsx: bool, create_sagemaker_log_groups: bool) -> dict[str, l
              "code:handlers.create_model_package"),
             ("sagemaker:AddTags", "{sm}:model-package/{prefix}-models/*", "sdk:CreateModelPackage with Tags"),
             ("s3:PutObject", "{arts}/outputs/*", "code:handlers.put_object"),
-            ("s3:ListBucketVersions", "{arts}", "code:registry.get_paginator"),
-            ("s3:GetObject", "{arts}/models/*", "code:registry.head_object"),
-            ("s3:GetObjectVersion", "{arts}/models/*", "code:registry.copy"),
-            ("s3:PutObject", "{arts}/registry/*", "code:registry.copy"),
+            ("s3:ListBucketVersions", "{arts}", "code:runs.registry.get_paginator"),
+            ("s3:GetObject", "{arts}/models/*", "code:runs.registry.head_object"),
+            ("s3:GetObjectVersion", "{arts}/models/*", "code:runs.registry.copy"),
+            ("s3:PutObject", "{arts}/registry/*", "code:runs.registry.copy"),
             ("kms:Decrypt", KEY, S3_KMS.format("Decrypt") + " (copy source); " + SNS_KMS),
             ("kms:GenerateDataKey", KEY, S3_KMS.format("GenerateDataKey") + "; " + SNS_KMS),
             ("sns:Publish", "ref:Notifications", "code:handlers.publish"),
             ("logs:DescribeLogStreams", "{logs}:log-group:/aws/sagemaker/TrainingJobs:*",
-             "code:goodput_sources.get_paginator"),
+             "code:goodput.sources.get_paginator"),
             ("logs:GetLogEvents", "{logs}:log-group:/aws/sagemaker/TrainingJobs:log-stream:{prefix}-*",
-             "code:goodput_sources.get_log_events"),
+             "code:goodput.sources.get_log_events"),
             *read_checkpoints]),
         "{prefix}-fn-notify-failure": lambda_role("notify_failure", "NotifyFailure", [
             ("s3:PutObject", "{arts}/outputs/*", "code:handlers.put_object"),
@@ -169,12 +169,12 @@ def principal_calls(fsx: bool, create_sagemaker_log_groups: bool) -> dict[str, l
             ("kms:GenerateDataKey", KEY, S3_KMS.format("GenerateDataKey") + "; " + SNS_KMS),
             ("sns:Publish", "ref:Notifications", "code:handlers.publish")]),
         "{prefix}-fn-stop-run-jobs": lambda_role("stop_run_jobs", "StopRunJobs", [
-            ("states:GetExecutionHistory", "{states}:execution:{prefix}-fine-tune:*", "code:orphans.get_execution_history"),
-            ("states:GetExecutionHistory", "{states}:execution:{prefix}-tokenizer:*", "code:orphans.get_execution_history"),
-            ("sagemaker:DescribeTrainingJob", tj, "code:orphans.describe_training_job"),
-            ("sagemaker:StopTrainingJob", tj, "code:orphans.stop_training_job"),
-            ("sagemaker:DescribeProcessingJob", pj, "code:orphans.describe_processing_job"),
-            ("sagemaker:StopProcessingJob", pj, "code:orphans.stop_processing_job"),
+            ("states:GetExecutionHistory", "{states}:execution:{prefix}-fine-tune:*", "code:watch.orphans.get_execution_history"),
+            ("states:GetExecutionHistory", "{states}:execution:{prefix}-tokenizer:*", "code:watch.orphans.get_execution_history"),
+            ("sagemaker:DescribeTrainingJob", tj, "code:watch.orphans.describe_training_job"),
+            ("sagemaker:StopTrainingJob", tj, "code:watch.orphans.stop_training_job"),
+            ("sagemaker:DescribeProcessingJob", pj, "code:watch.orphans.describe_processing_job"),
+            ("sagemaker:StopProcessingJob", pj, "code:watch.orphans.stop_processing_job"),
             ("sqs:SendMessage", "ref:FailedEvents", "sdk:Lambda on-failure destination (async invocation)")]),
         "{prefix}-run-submitter": [
             ("s3:PutObject", "{data}/runs/*", "sdk:aws s3 cp spec.json s3://<data>/runs/ (README, starting a run)"),
@@ -191,10 +191,10 @@ def principal_calls(fsx: bool, create_sagemaker_log_groups: bool) -> dict[str, l
                                 ("states:GetExecutionHistory", "get_execution_history"),
                                 ("states:StopExecution", "stop_execution"))],
             ("sagemaker:DescribeTrainingJob", tj, "runctl:describe_training_job"),
-            # runctl stop stops the jobs Prepare planned, through the job stopper's own code (lambda/orphans.py)
-            ("sagemaker:StopTrainingJob", tj, "code:orphans.stop_training_job"),
+            # runctl stop stops the jobs Prepare planned, through the job stopper's own code (lambda/watch/orphans.py)
+            ("sagemaker:StopTrainingJob", tj, "code:watch.orphans.stop_training_job"),
             ("sagemaker:DescribeProcessingJob", pj, "runctl:describe_processing_job"),
-            ("sagemaker:StopProcessingJob", pj, "code:orphans.stop_processing_job"),
+            ("sagemaker:StopProcessingJob", pj, "code:watch.orphans.stop_processing_job"),
             ("cloudformation:DescribeStacks", "arn:aws:cloudformation:{region}:{account}:stack/{prefix}-pipeline/*",
              "runctl:describe_stacks")],
         "{prefix}-dataset-uploader": [

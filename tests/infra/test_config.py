@@ -15,7 +15,7 @@ import pytest
 from hfsm_lambda import naming
 from hfsm_lambda.settings import Settings
 from stacks.app_builder import REPO_ROOT, cdk_json_context
-from stacks.config import ConfigError, EnvironmentConfig, load_config
+from stacks.settings.environment import ConfigError, EnvironmentConfig, load_config
 
 
 def ctx_with(env: str = "dev", **changes: Any) -> dict[str, Any]:
@@ -94,7 +94,7 @@ def test_unknown_environment_lists_choices() -> None:
 
 
 def test_unknown_image_version_fails_with_known_versions() -> None:
-    from stacks.image_uris import resolve_images
+    from stacks.assets.image_uris import resolve_images
     cfg = load_config(ctx_with(transformers_version="9.9.9"), "dev")
     with pytest.raises(ConfigError, match="transformers_version"):
         resolve_images(cfg)
@@ -141,12 +141,12 @@ def test_remote_code_needs_nat_and_then_loads() -> None:
         assert c.remote_code_hub_orgs == () and c.allowed_report_to == ()
 
 
-# --- every setting declared once (stacks/config_fields.py) -------------------------------------------------
+# --- every setting declared once (stacks/settings/fields.py) -------------------------------------------------
 def test_every_config_field_is_a_declared_setting() -> None:
     """Each field is made with `setting(...)`: its doc and checks live in the one declaration, nowhere else."""
     from dataclasses import fields
 
-    from stacks.config import FsxConfig
+    from stacks.settings.environment import FsxConfig
     for cls in (EnvironmentConfig, FsxConfig):
         for f in fields(cls):
             assert f.metadata.get("doc"), f"{cls.__name__}.{f.name} is not declared with setting(...)"
@@ -173,7 +173,7 @@ def test_a_key_not_declared_is_an_error_naming_it() -> None:
     declaration and the same cdk.json value fails with its name."""
     from dataclasses import dataclass
 
-    from stacks.config_fields import in_range, parse_fields, setting
+    from stacks.settings.fields import in_range, parse_fields, setting
 
     @dataclass(frozen=True)
     class WithPoll:
@@ -217,8 +217,8 @@ def test_missing_required_key_and_wrong_nested_type() -> None:
 
 def test_every_declared_key_is_in_the_readme_table() -> None:
     """README's "Environment configuration" table documents each declared key (fsx's as fsx.<key>)."""
-    from stacks.config import FsxConfig
-    from stacks.config_fields import environment_keys
+    from stacks.settings.environment import FsxConfig
+    from stacks.settings.fields import environment_keys
     readme = (REPO_ROOT / "README.md").read_text()
     table = readme[readme.index("## Environment configuration"):readme.index("## Local mode")]
     keys = [k for k in environment_keys(EnvironmentConfig) if k != "fsx"]

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from stacks import inference_compat, job_images, job_wheels
-from stacks.config import ConfigError, load_config
+from stacks.assets import inference_compat, job_images, job_wheels
+from stacks.settings.environment import ConfigError, load_config
 
 REPO = Path(__file__).resolve().parents[2]
 CONTEXT = json.loads((REPO / "cdk.json").read_text())["context"]
@@ -37,7 +37,7 @@ def test_job_requirements_install_from_the_shipped_wheels_only():
     locked = {entry.name: entry.version for entry in job_wheels.read_lock()}
     for path in ("requirements.txt", "requirements-processing.txt"):
         for name, version in _pins(REPO / "training_code" / path).items():
-            assert locked.get(name) == version, f"{path}: {name}=={version} is not in stacks/job_wheels.lock"
+            assert locked.get(name) == version, f"{path}: {name}=={version} is not in stacks/assets/job_wheels.lock"
 
 
 def test_the_versions_tested_are_the_versions_the_jobs_run():
@@ -105,5 +105,5 @@ def test_an_incompatible_inference_version_fails_synth():
 def test_an_image_without_a_recorded_package_list_fails_synth():
     context = json.loads(json.dumps(CONTEXT))
     context["environments"]["dev"]["processing_pytorch_version"] = "2.7.0"
-    with pytest.raises(ConfigError, match="processing_pytorch_version=2.7.0.*stacks/job_images.py"):
+    with pytest.raises(ConfigError, match="processing_pytorch_version=2.7.0.*stacks/assets/job_images.py"):
         job_images.check(load_config(context, "dev"))

@@ -15,8 +15,8 @@ from aws_cdk import aws_s3 as s3
 from cdk_nag import AwsSolutionsChecks
 from synth_helpers import Synthesized, as_list
 
-from stacks import job_wheels
-from stacks.code_asset import build_code_bundle
+from stacks.assets import job_wheels
+from stacks.assets.code_asset import build_code_bundle
 from stacks.nag import ACKNOWLEDGEMENTS
 
 REPO = Path(__file__).resolve().parents[2]

@@ -10,7 +10,7 @@ from pathlib import Path
 from synth_helpers import Synthesized, as_list, policy_statements, resources
 
 from hfsm_lambda import HANDLER_MODULE
-from stacks.code_asset import build_code_bundle
+from stacks.assets.code_asset import build_code_bundle
 
 REPO = Path(__file__).resolve().parents[2]
 HANDLERS = {"prepare", "start_processing", "start_training", "check_job", "plan_fallback", "finish",
@@ -98,7 +98,7 @@ def test_topic_encrypted_and_model_group(any_env: Synthesized) -> None:
 
 def test_code_deployed_under_content_addressed_prefix(any_env: Synthesized) -> None:
     (dep,) = resources(pipe(any_env), "Custom::CDKBucketDeployment").values()
-    from stacks import job_wheels
+    from stacks.assets import job_wheels
 
     wheels = job_wheels.wheel_files(job_wheels.wheel_dir())
     _, sha = build_code_bundle(REPO / "training_code", REPO / "build" / "code", wheels=wheels)

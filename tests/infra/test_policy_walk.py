@@ -66,12 +66,14 @@ def test_every_call_is_granted(env: Synthesized) -> None:
 
 
 def test_code_evidence_is_in_the_code(dev: Synthesized) -> None:
-    sources = {p.stem: p.read_text() for p in (REPO / "lambda").glob("*.py")}
+    lambda_dir = REPO / "lambda"
+    sources = {".".join(p.relative_to(lambda_dir).with_suffix("").parts): p.read_text()
+               for p in lambda_dir.rglob("*.py")}
     runctl = (REPO / "runctl" / "core.py").read_text()
     for principal, calls in _table(dev).items():
         for action, _, why in calls:
             if why.startswith("code:"):
-                module, method = why[5:].split(".")
+                module, method = why[5:].rsplit(".", 1)
                 assert re.search(rf"\.{method}\b", sources[module]), (principal, action, why)
             elif why.startswith("runctl:"):
                 method = why[7:]

@@ -3,7 +3,7 @@
 Each task's model is trained and saved by the training code (transformers 5.3.0 here, as in the training image),
 then served by sagemaker-huggingface-inference-toolkit's handler under the inference image's transformers
 version (read from the environment's config), with the model package's own inference specification: the
-container environment (HF_TASK) and content types come from lambda/model_package.py.
+container environment (HF_TASK) and content types come from lambda/runs/model_package.py.
 """
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ import pytest
 from hftrain_testkit import layout_job, subprocess_env, to_argv
 from image_sim import inference_python
 
-from hfsm_lambda import model_package
+from hfsm_lambda.runs import model_package
 from local_mode import synthetic as synth
-from stacks import job_images
 from stacks.app_builder import cdk_json_context
-from stacks.config import load_config
+from stacks.assets import job_images
+from stacks.settings.environment import load_config
 
 REPO = Path(__file__).resolve().parents[2]
 

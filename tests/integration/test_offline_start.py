@@ -14,12 +14,12 @@ import pytest
 from image_sim import offline_pip_env, simulated_image
 
 from local_mode import synthetic as synth
-from stacks import job_wheels
-from stacks.code_asset import ENTRYPOINT, sourcedir_bytes
+from stacks.assets import job_wheels
+from stacks.assets.code_asset import ENTRYPOINT, sourcedir_bytes
 
 REPO = Path(__file__).resolve().parents[2]
 
-# What the job images lack (stacks/job_images.py) or hold at another version than the one the jobs pin; the
+# What the job images lack (stacks/assets/job_images.py) or hold at another version than the one the jobs pin; the
 # stand-ins hide them so that only the shipped wheels can provide them.
 TRAINING_IMAGE_LACKS = ("rouge-score", "nltk", "defusedxml", "tokenizers", "accelerate")
 PROCESSING_IMAGE_LACKS = ("tokenizers", "tokenizer-mr-native", "transformers", "datasets", "accelerate", "rouge-score",

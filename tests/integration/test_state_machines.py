@@ -223,7 +223,7 @@ def test_durability_watchdog_stops_a_job_whose_checkpoints_stop_arriving(pipelin
 
     from checkpoint_testlib import upload_checkpoint
 
-    from hfsm_lambda import durability
+    from hfsm_lambda.watch import durability
 
     p = with_data(pipeline)
     t0 = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)

@@ -14,7 +14,8 @@ import regex  # Java-style \p{L} classes in the service model's patterns (instal
 from botocore.validate import ParamValidator
 from hypothesis import strategies as st
 
-from hfsm_lambda import hp_paths, hyperparameters, instance_types, job_requests, run_spec, runtime_limits
+from hfsm_lambda.plan import instance_types, job_requests, runtime_limits
+from hfsm_lambda.spec import hp_paths, hyperparameters, run_spec
 from hfsm_lambda.training_contract import hp_rules
 
 ACCOUNT = "123456789012"  # moto's default account
@@ -43,7 +44,7 @@ SETTINGS: dict[str, Any] = {
 }
 FSX = {"file_system_id": "fs-0123456789abcdef0", "mount_name": "abcdefgh", "subnet_id": "subnet-0fsx3333"}
 SMDDP_TYPES = ("ml.p4d.24xlarge", "ml.p5.48xlarge")
-# A training image that ships the SMDDP library (PyTorch 2.5 base; see lambda/smddp_support.py)
+# A training image that ships the SMDDP library (PyTorch 2.5 base; see lambda/plan/smddp_support.py)
 SMDDP_IMAGE = ("763104351884.dkr.ecr.us-east-1.amazonaws.com/huggingface-pytorch-training:"
                "2.5.1-transformers4.49.0-gpu-py311-cu124-ubuntu22.04")
 # The run spec of the handler tests (test_lambda_handlers.py and its siblings) and where its data lies
@@ -175,7 +176,7 @@ WORDS = st.text(LOWER + DIGITS + "_", min_size=1, max_size=10)
 HP_META = hyperparameters.schema()
 # Names a rule across hyperparameters reads are left to the equivalence test (test_lambda_hp_equivalence.py), and
 # names the code-execution policy judges by environment to tests/lambda/test_lambda_code_policy.py, and names of
-# paths (lambda/hp_paths.py) to tests/lambda/test_lambda_hp_paths.py: here any value of the others is valid on its own.
+# paths (lambda/spec/hp_paths.py) to tests/lambda/test_lambda_hp_paths.py: here any value of the others is valid on its own.
 RULE_FIELDS = {f for rule in hp_rules.RULES for f in rule["fields"]} | {"precision", "task"}
 SETTABLE_HPS = hyperparameters.settable()
 FREE_HPS = sorted(set(SETTABLE_HPS) - RULE_FIELDS - set(hyperparameters.POLICED) - set(hp_paths.RULES))
@@ -341,7 +342,7 @@ def _draw_fallback(draw: Any, types: tuple[str, ...]) -> dict[str, Any]:
 
 
 def _maybe_processes_per_host(draw: Any, compute: dict[str, Any], options: list[dict[str, Any]]) -> None:
-    """At most the GPUs of every attempt's instance type (lambda/instance_types.py)."""
+    """At most the GPUs of every attempt's instance type (lambda/plan/instance_types.py)."""
     gpus = min(instance_types.GPUS[t] for t in [compute["instance_type"]]
                + [o["instance_type"] for o in options if "instance_type" in o])
     _maybe(draw, compute, "processes_per_host", declared_numbers("compute.processes_per_host", high=gpus))

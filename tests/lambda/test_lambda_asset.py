@@ -10,7 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from hfsm_lambda import errors, handlers, messages, training_contract
+from hfsm_lambda import errors, handlers, training_contract
+from hfsm_lambda.runs import messages
 
 REPO = Path(__file__).resolve().parents[2]
 LAMBDA = REPO / "lambda"
@@ -19,9 +20,8 @@ HANDLERS = ("trigger", "prepare", "start_processing", "start_training", "check_j
 
 
 def test_modules_import_only_the_standard_library_boto3_and_each_other():
-    local = {p.stem for p in LAMBDA.glob("*.py")}
-    allowed = set(sys.stdlib_module_names) | {"boto3", "botocore"} | local
-    for path in LAMBDA.glob("*.py"):
+    allowed = set(sys.stdlib_module_names) | {"boto3", "botocore", "hfsm_lambda"}
+    for path in LAMBDA.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
             names = []
             if isinstance(node, ast.Import):
@@ -100,12 +100,12 @@ def test_without_the_asset_copies_or_a_checkout_the_error_says_where_it_looked(t
 
 
 def test_the_durability_watchdog_reads_the_training_codes_marker_names():
-    """One declaration of the checkpoint and marker names (hftrain/checkpoint_marker.py): the watchdog finds in S3
+    """One declaration of the checkpoint and marker names (hftrain/checkpoint/marker_format.py): the watchdog finds in S3
     exactly what the training code writes."""
-    from hfsm_lambda import durability
-    from hftrain import checkpoints
+    from hfsm_lambda.watch import durability
+    from hftrain.checkpoint import manager as checkpoints
 
     assert durability.MARKER_FORMAT == checkpoints.MARKER_FORMAT
     key = f"{checkpoints.checkpoint_name(7)}/{checkpoints.marker_name('algo-2')}"
     assert durability.MARKER_RE.fullmatch(key).groups() == ("7", "algo-2")
-    assert training_contract.checkpoint_marker is sys.modules["hftrain.checkpoint_marker"]
+    assert training_contract.checkpoint_marker is sys.modules["hftrain.checkpoint.marker_format"]

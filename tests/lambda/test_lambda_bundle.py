@@ -1,4 +1,4 @@
-"""The synthesized Lambda asset (stacks/lambda_asset.py): lambda/ plus the training code's hyperparameter schema and
+"""The synthesized Lambda asset (stacks/assets/lambda_asset.py): lambda/ plus the training code's hyperparameter schema and
 rules and its tokenizer rules, copied at synth; its handlers validate a run spec from the asset alone; its hash
 follows the copied files."""
 
@@ -17,7 +17,7 @@ from lambda_testlib import settings_dict
 
 import hfsm_lambda
 from hfsm_lambda import HANDLER_MODULE, training_contract
-from stacks.lambda_asset import TRAINING_CODE, lambda_code
+from stacks.assets.lambda_asset import TRAINING_CODE, lambda_code
 
 REPO = Path(__file__).resolve().parents[2]
 PACKAGE = hfsm_lambda.__name__  # the asset's one folder
@@ -29,7 +29,7 @@ IN_ASSET = """
 import json, sys
 from hfsm_lambda import errors
 from hfsm_lambda import handlers
-from hfsm_lambda import run_spec
+from hfsm_lambda.spec import run_spec
 from hfsm_lambda import settings
 from hfsm_lambda import training_contract
 spec = json.load(open(sys.argv[1]))
@@ -72,6 +72,8 @@ def test_the_asset_holds_the_training_codes_files_byte_for_byte(tmp_path):
         assert (asset / PACKAGE / name).read_bytes() == (TRAINING_CODE / relative).read_bytes(), name
     shipped = {p.name for p in (asset / PACKAGE).iterdir()}
     assert {p.name for p in (REPO / "lambda").glob("*.py")} <= shipped
+    assert {p.relative_to(REPO / "lambda") for p in (REPO / "lambda").rglob("*.py")} <= {
+        p.relative_to(asset / PACKAGE) for p in (asset / PACKAGE).rglob("*.py")}
     assert not any(n.endswith((".pyc", ".md")) or n == "__pycache__" for n in shipped)
 
 
@@ -88,8 +90,8 @@ def test_the_handlers_validate_a_run_spec_from_the_asset_alone(tmp_path):
     assert Path(out["schema"]) == package / "training_hyperparameters.json"
     assert Path(out["files"][f"{PACKAGE}.hp_rules"]) == package / "hp_rules.py"
     assert Path(out["files"][f"{PACKAGE}.tokenizer_rules"]) == package / "tokenizer_rules.py"
-    for name in ("handlers", "hyperparameters", "run_spec", "training_contract"):
-        assert Path(out["files"][f"{PACKAGE}.{name}"]).parent == package, name
+    for name in ("handlers", "spec.hyperparameters", "spec.run_spec", "training_contract"):
+        assert Path(out["files"][f"{PACKAGE}.{name}"]) == package.joinpath(*name.split(".")).with_suffix(".py"), name
     from_checkout = [f for f in out["files"].values() if f.startswith((str(REPO / "lambda"), str(TRAINING_CODE)))]
     assert not from_checkout
     # the schema (unknown name), hp_rules' bounds (learning_rate) and rules (fp16 with bf16) all answered

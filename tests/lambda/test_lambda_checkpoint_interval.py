@@ -7,9 +7,11 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from hfsm_lambda import checkpoint_interval, durability, job_requests, run_spec
 from hfsm_lambda.errors import SpecError
-from hfsm_lambda.runs import prepare_run
+from hfsm_lambda.plan import checkpoint_interval, job_requests
+from hfsm_lambda.runs.prepare import prepare_run
+from hfsm_lambda.spec import run_spec
+from hfsm_lambda.watch import durability
 
 BASE = {"version": 1, "name": "auto", "task": "text-classification", "model": "bert-base-uncased",
         "data": {"train": {"s3": "datasets/x/"}}, "compute": {"instance_type": "ml.p4d.24xlarge"},

@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 from lambda_testlib import sagemaker_request_errors, settings_dict
 
-from hfsm_lambda import hyperparameters
 from hfsm_lambda import settings as settings_module
 from hfsm_lambda.errors import PreflightError, SpecError
-from hfsm_lambda.runs import prepare_run
+from hfsm_lambda.runs.prepare import prepare_run
+from hfsm_lambda.spec import hyperparameters
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 S3_MODEL = "s3://hfsm-dev-data/base-models/bert/"
@@ -31,7 +31,7 @@ def spec(**hyperparameters: Any) -> dict[str, Any]:
 
 
 def refused(raw: dict[str, Any], settings: settings_module.Settings) -> list[str]:
-    # SpecError: what no environment allows (e.g. paths, lambda/hp_paths.py); PreflightError: this environment's
+    # SpecError: what no environment allows (e.g. paths, lambda/spec/hp_paths.py); PreflightError: this environment's
     with pytest.raises((PreflightError, SpecError)) as info:
         prepare_run(raw, settings)
     return info.value.problems
@@ -62,7 +62,7 @@ def test_trust_remote_code_needs_an_allowed_org_and_a_pinned_commit() -> None:
 
 
 def code_policy_hp(run: dict[str, Any], name: str) -> str:
-    from hfsm_lambda import job_requests
+    from hfsm_lambda.plan import job_requests
 
     return job_requests.training_request(run, env(remote_code_hub_orgs=["acme"]))["HyperParameters"][name]
 
@@ -116,7 +116,7 @@ def test_hub_downloads_are_refused_without_internet() -> None:
 
 
 def test_a_job_that_needs_no_internet_runs_network_isolated_with_its_code_as_a_channel() -> None:
-    from hfsm_lambda import job_requests
+    from hfsm_lambda.plan import job_requests
 
     settings = env()
     run = prepare_run(spec(model=S3_MODEL), settings)

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from hfsm_lambda import cost
-from hfsm_lambda.job_requests import build_requests
-from hfsm_lambda.runs import prepare_run
+from hfsm_lambda.plan import cost
+from hfsm_lambda.plan.job_requests import build_requests
+from hfsm_lambda.runs.prepare import prepare_run
 
 
 def _spec(**extra):

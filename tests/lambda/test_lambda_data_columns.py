@@ -8,9 +8,11 @@ import datasets
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hfsm_lambda import data_column_checks, data_preflight, hyperparameters
+from hfsm_lambda.data import column_checks as data_column_checks
+from hfsm_lambda.data import preflight as data_preflight
+from hfsm_lambda.spec import hyperparameters
 from hftrain.args import DataArguments
-from hftrain.data import DataError
+from hftrain.data.files import DataError
 from hftrain.tasks import REGISTRY, column_declarations, get_task
 
 DEFAULTS = {name: meta.get("default") for name, meta in hyperparameters.schema().items()}

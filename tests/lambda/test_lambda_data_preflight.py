@@ -1,4 +1,4 @@
-"""Prepare's data check (lambda/data_preflight.py) against moto: a bounded sample of every channel, checked with
+"""Prepare's data check (lambda/data/preflight.py) against moto: a bounded sample of every channel, checked with
 the task registry's column declaration, before any job starts; every problem names the field and the fix."""
 
 from __future__ import annotations
@@ -11,9 +11,10 @@ from typing import Any
 import pytest
 from lambda_testlib import SETTINGS
 
-from hfsm_lambda import aws, data_preflight
+from hfsm_lambda import aws
+from hfsm_lambda.data import preflight as data_preflight
 from hfsm_lambda.errors import PreflightError
-from hfsm_lambda.runs import prepare_run
+from hfsm_lambda.runs.prepare import prepare_run
 
 BUCKET = SETTINGS["data_bucket"]
 CLS_ROWS = [{"id": str(i), "text": f"words {i}", "label": ["neg", "pos"][i % 2]} for i in range(40)]

@@ -14,7 +14,8 @@ from moto.sagemaker.models import sagemaker_backends
 from moto.sns.models import sns_backends
 from test_lambda_handlers import DATA, SPEC, strict_json
 
-from hfsm_lambda import aws, durability, handlers
+from hfsm_lambda import aws, handlers
+from hfsm_lambda.watch import durability
 
 T0 = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
 WATCH = {"every_minutes": 10, "intervals": 3, "action": "warn"}

@@ -7,10 +7,10 @@ import pytest
 import sagemaker_training
 from lambda_testlib import settings_dict
 
-from hfsm_lambda import efa, job_requests
 from hfsm_lambda import settings as settings_module
 from hfsm_lambda.errors import PreflightError
-from hfsm_lambda.runs import prepare_run
+from hfsm_lambda.plan import efa, job_requests
+from hfsm_lambda.runs.prepare import prepare_run
 
 SPEC = {"version": 1, "name": "efa", "task": "text-classification", "model": "bert-base-uncased",
         "data": {"train": {"s3": "s3://hfsm-dev-data/datasets/x/"}},
@@ -78,7 +78,7 @@ def test_preflight_checks_free_ips_per_efa_instance():
 
 
 def test_nccl_transport_is_read_from_its_debug_output():
-    from hftrain import nccl
+    from hftrain.parallel import nccl
 
     assert nccl.transport("NCCL INFO NET/OFI Selected Provider is efa\nNCCL INFO Using network AWS Libfabric\n") \
         == "efa (AWS Libfabric)"

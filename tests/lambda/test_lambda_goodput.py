@@ -1,4 +1,4 @@
-"""The goodput ledger (lambda/goodput.py) on hand-made evidence: status transitions, the leader's log lines."""
+"""The goodput ledger (lambda/goodput/ledger.py) on hand-made evidence: status transitions, the leader's log lines."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from hfsm_lambda import goodput
+from hfsm_lambda.goodput import ledger as goodput
 
 JOB = "hfsm-dev-run-20260101000000-0123456789abcdef-train0"
 T = 1_800_000_000.0  # epoch seconds

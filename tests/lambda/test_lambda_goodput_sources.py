@@ -1,4 +1,4 @@
-"""What the goodput ledger reads from AWS (lambda/goodput_sources.py), against moto's CloudWatch Logs and S3."""
+"""What the goodput ledger reads from AWS (lambda/goodput/sources.py), against moto's CloudWatch Logs and S3."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import time
 from botocore.exceptions import ClientError
 from moto import mock_aws
 
-from hfsm_lambda import aws, goodput_sources
+from hfsm_lambda import aws
+from hfsm_lambda.goodput import sources as goodput_sources
 
 GROUP = goodput_sources.LOG_GROUP
 JOB = "hfsm-dev-run-20260101000000-0123456789abcdef-train0"

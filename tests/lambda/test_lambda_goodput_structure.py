@@ -1,4 +1,4 @@
-"""The goodput ledger's modules (lambda/goodput.py and the goodput_*.py it is built from): what goodput.py
+"""The goodput ledger's modules (lambda/goodput/ledger.py and the goodput_*.py it is built from): what goodput.py
 re-exports, that the parts do not import it back, the shared value readers, and that every ledger adds up over
 many generated runs of interrupted, killed and stalled attempts."""
 
@@ -12,14 +12,12 @@ from pathlib import Path
 import pytest
 from test_lambda_goodput import JOB, T, assert_adds_up, attempt_lines, describe, stream
 
-from hfsm_lambda import (
-    goodput,
-    goodput_attempts,
-    goodput_evidence,
-    goodput_split,
-    goodput_text,
-    goodput_values,
-)
+from hfsm_lambda.goodput import attempts as goodput_attempts
+from hfsm_lambda.goodput import evidence as goodput_evidence
+from hfsm_lambda.goodput import ledger as goodput
+from hfsm_lambda.goodput import split as goodput_split
+from hfsm_lambda.goodput import text as goodput_text
+from hfsm_lambda.goodput import values as goodput_values
 
 LAMBDA = Path(__file__).resolve().parents[2] / "lambda"
 

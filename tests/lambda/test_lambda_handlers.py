@@ -13,7 +13,7 @@ from lambda_testlib import DATA, SETTINGS, SPEC, strict_json  # the other handle
 from hfsm_lambda import aws, handlers, naming
 from hfsm_lambda.errors import JobConflictError, PreflightError, ResourceLimitExceeded, SpecError
 from hfsm_lambda.errors import ThrottlingException as ThrottlingError
-from hfsm_lambda.runs import prepare_run
+from hfsm_lambda.runs.prepare import prepare_run
 from hfsm_lambda.settings import load_settings
 
 

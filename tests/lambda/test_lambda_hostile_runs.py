@@ -28,10 +28,12 @@ from typing import Any
 import pytest
 from lambda_testlib import SETTINGS, settings_dict
 
-from hfsm_lambda import aws, hyperparameters, instance_types, job_requests
+from hfsm_lambda import aws
 from hfsm_lambda.errors import PreflightError, SpecError
-from hfsm_lambda.runs import prepare_run
+from hfsm_lambda.plan import instance_types, job_requests
+from hfsm_lambda.runs.prepare import prepare_run
 from hfsm_lambda.settings import Settings
+from hfsm_lambda.spec import hyperparameters
 
 BASE: dict[str, Any] = {"version": 1, "name": "hostile", "task": "text-classification", "model": "bert-base-uncased",
                         "data": {"train": {"s3": "datasets/h/train/"}, "validation": {"s3": "datasets/h/val/"}},
@@ -92,7 +94,7 @@ def _neftune(alpha: float) -> None:
 
 
 def _epochs(epochs: float) -> None:
-    # The step arithmetic of hftrain.runner.TrainingRun.train and of the Trainer (max_steps unset), for a data set
+    # The step arithmetic of hftrain.run.runner.TrainingRun.train and of the Trainer (max_steps unset), for a data set
     # of up to 10**9 optimizer steps per epoch.
     for steps_per_epoch in (1, 1000, 10**9):
         math.ceil(epochs * steps_per_epoch)

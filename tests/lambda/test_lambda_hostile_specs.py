@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 from lambda_testlib import ACCOUNT, REGION, SETTINGS, stand_in_state_machine
 
-from hfsm_lambda import aws, handlers, job_requests
+from hfsm_lambda import aws, handlers
 from hfsm_lambda.errors import SpecError
+from hfsm_lambda.plan import job_requests
 
 BASE = {"version": 1, "name": "hostile", "task": "question-answering", "model": "bert-base-uncased",
         "data": {"train": {"s3": "datasets/h/train/"}, "validation": {"s3": "datasets/h/val/"}},
@@ -215,7 +216,7 @@ ISSUE_23_CASES = [
     ("hp-value-newline", hp_text(text_column="text\n--trust_remote_code true"), "hyperparameters.text_column"),
     ("hp-value-crlf", hp_text(run_name="a\r\nb"), "hyperparameters.run_name"),
     ("hp-value-line-separator", hp_text(run_name="a\u2028b"), "hyperparameters.run_name"),
-    # environment variables: a spec sets none (the pipeline's own come from lambda/efa.py)
+    # environment variables: a spec sets none (the pipeline's own come from lambda/plan/efa.py)
     ("env-field", spec_text(environment={"LD_PRELOAD": "/opt/ml/input/data/train/x.so"}), "environment"),
     ("env-as-hp-pythonpath", hp_text(PYTHONPATH="/opt/ml/input/data/train"), "hyperparameters.PYTHONPATH"),
     ("env-as-hp-ld-preload", hp_text(LD_PRELOAD="/opt/ml/input/data/train/x.so"), "hyperparameters.LD_PRELOAD"),

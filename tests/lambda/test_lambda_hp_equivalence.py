@@ -24,10 +24,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 from lambda_testlib import FREE_HPS, HP_META, _hp_value, java_pattern, settings_dict, valid_specs
 
-from hfsm_lambda import hyperparameters, job_requests, run_spec
 from hfsm_lambda.errors import PreflightError, SpecError
-from hfsm_lambda.runs import prepare_run
+from hfsm_lambda.plan import job_requests
+from hfsm_lambda.runs.prepare import prepare_run
 from hfsm_lambda.settings import Settings
+from hfsm_lambda.spec import hyperparameters, run_spec
 
 pytestmark = pytest.mark.slow
 hf_args = pytest.importorskip("hftrain.args")

@@ -1,5 +1,5 @@
 """Issue 23, finding 1: every hyperparameter that names a file is confined to what it is meant for, in Prepare
-(SpecError) and again in the start handlers' request guard (lambda/hp_paths.py). The exploit itself, end to end in
+(SpecError) and again in the start handlers' request guard (lambda/spec/hp_paths.py). The exploit itself, end to end in
 a job: tests/training/test_resume_confinement.py."""
 
 from __future__ import annotations
@@ -12,10 +12,12 @@ import pytest
 from lambda_testlib import SETTINGS, settings_dict
 from moto.sagemaker.models import sagemaker_backends
 
-from hfsm_lambda import handlers, hp_paths, hyperparameters, job_requests, request_guard
+from hfsm_lambda import handlers
 from hfsm_lambda import settings as settings_module
 from hfsm_lambda.errors import RequestRejected, SpecError
-from hfsm_lambda.runs import prepare_run
+from hfsm_lambda.plan import job_requests, request_guard
+from hfsm_lambda.runs.prepare import prepare_run
+from hfsm_lambda.spec import hp_paths, hyperparameters
 from hfsm_lambda.training_contract import hp_rules
 
 # The finding's spec: FSDP, and a checkpoint anyone who may write datasets/ can craft.

@@ -1,4 +1,4 @@
-"""Finish's CreateModelPackage request (lambda/model_package.py: package_request), built without AWS and checked
+"""Finish's CreateModelPackage request (lambda/runs/model_package.py: package_request), built without AWS and checked
 against botocore's SageMaker service model."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from lambda_testlib import SETTINGS, sagemaker_request_errors
 
-from hfsm_lambda import model_package, verdict
 from hfsm_lambda import settings as settings_module
-from hfsm_lambda.runs import prepare_run
+from hfsm_lambda.runs import model_package, verdict
+from hfsm_lambda.runs.prepare import prepare_run
 
 SPEC: dict[str, Any] = {
     "version": 1, "name": "qa", "task": "question-answering", "model": "s3://hfsm-dev-data/base-models/bert/",

@@ -80,9 +80,9 @@ COPY_SIGNATURES = {
 
 
 def test_the_cli_the_config_and_the_spec_use_naming_s_objects():
-    from hfsm_lambda import run_spec
+    from hfsm_lambda.spec import run_spec
     from runctl import core
-    from stacks import config
+    from stacks.settings import environment as config
 
     assert core.NAME_RE is naming.NAME_RE and core.RUN_ID_RE is naming.RUN_ID_RE
     assert config.INSTANCE_TYPE is naming.INSTANCE_TYPE_RE

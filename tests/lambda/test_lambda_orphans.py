@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from hfsm_lambda import orphans
+from hfsm_lambda.watch import orphans
 
 ARN = "arn:aws:states:us-east-1:123456789012:execution:hfsm-dev-fine-tune:run-1"
 MACHINE = "arn:aws:states:us-east-1:123456789012:stateMachine:hfsm-dev-fine-tune"

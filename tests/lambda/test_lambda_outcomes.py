@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 
-from hfsm_lambda import messages, outcomes
+from hfsm_lambda.runs import messages, outcomes
 
 
 def usage(name, job_type="training", billable=100.0, training=100.0, count=1, spot=False, itype="ml.g5.2xlarge"):

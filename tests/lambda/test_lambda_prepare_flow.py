@@ -6,10 +6,11 @@ import json
 import sys
 from pathlib import Path
 
-from hfsm_lambda import job_requests, runs
+from hfsm_lambda.plan import job_requests
+from hfsm_lambda.runs import prepare as runs
 
 EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "examples").glob("*.json"))
-STAGES = {"run_spec", "planning", "job_requests", "preflight"}
+STAGES = {"spec.run_spec", "plan.planning", "plan.job_requests", "plan.preflight"}
 
 
 def _entered_modules(call) -> list[str]:
@@ -34,7 +35,7 @@ def test_each_stage_module_is_entered_once_in_order(settings):
     for example in EXAMPLES:
         spec = json.loads(example.read_text())
         order = _entered_modules(lambda spec=spec: runs.prepare_run(spec, settings))
-        assert order == ["run_spec", "planning", "job_requests", "preflight"], (example.name, order)
+        assert order == ["spec.run_spec", "plan.planning", "plan.job_requests", "plan.preflight"], (example.name, order)
 
 
 def test_every_request_is_built_once(settings, monkeypatch):

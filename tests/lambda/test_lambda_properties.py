@@ -23,10 +23,12 @@ from lambda_testlib import (
     valid_specs,
 )
 
-from hfsm_lambda import naming, preflight, run_spec
+from hfsm_lambda import naming
 from hfsm_lambda.errors import PreflightError, SpecError
-from hfsm_lambda.runs import prepare_run
+from hfsm_lambda.plan import preflight
+from hfsm_lambda.runs.prepare import prepare_run
 from hfsm_lambda.settings import Settings
+from hfsm_lambda.spec import run_spec
 
 PLAIN = Settings.from_dict(settings_dict())
 WITH_FSX = Settings.from_dict(settings_dict(fsx={"file_system_id": "fs-0123456789abcdef0", "mount_name": "abcdefgh",

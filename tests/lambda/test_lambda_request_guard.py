@@ -10,10 +10,11 @@ import pytest
 from lambda_testlib import SETTINGS, settings_dict
 from moto.sagemaker.models import sagemaker_backends
 
-from hfsm_lambda import handlers, job_requests, request_guard
+from hfsm_lambda import handlers
 from hfsm_lambda import settings as settings_module
 from hfsm_lambda.errors import RequestRejected
-from hfsm_lambda.runs import prepare_run
+from hfsm_lambda.plan import job_requests, request_guard
+from hfsm_lambda.runs.prepare import prepare_run
 
 SPEC: dict[str, Any] = {
     "version": 1, "name": "qa", "task": "question-answering", "model": "s3://hfsm-dev-data/base-models/bert/",

@@ -14,8 +14,8 @@ from sagemaker_training import environment as toolkit_env
 from sagemaker_training import mapping as toolkit_mapping
 from sagemaker_training import params as toolkit_params
 
-from hfsm_lambda import job_requests, preflight
-from hfsm_lambda.runs import prepare_run
+from hfsm_lambda.plan import job_requests, preflight
+from hfsm_lambda.runs.prepare import prepare_run
 from hfsm_lambda.settings import Settings
 
 EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "examples").glob("*.json"))

@@ -1,4 +1,4 @@
-"""Issue 23: a run id cannot be claimed twice (lambda/run_claims.py).
+"""Issue 23: a run id cannot be claimed twice (lambda/runs/claims.py).
 
 Before, a caller could choose the run id (the execution's name, or `run_id` in the input) and only training job
 names were checked for uniqueness, so a second execution could plan a live run's id during that run's tokenizer

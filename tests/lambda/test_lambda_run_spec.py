@@ -11,10 +11,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 from lambda_testlib import settings_dict
 
-from hfsm_lambda import run_spec
 from hfsm_lambda.errors import PreflightError, SpecError
-from hfsm_lambda.runs import prepare_run
+from hfsm_lambda.runs.prepare import prepare_run
 from hfsm_lambda.settings import Settings
+from hfsm_lambda.spec import run_spec
 
 EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "examples").glob("*.json"))
 SETTINGS_PLAIN = Settings.from_dict(settings_dict())

@@ -1,5 +1,5 @@
 """The SageMaker limits the pipeline checks are the API's own: each equals the `max` of its shape in botocore's
-service model (the one declaration of them is lambda/sagemaker_limits.py; the spec's bounds and the pre-flight
+service model (the one declaration of them is lambda/plan/sagemaker_limits.py; the spec's bounds and the pre-flight
 checks use it)."""
 
 from __future__ import annotations
@@ -7,7 +7,8 @@ from __future__ import annotations
 import botocore.session
 import pytest
 
-from hfsm_lambda import preflight, request_guard, run_spec, sagemaker_limits
+from hfsm_lambda.plan import preflight, request_guard, sagemaker_limits
+from hfsm_lambda.spec import run_spec
 
 
 @pytest.mark.parametrize(("name", "shape"), sorted(sagemaker_limits.MODEL_SHAPES.items()))

@@ -19,11 +19,11 @@ import pytest
 from hypothesis import find, given
 from lambda_testlib import FSX, declared, declared_numbers, settings_dict, valid_specs
 
-from hfsm_lambda import run_spec
-from hfsm_lambda import spec_schema as k
 from hfsm_lambda.errors import SpecError
-from hfsm_lambda.hyperparameters import Hyperparameters
 from hfsm_lambda.settings import Settings
+from hfsm_lambda.spec import run_spec
+from hfsm_lambda.spec import schema as k
+from hfsm_lambda.spec.hyperparameters import Hyperparameters
 
 REPO = Path(__file__).resolve().parents[2]
 VALIDATOR = jsonschema.Draft202012Validator(json.loads((REPO / "docs" / "run-spec.schema.json").read_text()))

@@ -1,5 +1,5 @@
 """smddp is allowed only where the library ships: the training image's PyTorch version and the instance type,
-both from lambda/smddp_support.py's table."""
+both from lambda/plan/smddp_support.py's table."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import pytest
 from lambda_testlib import SMDDP_IMAGE, settings_dict
 
 from hfsm_lambda import settings as settings_module
-from hfsm_lambda import smddp_support
 from hfsm_lambda.errors import PreflightError
-from hfsm_lambda.runs import prepare_run
+from hfsm_lambda.plan import smddp_support
+from hfsm_lambda.runs.prepare import prepare_run
 
 SPEC = {"version": 1, "name": "smddp", "task": "text-classification", "model": "bert-base-uncased",
         "data": {"train": {"s3": "s3://hfsm-dev-data/datasets/x/"}},

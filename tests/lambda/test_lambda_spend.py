@@ -9,10 +9,11 @@ import pytest
 from lambda_testlib import settings_dict
 from moto import mock_aws
 
-from hfsm_lambda import aws, cost, job_requests, spend
+from hfsm_lambda import aws
 from hfsm_lambda import settings as settings_module
 from hfsm_lambda.errors import PreflightError
-from hfsm_lambda.runs import prepare_run
+from hfsm_lambda.plan import cost, job_requests, spend
+from hfsm_lambda.runs.prepare import prepare_run
 
 PRICES = {"ml.g5.2xlarge": 1.515, "ml.g5.12xlarge": 7.09, "ml.g6.2xlarge": 1.222, "ml.p4d.24xlarge": 37.688,
           "ml.p5.48xlarge": 113.07, "ml.c5.2xlarge": 0.408, "ml.m5.xlarge": 0.23}

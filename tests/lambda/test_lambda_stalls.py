@@ -14,8 +14,11 @@ from test_lambda_handlers import SPEC, strict_json
 from test_lambda_requests import training
 from test_lambda_run_spec import MINIMAL, problems_of
 
-from hfsm_lambda import aws, handlers, outcomes, run_spec, stall_watch
+from hfsm_lambda import aws, handlers
 from hfsm_lambda.errors import FallbackExhaustedError, SpecError
+from hfsm_lambda.runs import outcomes
+from hfsm_lambda.spec import run_spec
+from hfsm_lambda.watch import stalls as stall_watch
 
 T0 = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
 STALL_REASON = ("AlgorithmError: stall watchdog: rank 3 (algo-2, local rank 1) made no progress for 12.0 min at step "
@@ -186,10 +189,10 @@ def test_spec_errors_are_raised_before_any_job(context, aws_account):
 # --- the ledger --------------------------------------------------------------------------------------------------------
 def test_a_stall_before_the_first_step_is_counted_as_stalled_though_the_log_cannot_be_split():
     """The attempt whose rank never reached its first step printed no GOODPUT line: its Training window is not
-    split, but the stall record says from when nothing moved (the goodput ledger, lambda/goodput.py)."""
+    split, but the stall record says from when nothing moved (the goodput ledger, lambda/goodput/ledger.py)."""
     from test_lambda_goodput import JOB, T, assert_adds_up, describe
 
-    from hfsm_lambda import goodput
+    from hfsm_lambda.goodput import ledger as goodput
 
     desc = describe([("Downloading", 0, 5), ("Training", 5, 105), ("Failed", 105, 105)], count=2, status="Failed")
     stream = {"name": f"{JOB}/algo-1-1", "first_at": T + 6, "events": [[T + 6, "INFO toolkit starting"]]}

@@ -1,4 +1,4 @@
-"""The execution state is declared once (lambda/state.py): the state machines' JSONPaths come from it, and what the
+"""The execution state is declared once (lambda/runs/state.py): the state machines' JSONPaths come from it, and what the
 handlers write into the state holds only declared keys."""
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ import pytest
 from test_lambda_durability import start_watched_job
 from test_lambda_handlers import SPEC, strict_json
 
-from hfsm_lambda import handlers, state
+from hfsm_lambda import handlers
+from hfsm_lambda.runs import state
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -27,7 +28,7 @@ def test_path_refuses_what_the_declaration_lacks():
 
 def test_the_state_machines_write_no_jsonpath_of_their_own():
     source = (REPO / "stacks" / "state_machines.py").read_text()
-    assert not re.findall(r"[\"']\$\.\w", source), "build JSONPaths with hfsm_lambda.state.path()"
+    assert not re.findall(r"[\"']\$\.\w", source), "build JSONPaths with hfsm_lambda.runs.state.path()"
     assert "state_path(" in source
 
 

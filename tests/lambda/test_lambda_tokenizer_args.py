@@ -9,10 +9,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from lambda_testlib import SETTINGS, settings_dict
 
-from hfsm_lambda import job_requests, run_spec
 from hfsm_lambda.errors import SpecError
-from hfsm_lambda.runs import prepare_run
+from hfsm_lambda.plan import job_requests
+from hfsm_lambda.runs.prepare import prepare_run
 from hfsm_lambda.settings import Settings
+from hfsm_lambda.spec import run_spec
 from hfsm_lambda.training_contract import tokenizer_rules
 
 tokenizer_map = pytest.importorskip("tokenizer_map")

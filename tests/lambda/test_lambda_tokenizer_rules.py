@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import TypeGuard
 
-from hfsm_lambda import run_spec
+from hfsm_lambda.spec import run_spec
 from hfsm_lambda.training_contract import tokenizer_rules
 
 REPO = Path(__file__).resolve().parents[2]
@@ -73,7 +73,7 @@ def test_no_lambda_module_redeclares_a_tokenizer_rule():
 
 
 def test_the_scan_finds_the_copies_run_spec_used_to_keep():
-    """The scan can fail: the declarations lambda/run_spec.py held before tokenizer_rules existed are each found."""
+    """The scan can fail: the declarations lambda/spec/run_spec.py held before tokenizer_rules existed are each found."""
     old = '''
 TOKENIZER_TYPES = ("bpe", "wordpiece")
 DEFAULT_SPECIAL_TOKENS = {

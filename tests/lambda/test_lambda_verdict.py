@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from hfsm_lambda import verdict
+from hfsm_lambda.runs import verdict
 from hftrain.tasks import REGISTRY
 
 

@@ -10,8 +10,8 @@ import pytest
 from local_sm_testlib import BUCKET, HERE, REGION, Harness, tarball
 from moto import mock_aws
 
-from local_mode.job_settings import JobEvent, LocalSageMakerSettings
-from local_mode.sagemaker_backend import local_sagemaker
+from local_mode.sagemaker.backend import local_sagemaker
+from local_mode.sagemaker.settings import JobEvent, LocalSageMakerSettings
 
 
 @pytest.fixture

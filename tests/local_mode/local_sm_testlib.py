@@ -17,8 +17,8 @@ import botocore.session
 from botocore.validate import ParamValidator
 from moto import mock_aws
 
-from local_mode.job_settings import JobEvent
-from local_mode.sagemaker_backend import LocalSageMaker
+from local_mode.sagemaker.backend import LocalSageMaker
+from local_mode.sagemaker.settings import JobEvent
 
 HERE = Path(__file__).resolve().parent
 REGION = "us-east-1"

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from local_sm_testlib import mocked_bucket
 
-from local_mode.checkpoint_sync import CheckpointSync
+from local_mode.sagemaker.checkpoint_sync import CheckpointSync
 
 BUCKET = "ckpt-tests"
 URI = f"s3://{BUCKET}/checkpoints/run-1"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from local_mode.container_layout import (
+from local_mode.sagemaker.container_layout import (
     input_data_config,
     lay_out_processing_host,
     lay_out_training_host,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from local_mode.emulator import OUTPUTS, Deployment
+from local_mode.aws.emulator import OUTPUTS, Deployment
 
 ARN = "arn:aws:states:us-east-1:111111111111:stateMachine:{}"
 

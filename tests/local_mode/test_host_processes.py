@@ -9,7 +9,7 @@ from pathlib import Path
 
 import psutil
 
-from local_mode.host_processes import HostProcess, stop_hosts, wait_for_hosts
+from local_mode.sagemaker.host_processes import HostProcess, stop_hosts, wait_for_hosts
 
 # A parent that ignores SIGTERM and a child in a new session (as torchrun starts its workers).
 SCRIPT = """

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from local_mode import invocation_env
-from local_mode.aws_clients import job_client
-from local_mode.emulator import FunctionSpec, LambdaRouter
-from local_mode.job_settings import LocalSageMakerSettings
-from local_mode.local_job import LocalJob
+from local_mode.aws import invocation_env
+from local_mode.aws.clients import job_client
+from local_mode.aws.emulator import FunctionSpec, LambdaRouter
+from local_mode.sagemaker.job import LocalJob
+from local_mode.sagemaker.settings import LocalSageMakerSettings
 
 HANDLER = '''
 import os

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from local_mode.metrics import MetricTracker, parse_progress
+from local_mode.sagemaker.metrics import MetricTracker, parse_progress
 
 DEFINITIONS = [
     {"Name": "train_loss", "Regex": "METRIC train_loss=([-+0-9.eE]+|nan|inf)"},

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from local_sm_testlib import mocked_bucket
 
-from local_mode.s3_channels import (
+from local_mode.sagemaker.s3_channels import (
     ChannelError,
     S3Object,
     download_prefix,

@@ -8,9 +8,9 @@ import shlex
 import subprocess
 import sys
 
-from local_mode import torchrun_local
-from local_mode.torchrun_local import rewrite
-from local_mode.training_hosts import free_port
+from local_mode.sagemaker import torchrun as torchrun_local
+from local_mode.sagemaker.torchrun import rewrite
+from local_mode.sagemaker.training_hosts import free_port
 
 TOOLKIT = "--nnodes 2 --nproc_per_node 1 --master_addr algo-1 --master_port 7777 --node_rank 1 train.py --lr 0.1 --x=y"
 

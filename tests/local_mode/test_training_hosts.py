@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from local_mode.container_layout import plan_hosts
-from local_mode.local_job import JobSetupError
-from local_mode.training_hosts import (
+from local_mode.sagemaker.container_layout import plan_hosts
+from local_mode.sagemaker.job import JobSetupError
+from local_mode.sagemaker.training_hosts import (
     REAL_FRAMEWORK_MODULE,
     host_env,
     install_code,

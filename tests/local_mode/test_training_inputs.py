@@ -1,4 +1,4 @@
-"""A training attempt's inputs (local_mode/training_inputs.py): channels per host, sharded as SageMaker shards them
+"""A training attempt's inputs (local_mode/sagemaker/training_inputs.py): channels per host, sharded as SageMaker shards them
 or linked from the local FSx root, and the checkpoint sync a CheckpointConfig asks for."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from local_sm_testlib import mocked_bucket
 
-from local_mode.container_layout import plan_hosts
-from local_mode.local_job import JobSetupError
-from local_mode.training_inputs import checkpoint_sync, decode_hyperparameter, download_channels
+from local_mode.sagemaker.container_layout import plan_hosts
+from local_mode.sagemaker.job import JobSetupError
+from local_mode.sagemaker.training_inputs import checkpoint_sync, decode_hyperparameter, download_channels
 
 BUCKET = "training-inputs"
 

@@ -39,7 +39,7 @@ def run_inprocess(monkeypatch):
     """Run train.py's main() in this process (fast: no interpreter start-up) against a base dir."""
 
     def _run(base: Path, hps: dict) -> Run:
-        from hftrain import runner
+        from hftrain.run import runner
 
         monkeypatch.setenv("SAGEMAKER_BASE_DIR", str(base))
         monkeypatch.setenv("HF_DATASETS_CACHE", str(base / "hf-cache"))

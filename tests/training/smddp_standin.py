@@ -62,8 +62,11 @@ def install_standin() -> None:
 def main() -> None:
     install_standin()
     dist.init_process_group("smddp")
-    from hftrain import checkpoints, distributed, runner, sharding
-    from hftrain.callbacks import CheckpointCallback, SigtermCallback
+    from hftrain.checkpoint import manager as checkpoints
+    from hftrain.data import sharding
+    from hftrain.parallel import process_group as distributed
+    from hftrain.run import runner
+    from hftrain.run.callbacks import CheckpointCallback, SigtermCallback
 
     rank, world = dist.get_rank(), dist.get_world_size()
     out: dict = {"rank": rank, "backend": str(dist.get_backend())}
@@ -88,7 +91,7 @@ def main() -> None:
                      "filler": layout.filler_row}
 
     # resume: checkpoint-4 is complete and verifies, checkpoint-8 is partial (no marker)
-    from hftrain import resume
+    from hftrain.checkpoint import resume
 
     root = Path(os.environ["STANDIN_CHECKPOINTS"])
     identity = {"task": "text-classification"}

@@ -5,8 +5,8 @@ from __future__ import annotations
 import datasets
 import pytest
 
-from hftrain import baselines
 from hftrain.args import DataArguments
+from hftrain.scoring import baselines
 from hftrain.tasks import REGISTRY, get_task
 
 ROWS = {

@@ -1,10 +1,10 @@
-"""Batch shapes (hftrain/batching.py) and evaluation order under the length-grouped default."""
+"""Batch shapes (hftrain/data/batching.py) and evaluation order under the length-grouped default."""
 
 from __future__ import annotations
 
 import datasets
 
-from hftrain import batching
+from hftrain.data import batching
 
 
 def _dataset(lengths):

@@ -8,7 +8,8 @@ import threading
 import pytest
 from test_checkpoints import IDENTITY, OTHER, RESUMABLE, FakeStorage, save
 
-from hftrain import distributed, resume
+from hftrain.checkpoint import resume
+from hftrain.parallel import process_group as distributed
 
 # --- fake ranks: threads that exchange objects like all_gather_object ---------------------------------------
 
@@ -131,7 +132,7 @@ def test_a_load_failure_on_one_rank_makes_every_rank_fall_back_together(monkeypa
     while another waits in a collective)."""
     from transformers import Trainer
 
-    from hftrain.runner import make_trainer_class
+    from hftrain.run.runner import make_trainer_class
 
     world = FakeWorld(["a", "b"])
     world.install(monkeypatch)

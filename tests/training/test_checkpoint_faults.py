@@ -22,8 +22,8 @@ import pytest
 from hftrain_testkit import layout_job, to_argv
 from safetensors.torch import load_file, save_file
 
-from hftrain import checkpoints as ck
-from hftrain import run_history
+from hftrain.checkpoint import history as run_history
+from hftrain.checkpoint import manager as ck
 from local_mode import synthetic as synth
 
 pytestmark = pytest.mark.slow
@@ -35,12 +35,12 @@ HPS = {"task": "text-classification", "max_steps": 12, "save_steps": 4, "logging
 
 def train(base: Path, hps: dict) -> tuple[int, str]:
     """train.py's main() in this process against `base`; returns (exit code, log text)."""
-    from hftrain import runner
+    from hftrain.run import runner
 
     stream = io.StringIO()
     handler = logging.StreamHandler(stream)
     handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
-    loggers = [logging.getLogger("hftrain")]  # its children (hftrain.callbacks, ...) propagate to it
+    loggers = [logging.getLogger("hftrain")]  # its children (hftrain.run.callbacks, ...) propagate to it
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("SAGEMAKER_BASE_DIR", str(base))
         mp.setenv("HF_DATASETS_CACHE", str(base / "hf-cache"))
@@ -378,7 +378,7 @@ def test_a_pickled_file_swapped_after_verification_is_not_what_the_trainer_loads
     """Issue 23: the hashes are verified before anything pickled is opened, on the very files then loaded. Here
     optimizer.pt is swapped (a new file under the same name) after the resume decision and before the Trainer
     loads: the Trainer still loads the verified bytes, never the swapped file."""
-    from hftrain import run_startup  # TrainingRun's resume phase calls run_startup.decide_resume
+    from hftrain.run import startup as run_startup
 
     base = interrupted_copy(saved_run, tmp_path)
     swapped = ckpt(base, 8) / "optimizer.pt"

@@ -1,7 +1,7 @@
 """FSDP checkpoints (sharded model and optimizer state) follow the same rules: every shard file hashed in the
 markers, verified before resume, a corrupt shard rejected by name, resume from the next older checkpoint,
 and a consolidated final model that `from_pretrained` loads. Two ranks through torchrun on CPU (gloo), FSDP2
-(`"version": 2`, the pipeline's default; hftrain/fsdp.py turns FSDP on for CPU ranks). Killed runs resuming
+(`"version": 2`, the pipeline's default; hftrain/parallel/fsdp.py turns FSDP on for CPU ranks). Killed runs resuming
 from the shards with the weights of an uninterrupted run: tests/training/test_fsdp.py."""
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from hftrain_testkit import TRAIN_PY, layout_job, subprocess_env, to_argv
 
-from hftrain import checkpoints as ck
+from hftrain.checkpoint import manager as ck
 from local_mode import synthetic as synth
-from local_mode.training_hosts import free_port
+from local_mode.sagemaker.training_hosts import free_port
 
 pytestmark = pytest.mark.slow
 

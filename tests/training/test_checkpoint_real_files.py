@@ -11,9 +11,10 @@ from types import SimpleNamespace
 import pytest
 from test_checkpoints import IDENTITY, RESUMABLE
 
-from hftrain import checkpoints as ck
-from hftrain import distributed, resume
-from hftrain.callbacks import CheckpointCallback
+from hftrain.checkpoint import manager as ck
+from hftrain.checkpoint import resume
+from hftrain.parallel import process_group as distributed
+from hftrain.run.callbacks import CheckpointCallback
 
 # --- issue 24 (and issue 23's verify-before-open): real files, real links -----------------------------------
 

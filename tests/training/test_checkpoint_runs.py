@@ -125,7 +125,7 @@ def test_sigterm_through_torchrun_all_ranks_save_one_checkpoint(tiny_models, tmp
 
     from hftrain_testkit import TRAIN_PY, subprocess_env, to_argv
 
-    from local_mode.training_hosts import free_port
+    from local_mode.sagemaker.training_hosts import free_port
 
     base = layout_job(tmp_path, train=synth.cls_examples(64, 4))
     torchrun = str(Path(sys.executable).parent / "torchrun")
@@ -146,6 +146,6 @@ def test_sigterm_through_torchrun_all_ranks_save_one_checkpoint(tiny_models, tmp
     assert len(saved) == 1, saved
     names = {p.name for p in saved[0].iterdir()}
     assert {"_complete.algo-1.json", "rng_state_0.pth", "rng_state_1.pth", "optimizer.pt"} <= names
-    from hftrain import checkpoints
+    from hftrain.checkpoint import manager as checkpoints
 
     assert checkpoints.verify(str(saved[0])).ok  # both ranks' files hashed in the one marker

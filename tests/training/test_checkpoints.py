@@ -10,9 +10,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from hftrain import checkpoints as ck
-from hftrain import distributed
-from hftrain.callbacks import CheckpointCallback
+from hftrain.checkpoint import manager as ck
+from hftrain.parallel import process_group as distributed
+from hftrain.run.callbacks import CheckpointCallback
 
 IDENTITY = {"task": "text-classification", "model_fingerprint": "f" * 32, "model": {"model_type": "bert"}}
 OTHER = {"task": "text-classification", "model_fingerprint": "0" * 32, "model": {"model_type": "roberta"}}

@@ -6,7 +6,7 @@ import datasets
 import pytest
 
 from hftrain.args import DataArguments
-from hftrain.data import DataError
+from hftrain.data.files import DataError
 from hftrain.tasks import get_task
 from hftrain.tasks.classification import labels_for_count
 

@@ -1,4 +1,4 @@
-"""One test per library workaround (hftrain/compat.py, loss_scaling.py): each shows the library behaviour the
+"""One test per library workaround (hftrain/run/compat.py, loss_scaling.py): each shows the library behaviour the
 workaround exists for, then that the workaround handles it. When a library release fixes the behaviour, the first
 assertion fails and its message says which workaround can go."""
 
@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from hftrain import compat
+from hftrain.run import compat
 
 TINY_BERT = {"vocab_size": 32, "num_hidden_layers": 1, "hidden_size": 8, "num_attention_heads": 2,
              "intermediate_size": 8}
@@ -84,7 +84,7 @@ def test_evaluation_keeps_feature_order_under_group_by_length(tmp_path):
     import datasets
     from transformers import Trainer
 
-    from hftrain.runner import make_trainer_class
+    from hftrain.run.runner import make_trainer_class
 
     ds = datasets.Dataset.from_list([{"input_ids": [1] * ((i * 7) % 23 + 1)} for i in range(40)])
     args = _args(tmp_path, train_sampling_strategy="group_by_length")
@@ -100,7 +100,7 @@ def test_trainer_passes_num_items_to_heads_that_ignore_it(tmp_path):
     BERT's classification loss is a plain mean (loss_scaling.consumes_num_items corrects the Trainer's guess)."""
     from transformers import BertConfig, BertForSequenceClassification, Trainer
 
-    from hftrain.loss_scaling import consumes_num_items
+    from hftrain.run.loss_scaling import consumes_num_items
 
     model = BertForSequenceClassification(BertConfig(**TINY_BERT))
     stock = Trainer(model=model, args=_args(tmp_path, gradient_accumulation_steps=4))
@@ -114,7 +114,7 @@ def test_accelerator_divides_the_accumulated_gradient_again(tmp_path):
     the Accelerator, whose backward divides again (loss_scaling.settle sets it to 1)."""
     from transformers import BertConfig, BertForSequenceClassification, Trainer
 
-    from hftrain.runner import make_trainer_class
+    from hftrain.run.runner import make_trainer_class
 
     args = _args(tmp_path, gradient_accumulation_steps=4)
     stock = Trainer(model=BertForSequenceClassification(BertConfig(**TINY_BERT)), args=args)

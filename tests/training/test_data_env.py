@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from hftrain import data, smenv
+from hftrain import smenv
+from hftrain.data import files as data
 from local_mode import synthetic as synth
 
 

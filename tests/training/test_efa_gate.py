@@ -1,5 +1,5 @@
-"""The network before the work: NCCL's transport at the first step on an EFA instance type (hftrain/nccl.py) and
-the all-reduce bandwidth probe (hftrain/bandwidth.py)."""
+"""The network before the work: NCCL's transport at the first step on an EFA instance type (hftrain/parallel/nccl.py) and
+the all-reduce bandwidth probe (hftrain/parallel/bandwidth.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from hftrain import bandwidth, nccl
+from hftrain.parallel import bandwidth, nccl
 
 # NCCL 2.2x INIT/NET lines as the three transports write them (aws-ofi-nccl for EFA)
 EFA = ("NCCL INFO NET/OFI Using aws-ofi-nccl 1.13.2\nNCCL INFO NET/OFI Selected Provider is efa (found 4 nics)\n"

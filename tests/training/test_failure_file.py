@@ -9,7 +9,7 @@ import hftrain_smhost as smhost
 import pytest
 from hftrain_testkit import layout_job
 
-from hftrain import failure
+from hftrain.run import failure
 from local_mode import synthetic as synth
 
 

@@ -15,7 +15,7 @@ from safetensors.torch import load_file
 from test_checkpoint_runs import _finish, _wait_for
 
 from local_mode import synthetic as synth
-from local_mode.training_hosts import free_port
+from local_mode.sagemaker.training_hosts import free_port
 
 FSDP = {"fsdp": "full_shard auto_wrap",
         "fsdp_config": json.dumps({"version": 2, "transformer_layer_cls_to_wrap": ["BertLayer"]})}
@@ -130,8 +130,8 @@ def test_fsdp2_on_cpu_trains_tied_embeddings_and_saves_after_evaluation(tiny_mod
 
 
 def test_fsdp1_on_cpu_is_refused_with_a_clear_message():
-    from hftrain import fsdp
     from hftrain.args import ArgumentError
+    from hftrain.parallel import fsdp
 
     class Args:
         fsdp = ["full_shard", "auto_wrap"]

@@ -1,6 +1,6 @@
-"""The training code's goodput parts: the clock (hftrain/goodput.py), the auto checkpoint interval
-(hftrain/save_interval.py), the tokenized data set kept with the run (hftrain/tokenized_cache.py) and the
-interruption record when no progress beat reached the checkpoint dir (hftrain/run_history.py)."""
+"""The training code's goodput parts: the clock (hftrain/run/goodput.py), the auto checkpoint interval
+(hftrain/checkpoint/interval.py), the tokenized data set kept with the run (hftrain/data/tokenized_cache.py) and the
+interruption record when no progress beat reached the checkpoint dir (hftrain/checkpoint/history.py)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,11 @@ from pathlib import Path
 import datasets
 import pytest
 
-from hftrain import goodput, run_history, save_interval, tokenized_cache
 from hftrain.args import DataArguments
+from hftrain.checkpoint import history as run_history
+from hftrain.checkpoint import interval as save_interval
+from hftrain.data import tokenized_cache
+from hftrain.run import goodput
 from hftrain.tasks import get_task
 from local_mode import synthetic
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from hftrain_testkit import layout_job
 
-from hftrain import metrics_qa
+from hftrain.scoring import squad as metrics_qa
 from hftrain.tasks.summarization import rouge
 from local_mode import synthetic as synth
 

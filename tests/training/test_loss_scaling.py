@@ -162,7 +162,7 @@ def test_a_head_that_uses_num_items_keeps_token_weighting_and_the_gradient_scale
     over the whole step, as the stock Trainer at accumulation 1) and the gradient is not divided again."""
     from transformers import Trainer
 
-    from hftrain.runner import make_trainer_class
+    from hftrain.run.runner import make_trainer_class
 
     whole_batch, _ = _causal_lm_step(Trainer, 1, tmp_path)
     ours, accepts = _causal_lm_step(make_trainer_class(Trainer), 4, tmp_path)
@@ -181,7 +181,7 @@ def test_consumes_num_items_reads_the_forward():
         GPT2LMHeadModel,
     )
 
-    from hftrain.loss_scaling import consumes_num_items
+    from hftrain.run.loss_scaling import consumes_num_items
 
     tiny = {"num_hidden_layers": 1, "hidden_size": 8, "num_attention_heads": 2, "intermediate_size": 8}
     assert consumes_num_items(GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=8, n_head=2, vocab_size=16)))

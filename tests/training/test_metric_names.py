@@ -8,7 +8,7 @@ import re
 import pytest
 from hftrain_testkit import layout_job
 
-from hfsm_lambda import job_requests
+from hfsm_lambda.plan import job_requests
 from local_mode import synthetic as synth
 
 FAST = {"save_steps": 1000, "logging_steps": 1, "per_device_train_batch_size": 4, "learning_rate": 1e-3,

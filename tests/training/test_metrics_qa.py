@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hftrain import metrics_qa as mq
+from hftrain.scoring import squad as mq
 
 
 def test_normalization_follows_squad():

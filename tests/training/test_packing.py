@@ -1,4 +1,4 @@
-"""Padding-free QA batches (hftrain/packing.py): equal loss and gradients to the same examples without padding,
+"""Padding-free QA batches (hftrain/data/packing.py): equal loss and gradients to the same examples without padding,
 on CPU, for BERT- and RoBERTa-like models; where it applies; and a run through the entry point."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import torch
 from hftrain_testkit import layout_job
 from transformers import AutoModelForQuestionAnswering, AutoTokenizer, DataCollatorWithPadding
 
-from hftrain import packing
+from hftrain.data import packing
 from local_mode import synthetic as synth
 
 

@@ -7,7 +7,7 @@ a difference in learning between the arms can only come from the batch order (th
 * the training features (tokens, token types, mask, span labels; long contexts split by doc_stride, answers
   outside a chunk and unanswerable questions labelled with the CLS index) equal run_qa.py's
   prepare_train_features;
-* the entry point (hftrain.runner.main at its defaults) and the stock `transformers.Trainer` fed the batches it
+* the entry point (hftrain.run.runner.main at its defaults) and the stock `transformers.Trainer` fed the batches it
   trained on give the same loss at every step and the same trained weights (optimizer, schedule, weight decay
   groups, clipping, loss weighting, model initialisation).
 """

@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 from hftrain_testkit import TRAIN_PY, layout_job, subprocess_env, to_argv
 
-from hftrain import checkpoints as ck
+from hftrain.checkpoint import manager as ck
 from local_mode import synthetic as synth
-from local_mode.training_hosts import free_port
+from local_mode.sagemaker.training_hosts import free_port
 
 FSDP_CONFIG = {"version": 2, "transformer_layer_cls_to_wrap": ["BertLayer"], "state_dict_type": "SHARDED_STATE_DICT"}
 
@@ -40,7 +40,7 @@ def _identity(base: Path, hps: dict, monkeypatch) -> dict:
     """The identity the job will check the marker against (model config after the task configured it): what an
     attacker who knows the model and data would write into the forged marker."""
     from hftrain import args as hp
-    from hftrain import runner
+    from hftrain.run import runner
 
     monkeypatch.setenv("SAGEMAKER_BASE_DIR", str(base))
     monkeypatch.setenv("HF_DATASETS_CACHE", str(base / "hf-cache"))

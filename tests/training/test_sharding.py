@@ -9,7 +9,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hftrain import sharding
+from hftrain.data import sharding
 
 
 def test_batch_sizes_are_even_and_complete():

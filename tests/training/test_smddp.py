@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from local_mode.training_hosts import free_port
+from local_mode.sagemaker.training_hosts import free_port
 
 HERE = Path(__file__).resolve().parent
 

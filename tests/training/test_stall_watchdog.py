@@ -1,6 +1,6 @@
-"""The stall watchdog (hftrain/stall.py): the limits (auto follows the measured step time), which rank is named,
+"""The stall watchdog (hftrain/stall/watchdog.py): the limits (auto follows the measured step time), which rank is named,
 the failure file's first line, and the thread acting on a real stalled main thread; the injected faults'
-grammar (hftrain/stall_injection.py)."""
+grammar (hftrain/stall/injection.py)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from hftrain import stall, stall_injection
-from hftrain.failure import failure_path
+from hftrain.run.failure import failure_path
+from hftrain.stall import injection as stall_injection
+from hftrain.stall import watchdog as stall
 
 NOW = 10_000.0
 
@@ -81,7 +82,7 @@ def test_the_rank_not_waiting_in_a_collective_is_named_with_host_step_and_functi
 
 def test_the_culprit_is_named_even_when_a_waiting_rank_crosses_the_limit_first():
     beats = {r: beat(r, moved=NOW - 601) for r in range(4)}
-    beats[2].update(waiting=False, moved_at=NOW - 590, frames=["hang (hftrain/stall_injection.py:1)"])
+    beats[2].update(waiting=False, moved_at=NOW - 590, frames=["hang (hftrain/stall/injection.py:1)"])
     verdict = stall.judge(beats, stall.Limits(minutes=10), now=NOW, started_at=0, poll=10)
     assert verdict.record["rank"] == 2 and verdict.record["ranks"] == [2]
 
@@ -167,7 +168,7 @@ def test_the_watchdog_thread_dumps_stacks_writes_the_failure_and_the_record_then
     records = json.loads((checkpoints / stall.STALLS_FILE).read_text())["stalls"]
     assert [r["job"] for r in records] == ["earlier", "job-1"] and records[1]["step"] == 10
     stacks = (checkpoints / stall.STACKS_DIR / "job-1" / "rank-0.txt").read_text()
-    assert "test_stall_watchdog.py" in stacks and "stall.py" in stacks  # this thread's and the watchdog's
+    assert "test_stall_watchdog.py" in stacks and "stall/watchdog.py" in stacks  # this thread's and the watchdog's
     heartbeat = json.loads((checkpoints / stall.HEARTBEAT_FILE).read_text())
     assert heartbeat["job"] == "job-1" and heartbeat["limit_seconds"] == pytest.approx(1.2)
 
@@ -204,7 +205,7 @@ def test_the_hanging_collator_counts_from_the_resumed_step(monkeypatch):
 
 
 def test_local_mode_reads_the_same_grammar():
-    from local_mode.stall_faults import SOURCE, describe_stall
+    from local_mode.sagemaker.stall_faults import SOURCE, describe_stall
 
     assert Path(stall_injection.__file__).resolve() == SOURCE
     assert describe_stall("2@7:sigstop") == "rank 2's process is SIGSTOPped after step 7"

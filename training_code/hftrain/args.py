@@ -21,7 +21,9 @@ from typing import Any
 
 from transformers import Seq2SeqTrainingArguments
 
-from . import data, hp_rules, smenv
+from hftrain import hp_rules, smenv
+from hftrain.data import files as data
+
 from .tasks import REGISTRY, TASKS, column_declarations, metric_names, verdicts
 
 DATA_FORMATS = ("auto", "jsonl", "json", "csv", "parquet")
@@ -300,7 +302,7 @@ class SageMakerTrainingArguments(Seq2SeqTrainingArguments):
     stall_minutes: str = field(
         default="auto",
         metadata={
-            "help": "The stall watchdog (hftrain/stall.py, a thread in every rank): the job ends with a failure "
+            "help": "The stall watchdog (hftrain/stall/watchdog.py, a thread in every rank): the job ends with a failure "
             "naming the silent rank when no optimizer step ends for this many minutes; auto: max("
             "stall_floor_minutes, 20 x the median step time); off: no watchdog. The pipeline sets it from "
             "stall.minutes."
@@ -317,7 +319,7 @@ class SageMakerTrainingArguments(Seq2SeqTrainingArguments):
         default=10.0,
         metadata={"help": "stall_minutes auto: the least limit for training steps, in minutes."},
     )
-    # --- speed defaults (see hftrain/batching.py and hftrain/packing.py) ---
+    # --- speed defaults (see hftrain/data/batching.py and hftrain/data/packing.py) ---
     train_sampling_strategy: str = field(
         default="auto",
         metadata={
@@ -401,7 +403,7 @@ def _check_padding_free_and_stall(args: SageMakerTrainingArguments) -> None:
     if args.padding_free not in PADDING_FREE:  # the parser checks choices; this guards direct construction
         raise ArgumentError(f"padding_free must be one of {PADDING_FREE}, got {args.padding_free!r}")
     try:
-        from .stall import parse_minutes
+        from hftrain.stall.watchdog import parse_minutes
 
         parse_minutes(args.stall_minutes)
     except ValueError as err:
@@ -505,7 +507,7 @@ def checkpoint_path_problems(model_args, training_args, base: Path) -> list[str]
 
     A checkpoint holds pickles (FSDP's `.metadata`, optimizer, scheduler and RNG state) that run code when they
     are loaded, and a model cache can hold a repository's Python; whoever can write the data bucket chooses what
-    the input channels hold. Prepare and the request guard refuse such paths first (lambda/hp_paths.py); this is
+    the input channels hold. Prepare and the request guard refuse such paths first (lambda/spec/hp_paths.py); this is
     the job's own check, against its real base dir."""
     problems = []
     inputs = base / "input"

@@ -18,7 +18,7 @@ literal or an operand. Operands: `{"hp": name}`, `{"first": [...]}` (first one t
 hold (an empty `then` forbids the combination). A comparison with an unset value does not hold.
 
 Standard library only: the Lambda asset carries a byte-for-byte copy of this file, made at synth
-(stacks/lambda_asset.py); Prepare imports it as the top-level module `hp_rules`.
+(stacks/assets/lambda_asset.py); Prepare imports it as the top-level module `hp_rules`.
 """
 
 from __future__ import annotations

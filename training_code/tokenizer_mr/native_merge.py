@@ -1,6 +1,6 @@
 """The compiled merge loop (native/bpe_merge.c), loaded with ctypes from the `tokenizer-mr-native` wheel.
 
-The processing jobs install that wheel from the code bundle (requirements-processing.txt, stacks/job_wheels.py);
+The processing jobs install that wheel from the code bundle (requirements-processing.txt, stacks/assets/job_wheels.py);
 `make setup` installs it into the project's venv. Where it is missing, built from another bpe_merge.c than the one
 beside this module, or switched off (`TOKENIZER_MR_NATIVE=0`), `bpe.learn_bpe` runs its Python/NumPy merge loop
 instead: the same result, several times slower (a warning says so).

@@ -1,10 +1,10 @@
 """The tokenizer jobs' settings rules, declared once: types, styles, special tokens, vocabulary limits.
 
 `tokenizer_mr.settings` (the map and reduce jobs) enforces them with `tokenizers`; the pipeline's Prepare Lambda
-(lambda/run_spec.py) checks a run spec's `tokenizer` against the same values before any job starts.
+(lambda/spec/run_spec.py) checks a run spec's `tokenizer` against the same values before any job starts.
 
 Standard library only, and nothing from this package: the Lambda asset carries a byte-for-byte copy of this file,
-made at synth (stacks/lambda_asset.py), and Prepare imports it as the top-level module `tokenizer_rules`
+made at synth (stacks/assets/lambda_asset.py), and Prepare imports it as the top-level module `tokenizer_rules`
 (lambda/training_contract.py).
 """
 

@@ -14,7 +14,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk.assertions import Template
 
 from stacks.app_builder import cdk_json_context
-from stacks.config import EnvironmentConfig, load_config
+from stacks.settings.environment import EnvironmentConfig, load_config
 
 
 def env_config(name: str, overrides: dict[str, Any] | None = None) -> EnvironmentConfig:

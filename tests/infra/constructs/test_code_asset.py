@@ -1,4 +1,4 @@
-"""The training-code bundle (stacks/code_asset.py), alone: a deterministic, content-addressed sourcedir.tar.gz that
+"""The training-code bundle (stacks/assets/code_asset.py), alone: a deterministic, content-addressed sourcedir.tar.gz that
 carries the job wheels. Where the pipeline stack deploys it (code/<sha>/, the deployment role) is wiring:
 tests/infra/test_pipeline_stack.py and test_security_pipeline.py."""
 
@@ -9,7 +9,7 @@ import tarfile
 from io import BytesIO
 from pathlib import Path
 
-from stacks.code_asset import WHEELS_DIR, build_code_bundle, sourcedir_bytes
+from stacks.assets.code_asset import WHEELS_DIR, build_code_bundle, sourcedir_bytes
 
 REPO = Path(__file__).resolve().parents[3]
 

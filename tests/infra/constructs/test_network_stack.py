@@ -14,7 +14,7 @@ from aws_cdk.assertions import Template
 from construct_helpers import Built, bare_app, bare_key, env_config, env_fixtures
 from synth_helpers import resources
 
-from stacks.image_uris import resolve_images
+from stacks.assets.image_uris import resolve_images
 from stacks.network_stack import NetworkStack
 from stacks.sagemaker_role import job_image_repository_arns
 

@@ -14,7 +14,7 @@ from construct_helpers import Built, bare_app, bare_key, env_config, env_fixture
 from synth_helpers import as_list, sagemaker_role
 
 from stacks import names
-from stacks.image_uris import ImageUris, resolve_images
+from stacks.assets.image_uris import ImageUris, resolve_images
 from stacks.sagemaker_role import SageMakerExecutionRole
 from stacks.storage_stack import bucket_name
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from transformers import DataCollatorWithPadding, Trainer
 
-from ..data import DataError, require_columns
+from hftrain.data.files import DataError, require_columns
 
 COLUMN_KINDS = ("text", "label", "answers", "id")
 
@@ -42,7 +42,7 @@ class Column:
 class Verdict:
     """How a finished run is judged against the task's trivial baseline: it beat it when `eval_<metric>` is at
     least `eval_baseline_<metric>` + `margin` (in the metric's own units). Exported in hyperparameters.json;
-    the pipeline's Finish step applies it (lambda/verdict.py)."""
+    the pipeline's Finish step applies it (lambda/runs/verdict.py)."""
 
     metric: str
     margin: float

@@ -7,8 +7,9 @@ from dataclasses import dataclass, field
 import numpy as np
 from transformers import AutoModelForSequenceClassification
 
-from .. import baselines
-from ..data import DataError
+from hftrain.data.files import DataError
+from hftrain.scoring import baselines
+
 from .base import Column, LocalMode, Task, Verdict
 
 TEXT_CANDIDATES = ("text", "sentence", "sentence1", "premise", "question1")
@@ -33,7 +34,7 @@ def ordered_labels(values) -> list[str]:
 
 def labels_for_count(labels: list[str], num_labels: int) -> list[str]:
     """The label names for `num_labels` classes given the labels found (the Lambda's data pre-flight applies the
-    same rule to a sample: lambda/data_preflight.py)."""
+    same rule to a sample: lambda/data/preflight.py)."""
     try:
         numbers = [int(v) for v in labels]
     except ValueError:

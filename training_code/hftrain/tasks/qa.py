@@ -8,8 +8,10 @@ from dataclasses import dataclass, field
 import numpy as np
 from transformers import AutoModelForQuestionAnswering
 
-from .. import baselines, metrics_qa
-from ..data import DataError
+from hftrain.data.files import DataError
+from hftrain.scoring import baselines
+from hftrain.scoring import squad as metrics_qa
+
 from .base import Column, LocalMode, Task, Verdict
 
 

@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from transformers import AutoModelForSeq2SeqLM, DataCollatorForSeq2Seq, Seq2SeqTrainer
 
-from .. import baselines
+from hftrain.scoring import baselines
+
 from .base import Column, LocalMode, ModelTaskMismatch, Task, Verdict
 
 TEXT_CANDIDATES = ("document", "article", "text", "dialogue", "source")

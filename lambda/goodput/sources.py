@@ -1,0 +1,118 @@
+"""The evidence the goodput ledger (ledger.py) is computed from, read from AWS: the run's training jobs
+(DescribeTrainingJob), the leader host's log streams of each job (CloudWatch Logs, one stream per instance start)
+and the stall records beside the checkpoints. Used by Finish and by `runctl status`; best effort: a part that
+cannot be read is said in the ledger's notes, never guessed.
+
+Calls: sagemaker:DescribeTrainingJob, logs:DescribeLogStreams on the log group /aws/sagemaker/TrainingJobs,
+logs:GetLogEvents on the project's streams in it (GetLogEvents takes a log-stream ARN, so the grant stays on the
+project's job names; FilterLogEvents would need the whole group), s3:GetObject of
+`<checkpoint prefix>/_stalls.json`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from hfsm_lambda.goodput import ledger as goodput
+
+logger = logging.getLogger("hfsm")
+
+LOG_GROUP = "/aws/sagemaker/TrainingJobs"
+STALLS_FILE = "_stalls.json"
+MAX_EVENTS_PER_STREAM = 2_000_000  # a bound, not a limit anyone should meet (PROGRESS is one line per step)
+
+
+def _code(err: Exception) -> str:
+    if isinstance(err, ClientError):
+        return str(err.response.get("Error", {}).get("Code", "")) or type(err).__name__
+    return type(err).__name__
+
+
+def leader_streams(logs: Any, job_name: str) -> list[dict[str, Any]]:
+    """The leader host's streams of one job, with their GOODPUT and PROGRESS lines (goodput.ledger's format)."""
+    prefix = f"{job_name}/{goodput.LEADER}-"
+    try:
+        pages = logs.get_paginator("describe_log_streams").paginate(logGroupName=LOG_GROUP,
+                                                                    logStreamNamePrefix=prefix)
+        described = [s for page in pages for s in page.get("logStreams", [])]
+    except ClientError as err:
+        if _code(err) == "ResourceNotFoundException":
+            return []
+        return [{"name": None, "error": f"cannot list the log streams {LOG_GROUP}/{prefix}*: {_code(err)}"}]
+    except BotoCoreError as err:
+        return [{"name": None, "error": f"cannot list the log streams {LOG_GROUP}/{prefix}*: {err}"}]
+    out = []
+    for stream in sorted(described, key=lambda s: s["logStreamName"]):
+        name = stream["logStreamName"]
+        first = stream.get("firstEventTimestamp") or stream.get("creationTime")
+        try:
+            events = _events(logs, name)
+        except (ClientError, BotoCoreError) as err:
+            out.append({"name": name, "first_at": first / 1000 if first else None,
+                        "error": f"cannot read {LOG_GROUP}/{name}: {_code(err)}", "events": []})
+            continue
+        first_at = events[0][0] if events else (first / 1000 if first else None)
+        out.append({"name": name, "first_at": first_at, "events": events})
+    return out
+
+
+def _events(logs: Any, stream: str) -> list[list[Any]]:
+    """The stream's GOODPUT and PROGRESS lines, oldest first (GetLogEvents pages until the token repeats)."""
+    events: list[list[Any]] = []
+    kwargs: dict[str, Any] = {"logGroupName": LOG_GROUP, "logStreamName": stream, "startFromHead": True}
+    while True:
+        page = logs.get_log_events(**kwargs)
+        for event in page.get("events", []):
+            message = event.get("message", "")
+            if goodput.GOODPUT_PREFIX in message or goodput.PROGRESS_PREFIX in message:
+                events.append([event["timestamp"] / 1000, message])
+        token = page.get("nextForwardToken")
+        if not page.get("events") or not token or token == kwargs.get("nextToken") or \
+                len(events) > MAX_EVENTS_PER_STREAM:
+            break
+        kwargs["nextToken"] = token
+    events.sort(key=lambda e: e[0])
+    return events
+
+
+def read_stalls(s3: Any, checkpoint_uri: str) -> list[dict[str, Any]]:
+    """The stall records under the checkpoint prefix (ledger.py, "Stalled"); [] when there are none."""
+    bucket, _, prefix = checkpoint_uri.removeprefix("s3://").partition("/")
+    key = (prefix.rstrip("/") + "/" if prefix else "") + STALLS_FILE
+    try:
+        body = s3.get_object(Bucket=bucket, Key=key)["Body"].read()
+    except ClientError as err:
+        if _code(err) not in ("NoSuchKey", "404", "NotFound"):
+            logger.warning("cannot read s3://%s/%s: %s", bucket, key, _code(err))
+        return []
+    try:
+        value = json.loads(body)
+    except ValueError:
+        logger.warning("s3://%s/%s is not JSON: stall records ignored", bucket, key)
+        return []
+    records = value.get("stalls") if isinstance(value, dict) else None
+    return [r for r in records or [] if isinstance(r, dict)]
+
+
+def run_ledger(sm: Any, logs: Any, s3: Any, run: dict[str, Any], *, other_jobs: list[dict[str, Any]] | None = None,
+               now: float | None = None) -> dict[str, Any]:
+    """The run's goodput ledger from what AWS holds now; {"format", "error"} when it cannot be computed."""
+    try:
+        jobs, streams = [], {}
+        for name in run["job_names"]["train"]:
+            try:
+                desc = sm.describe_training_job(TrainingJobName=name)
+            except ClientError as err:  # an attempt never started: nothing billed
+                logger.info("no training job %s: %s", name, _code(err))
+                continue
+            jobs.append(desc)
+            streams[name] = leader_streams(logs, name)
+        stalls = read_stalls(s3, run["uris"]["checkpoint"])
+        return goodput.ledger(jobs, streams, stalls, now=now, other_jobs=other_jobs)
+    except Exception as err:  # noqa: BLE001 - the ledger must never fail the run summary
+        logger.warning("goodput ledger not computed: %s", err, exc_info=True)
+        return {"format": goodput.FORMAT, "error": f"{type(err).__name__}: {err}"}

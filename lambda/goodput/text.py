@@ -1,0 +1,76 @@
+"""The goodput ledger (ledger.py) in words: the summary lines of notifications and `runctl status`, and one line
+per interruption. Pure.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hfsm_lambda.goodput.values import PARTS
+
+SHOW_SHARE = 0.05  # parts shown in the summary text: more than 5% of the billed time
+TOP_DETAILS = 4  # the largest details shown beside a part
+
+
+def _seconds(value: float) -> str:
+    value = float(value)
+    if abs(value) < 120:
+        return f"{value:.0f} s"
+    if abs(value) < 7200:
+        return f"{value / 60:.1f} min"
+    return f"{value / 3600:.2f} h"
+
+
+def _part_line(name: str, value: float, billed: float, details: dict[str, float]) -> str:
+    """One part: its share, its time and its largest details (half a second or more)."""
+    top = sorted(((k, v) for k, v in details.items() if v >= 0.5), key=lambda kv: -kv[1])[:TOP_DETAILS]
+    extra = " (" + ", ".join(f"{k.replace('_', ' ')} {_seconds(v)}" for k, v in top) + ")" if top else ""
+    return f"  {name:<13} {value / billed:6.1%}  {_seconds(value)}{extra}"
+
+
+def summary_lines(goodput: dict[str, Any] | None) -> list[str]:
+    """The goodput line and the parts that cost more than 5% (unaccounted always), for notifications and
+    `runctl status`."""
+    if not goodput or not goodput.get("billed_seconds"):
+        return []
+    billed = float(goodput["billed_seconds"])
+    parts = goodput.get("parts") or {}
+    ratio = goodput.get("ratio") or 0.0
+    attempts = goodput.get("attempts") or []
+    lines = [f"Goodput: {ratio:.1%} of {_seconds(billed)} billed instance time was productive training "
+             f"({len(attempts)} attempt(s); waiting for instances, unbilled: {_seconds(goodput.get('waiting_seconds') or 0)})"]
+    details = goodput.get("details") or {}
+    for name in PARTS:
+        value = float(parts.get(name) or 0.0)
+        if name != "unaccounted" and value <= SHOW_SHARE * billed:
+            continue
+        lines.append(_part_line(name, value, billed, details.get(name) or {}))
+    return lines
+
+
+def _where(record: dict[str, Any]) -> str:
+    reached = record.get("step_reached")
+    where = f"step {reached} reached" if reached is not None else "step reached unknown"
+    return where + " (during a checkpoint save)" if record.get("during_save") else where
+
+
+def _back(resumed: int | None) -> str:
+    if resumed is None:
+        return "resumed from an unknown step"
+    return f"resumed from step {resumed}" if resumed else "restarted from scratch (step 0)"
+
+
+def _lost(record: dict[str, Any]) -> str:
+    if record.get("lost_steps") is None:
+        return "work lost unknown"
+    return f"{record['lost_steps']} step(s), {record.get('lost_minutes') or 0:.2f} min of training lost"
+
+
+def interruption_line(record: dict[str, Any]) -> str:
+    """One interruption as it happened; unknown values said as unknown."""
+    line = (f"{record.get('how')} of {record.get('job')}: {_where(record)}, {_back(record.get('resumed_from_step'))} "
+            f"by {record.get('resumed_by_job')}: {_lost(record)}; "
+            f"the restart spent {_seconds(record.get('restart_seconds') or 0)} on download and start-up again")
+    if record.get("unknown"):
+        line += f" (unknown: {record['unknown']})"
+    return line

@@ -1,0 +1,1 @@
+"""Planning a run before anything starts: instance types and SageMaker limits, job names and URIs, the requests, their guard, cost and spend, EFA, SMDDP, runtime and checkpoint-interval rules, pre-flight."""

@@ -1,0 +1,166 @@
+"""What a finished (or running) job means: classification, fallback sequencing, metrics, cost. Pure."""
+
+from __future__ import annotations
+
+import math
+import re
+from datetime import datetime
+from typing import Any
+
+from hfsm_lambda.errors import FallbackExhaustedError, JobFailedError
+
+RUNNING, COMPLETED, RETRYABLE, FAILED = "running", "completed", "retryable", "failed"
+CAPACITY_RE = re.compile(r"insufficient\s*(instance\s*)?capacity|capacity\s*error", re.IGNORECASE)
+MAX_WAIT = "MaxWaitTimeExceeded"
+# The training code's stall watchdog (training_code/hftrain/stall/watchdog.py) writes the failure file's first line so.
+STALL_RE = re.compile(r"\bstall watchdog: ")
+STALL = "stall"  # the `outcome` of a job ended by a stall (in the job, or by CheckJob from outside)
+
+
+def _failure_reason(job_type: str, status: str, desc: dict[str, Any]) -> str:
+    """SageMaker's FailureReason (or ExitMessage); a failed processing job's own message first."""
+    reason = desc.get("FailureReason") or desc.get("ExitMessage") or ""
+    if job_type == "processing" and status == "Failed" and (desc.get("ExitMessage") or "").strip():
+        # the script's own reason (/opt/ml/output/message) first; SageMaker's FailureReason after it
+        exit_message = desc["ExitMessage"].strip()
+        reason = exit_message if not desc.get("FailureReason") else f"{exit_message} ({desc['FailureReason']})"
+    return reason
+
+
+def _stalled(job_type: str, status: str, reason: str) -> bool:
+    """A training job its stall watchdog ended (the failure file's first line says so)."""
+    return bool(job_type == "training" and status == "Failed" and STALL_RE.search(reason))
+
+
+def _state(job_type: str, status: str, secondary: str | None, reason: str) -> tuple[str, str]:
+    """(running|completed|retryable|failed, the reason, filled in where SageMaker gives none)."""
+    if status in ("InProgress", "Stopping"):
+        return RUNNING, reason
+    if status == "Completed":
+        return COMPLETED, reason
+    if secondary == MAX_WAIT or MAX_WAIT in reason:
+        return RETRYABLE, reason or f"{MAX_WAIT}: no spot capacity within spot.max_wait_seconds"
+    if (status == "Failed" and CAPACITY_RE.search(reason)) or _stalled(job_type, status, reason):
+        return RETRYABLE, reason
+    if status == "Stopped" and not reason:
+        return FAILED, f"stopped ({secondary or 'by request'})"
+    return FAILED, reason
+
+
+def classify(job_type: str, desc: dict[str, Any]) -> dict[str, Any]:
+    """Describe* response -> status summary with `state` running|completed|retryable|failed.
+
+    Retryable: a spot job stopped at MaxWaitTimeExceeded, a job that failed for lack of capacity
+    (InsufficientCapacity / CapacityError in FailureReason), or a job its stall watchdog ended (`outcome`
+    "stall"; check_job makes it failed when the spec's stall.action is `fail`). Anything else that ended is failed.
+    """
+    if job_type == "training":
+        name, status = desc["TrainingJobName"], desc["TrainingJobStatus"]
+        secondary = desc.get("SecondaryStatus")
+    else:
+        name, status, secondary = desc["ProcessingJobName"], desc["ProcessingJobStatus"], None
+    classification, reason = _state(job_type, status, secondary, _failure_reason(job_type, status, desc))
+    transitions = desc.get("SecondaryStatusTransitions") or []
+    return {
+        "job_name": name,
+        "job_type": job_type,
+        "status": status,
+        "secondary_status": secondary,
+        "failure_reason": reason or None,
+        "state": classification,
+        "outcome": STALL if _stalled(job_type, status, reason) else None,
+        "status_message": transitions[-1].get("StatusMessage") if transitions else None,
+        "billable_seconds": desc.get("BillableTimeInSeconds"),
+        "training_seconds": desc.get("TrainingTimeInSeconds"),
+    }
+
+
+def interruptions(desc: dict[str, Any]) -> int:
+    """Spot interruptions a training job had: its SecondaryStatusTransitions entering Interrupted."""
+    return sum(1 for t in desc.get("SecondaryStatusTransitions") or [] if t.get("Status") == "Interrupted")
+
+
+def next_attempt(run: dict[str, Any], attempt: int, status: dict[str, Any]) -> int:
+    """The index of the next training attempt, or FallbackExhaustedError / JobFailedError.
+
+    `status` is check_job's output for attempt `attempt`; only a retryable training outcome moves on.
+    """
+    state = status.get("state")
+    reason = status.get("failure_reason") or status.get("secondary_status") or state
+    name = status.get("job_name", "?")
+    if status.get("job_type", "training") != "training" or state != RETRYABLE:
+        raise JobFailedError(f"job {name} ended {status.get('status', state)}: {reason}; a fallback attempt would "
+                             "not fix this, see the job's CloudWatch logs")
+    if attempt + 1 < run["max_attempts"]:
+        return attempt + 1
+    if status.get("outcome") == STALL:
+        raise FallbackExhaustedError(
+            f"run {run['run_id']}: job {name} stalled ({reason}); all {attempt + 1} attempt(s) allowed by "
+            f"fallback.max_attempts={run['max_attempts']} are used. Next: look at the stacks in the job's log, "
+            "fix what hung, or raise fallback.max_attempts to retry from the last durable checkpoint.")
+    configs = "; ".join(
+        f"#{c['attempt']} {c['job_name']} ({c['instance_type']} x{c['instance_count']}, "
+        f"{'spot' if c['spot'] else 'on-demand'})" for c in run["attempts"][: attempt + 1])
+    raise FallbackExhaustedError(
+        f"run {run['run_id']}: all {attempt + 1} attempt(s) allowed by fallback.max_attempts={run['max_attempts']} "
+        f"ended without capacity (last: {name}: {reason}). Attempts: {configs}. Next: add fallback.options with "
+        "other instance types or spot: false, or raise fallback.max_attempts.")
+
+
+def _number(value: Any) -> float | str:
+    value = float(value)
+    return value if math.isfinite(value) else str(value)
+
+
+def final_metrics(desc: dict[str, Any]) -> dict[str, float | str]:
+    """FinalMetricDataList -> {name: value}; non-finite values as strings ('nan', 'inf')."""
+    return {m["MetricName"]: _number(m["Value"]) for m in desc.get("FinalMetricDataList", [])}
+
+
+def _seconds_between(start: Any, end: Any) -> float:
+    if isinstance(start, datetime) and isinstance(end, datetime):
+        return max(0.0, (end - start).total_seconds())
+    return 0.0
+
+
+def job_usage(job_type: str, desc: dict[str, Any]) -> dict[str, Any]:
+    """Instance-seconds of one job; training from BillableTimeInSeconds, processing from its run time."""
+    if job_type == "training":
+        resources = desc.get("ResourceConfig", {})
+        count = int(resources.get("InstanceCount", 1))
+        billable = float(desc.get("BillableTimeInSeconds") or 0)
+        training = float(desc.get("TrainingTimeInSeconds") or billable)
+        return {"job_name": desc["TrainingJobName"], "job_type": job_type, "instance_type": resources.get("InstanceType"),
+                "instance_count": count, "spot": bool(desc.get("EnableManagedSpotTraining")),
+                "billable_seconds": billable, "training_seconds": training}
+    cluster = desc.get("ProcessingResources", {}).get("ClusterConfig", {})
+    count = int(cluster.get("InstanceCount", 1))
+    seconds = _seconds_between(desc.get("ProcessingStartTime"), desc.get("ProcessingEndTime"))
+    return {"job_name": desc["ProcessingJobName"], "job_type": job_type, "instance_type": cluster.get("InstanceType"),
+            "instance_count": count, "spot": False, "billable_seconds": seconds, "training_seconds": seconds}
+
+
+def cost_summary(usages: list[dict[str, Any]], prices: dict[str, float]) -> dict[str, Any]:
+    """Cost = billable seconds x instances (x on-demand price when known); spot saving = 1 - billable/training.
+
+    `spot_saving` is the final training job's; `run_spot_saving` covers every job of the run (earlier
+    attempts and tokenizer jobs included). `cost_usd` is None unless every instance type has a price.
+    """
+    billable = sum(u["billable_seconds"] * u["instance_count"] for u in usages)
+    training = sum(u["training_seconds"] * u["instance_count"] for u in usages)
+    final = next((u for u in reversed(usages) if u["job_type"] == "training"), None)
+    final_saving = 0.0
+    if final and final["spot"] and final["training_seconds"] > 0:
+        final_saving = 1 - final["billable_seconds"] / final["training_seconds"]
+    known = all(u["instance_type"] in prices for u in usages)
+    cost = (sum(u["billable_seconds"] * u["instance_count"] / 3600 * prices[u["instance_type"]] for u in usages)
+            if known and usages else None)
+    return {
+        "billable_instance_seconds": round(billable, 3),
+        "training_instance_seconds": round(training, 3),
+        "spot_saving": round(max(0.0, final_saving), 4),
+        "run_spot_saving": round(max(0.0, 1 - billable / training), 4) if training > 0 else 0.0,
+        "cost_usd": round(cost, 4) if cost is not None else None,
+        "price_source": "settings.instance_prices (on-demand)" if cost is not None else None,
+        "jobs": usages,
+    }

@@ -1,0 +1,39 @@
+"""The Prepare step's logic, read in one direction: parse -> plan -> build every request once -> check."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from hfsm_lambda.errors import PreflightError
+from hfsm_lambda.plan import job_requests, planning, preflight
+from hfsm_lambda.settings import Settings
+from hfsm_lambda.spec import run_spec
+
+
+def prepare_run(
+    raw: Any,
+    settings: Settings,
+    *,
+    run_id: str | None = None,
+    execution: dict[str, Any] | None = None,
+    source: dict[str, Any] | None = None,
+    s3: Any = None,
+    sagemaker: Any = None,
+    ec2: Any = None,
+    stepfunctions: Any = None,
+    now: datetime | None = None,
+) -> dict[str, Any]:
+    """SpecError for a malformed spec; PreflightError listing every environment/data problem; else the run.
+
+    Without `s3` / `sagemaker` / `ec2` / `stepfunctions` clients the storage, job-name, EFA subnet and concurrent-run
+    checks are skipped (pure use).
+    """
+    spec = run_spec.parse_spec(raw, settings)
+    run = planning.plan_run(spec, settings, run_id=run_id, execution=execution, source=source, created_at=now)
+    requests = job_requests.build_requests(run, settings)
+    problems = preflight.check(run, requests, settings, s3=s3, sagemaker=sagemaker, ec2=ec2,
+                               stepfunctions=stepfunctions)
+    if problems:
+        raise PreflightError(problems)
+    return run

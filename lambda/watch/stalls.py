@@ -1,0 +1,65 @@
+"""The stall watch from outside the job: for the case the job cannot report a stall itself (a frozen instance,
+a dead host, a watchdog that could not act). Pure, except `read_heartbeat`.
+
+The training code's stall watchdog on global rank 0 (training_code/hftrain/stall/watchdog.py) rewrites
+`<checkpoint prefix>/_heartbeat.json` every 30 s: `{job, step, phase, kind, moved_at, at, limit_seconds}`
+(`moved_at`: the last progress, `limit_seconds`: the in-job limit in effect), which SageMaker's checkpoint sync
+uploads. CheckJob reads it while the job is Training: when this job's last progress is older than the in-job
+limit plus `MARGIN_MINUTES` (upload delay, the in-job watchdog's own time to act), or when no heartbeat of this
+job's current Training period (a spot restart begins a new one) arrived for `stall.startup_minutes` plus the
+margin after that period began, the job is stopped as
+retryable, saying why. The state between looks travels in the state machine's `$.status` (`stall_watch`).
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+HEARTBEAT_KEY = "_heartbeat.json"
+MARGIN_MINUTES = 5.0
+REASON_PREFIX = "stall watchdog: (from outside the job, CheckJob) "
+
+
+def read_heartbeat(s3: Any, checkpoint_uri: str) -> dict[str, Any] | None:
+    bucket, _, prefix = checkpoint_uri.removeprefix("s3://").partition("/")
+    key = (prefix.rstrip("/") + "/" if prefix else "") + HEARTBEAT_KEY
+    try:
+        value = json.loads(s3.get_object(Bucket=bucket, Key=key)["Body"].read())
+    except Exception:  # noqa: BLE001 - none yet, or unreadable: the watch then counts from the Training start
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def watch(previous: dict[str, Any] | None, heartbeat: dict[str, Any] | None, *, job_name: str, now: datetime,
+          since: datetime | None, stall: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+    """(report for $.status.stall_watch, stop now?)."""
+    prev = dict(previous or {})
+    report: dict[str, Any] = {"stopped_at": prev.get("stopped_at"), "stop_reason": prev.get("stop_reason")}
+    if stall.get("action", "retry") == "off" or since is None:
+        return {**report, "watching": False}, False
+    margin = MARGIN_MINUTES * 60
+    t = now.timestamp()
+    # this job's heartbeat of its current Training period (after a spot restart, the lost instances' heartbeat
+    # says nothing about the new start-up)
+    mine = heartbeat if heartbeat and heartbeat.get("job") == job_name and \
+        float(heartbeat.get("at") or 0) >= since.timestamp() else None
+    if mine is None:
+        limit = float(stall.get("startup_minutes") or 60) * 60
+        quiet = t - since.timestamp()
+        where = "before its first heartbeat (start-up)"
+    else:
+        limit = float(mine.get("limit_seconds") or float(stall.get("startup_minutes") or 60) * 60)
+        quiet = t - max(float(mine.get("moved_at") or 0), since.timestamp())
+        where = f"at step {mine.get('step')} ({mine.get('phase')}); its watchdog last wrote {t - float(mine.get('at') or 0):.0f} s ago"
+    report.update(watching=True, quiet_minutes=round(quiet / 60, 1), threshold_minutes=round((limit + margin) / 60, 1),
+                  step=(mine or {}).get("step"))
+    if quiet <= limit + margin or prev.get("stopped_at"):
+        return report, False
+    reason = (f"{REASON_PREFIX}job {job_name} made no progress for {quiet / 60:.1f} min {where}, while it says "
+              f"Training (limit {limit / 60:.1f} min + {MARGIN_MINUTES:g} min margin); the job could not report it "
+              "itself (a frozen instance or a dead host?): stopped so that the next attempt resumes from the last "
+              "durable checkpoint")
+    report.update(stopped_at=now.strftime("%Y-%m-%dT%H:%M:%SZ"), stop_reason=reason)
+    return report, True

@@ -1,0 +1,1 @@
+"""The rows a run trains on: loading raw data, sharding across ranks, batching, packing, and the tokenized cache."""

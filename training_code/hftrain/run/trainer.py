@@ -1,0 +1,135 @@
+"""The Trainer subclass every task trains with: our train dataloader, weighted batches, guarded checkpoint loads.
+
+The library workarounds it applies live in compat.py, tasks/loss_scaling.py and parallel/fsdp.py.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from hftrain.checkpoint import resume, volume
+from hftrain.data import packing
+from hftrain.parallel import fsdp
+from hftrain.parallel import process_group as distributed
+from hftrain.run import compat
+from hftrain.run.loss_scaling import settle as settle_loss_scaling
+from hftrain.stall import watchdog as stall
+
+logger = logging.getLogger("hftrain")
+
+
+def make_trainer_class(base):
+    class SageMakerTrainer(base):
+        """The task's Trainer, reading training batches from the agreed layout and honouring
+        zero-weight batches (see data/sharding.py)."""
+
+        def __init__(self, *a, train_loader_factory=None, goodput_clock=None, **kw):
+            self._train_loader_factory = train_loader_factory
+            self._goodput = goodput_clock  # goodput.py: save and evaluation time during training
+            super().__init__(*a, **kw)
+            settle_loss_scaling(self)  # loss and gradient divided once by the accumulation (tasks/loss_scaling.py)
+
+        def create_accelerator_and_postprocess(self):
+            fsdp.check_cpu_support(self.args)
+            super().create_accelerator_and_postprocess()
+            fsdp.enable_on_cpu(self)  # accelerate turns FSDP on for GPU runs only
+
+        def create_optimizer(self, model=None):
+            fsdp.group_tied_parameters(self)  # before accelerate's FSDP2 wrapping, which follows this call
+            return super().create_optimizer(model)
+
+        def get_train_dataloader(self):
+            if self._train_loader_factory is None:
+                return super().get_train_dataloader()
+            return self._train_loader_factory()
+
+        def _evaluate(self, *a, **kw):
+            stall.HEART.mark("evaluation", "eval")  # the stall watchdog's longer limit applies
+            try:
+                if self._goodput is None:
+                    return super()._evaluate(*a, **kw)
+                self._goodput.eval_begins()
+                try:
+                    return super()._evaluate(*a, **kw)
+                finally:
+                    self._goodput.eval_ends()
+            finally:
+                stall.HEART.mark("train", "train")
+
+        def get_batch_samples(self, *a, **kw):
+            stall.HEART.at("data")  # where a step waits when its data loader hangs
+            try:
+                return super().get_batch_samples(*a, **kw)
+            finally:
+                stall.HEART.at("forward_backward")
+
+        def _guarded_load(self, what: str, checkpoint, load):
+            """Run one load on every rank; if it fails on any, all raise CheckpointLoadError together (the
+            runner then falls back to an older checkpoint instead of crashing or hanging)."""
+            error = None
+            try:
+                load()
+            except Exception as err:  # noqa: BLE001 - any load failure is a reason to fall back
+                error = err
+            if distributed.any_rank(error is not None):
+                reason = f"{what}: {type(error).__name__}: {error}" if error else f"{what} failed on another rank"
+                raise resume.CheckpointLoadError(str(checkpoint), reason) from error
+
+        def _load_optimizer_and_scheduler(self, checkpoint):
+            if checkpoint is None:
+                return super()._load_optimizer_and_scheduler(checkpoint)
+            self._guarded_load("optimizer/scheduler", checkpoint,
+                               lambda: self._load_optimizer_and_scheduler_on_cpu(checkpoint))
+
+        def _load_optimizer_and_scheduler_on_cpu(self, checkpoint):
+            with compat.cpu_map_location(self.args):
+                return super()._load_optimizer_and_scheduler(checkpoint)
+
+        def _load_from_checkpoint(self, resume_from_checkpoint, model=None):
+            def load():
+                super(SageMakerTrainer, self)._load_from_checkpoint(resume_from_checkpoint, model)
+                if not (self.is_fsdp_enabled or self.is_deepspeed_enabled):
+                    compat.reload_legacy_named_weights(resume_from_checkpoint, model if model is not None else self.model)
+
+            self._guarded_load("model weights", resume_from_checkpoint, load)
+
+        def _save_checkpoint(self, model, trial):
+            if self._goodput is not None:
+                self._goodput.save_begins(self.state.global_step)  # ends in GoodputCallback.on_save
+            stall.HEART.mark(f"checkpoint save of step {self.state.global_step}", "save")
+            try:
+                result = super()._save_checkpoint(model, trial)
+                stall.HEART.mark("train", "train")
+                return result
+            except Exception as err:  # a full volume says so (checkpoint/volume.py); anything else as it is
+                full = volume.save_failure(err, self.args.checkpoint_dir, f"checkpoint-{self.state.global_step}",
+                                           lambda: volume.state_bytes(self.model, self.optimizer))
+                if full is None:
+                    raise
+                raise full from err
+
+        def _load_rng_state(self, checkpoint):
+            try:
+                super()._load_rng_state(checkpoint)
+            except Exception as err:  # noqa: BLE001 - RNG state only makes a resume bit-exact
+                logger.warning("RNG state of %s not restored (%s): training continues, not bit-exact", checkpoint, err)
+
+        def _get_eval_sampler(self, eval_dataset):
+            return compat.ordered_eval_sampler(self.args, eval_dataset)
+
+        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+            weight = inputs.pop("loss_weight", None)
+            if packing.is_packed(inputs):  # padding-free rows: the span loss per example (data/packing.py)
+                out = packing.segment_span_loss(model, inputs, return_outputs=return_outputs)
+            else:
+                out = super().compute_loss(model, inputs, return_outputs=return_outputs,
+                                           num_items_in_batch=num_items_in_batch)
+            if weight is None:
+                return out
+            if return_outputs:
+                loss, outputs = out
+                return loss * weight, outputs
+            return out * weight
+
+    SageMakerTrainer.__name__ = f"SageMaker{base.__name__}"
+    return SageMakerTrainer

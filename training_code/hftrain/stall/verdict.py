@@ -1,0 +1,116 @@
+"""The stall verdict (watchdog.py's watchdogs judge every rank's heartbeat): who is silent, the failure message and
+the `_stalls.json` record."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from hftrain.stall.watchdog import Limits
+
+MESSAGE_PREFIX = "stall watchdog: "
+STACKS_DIR = "_stalls"
+
+
+@dataclass
+class Verdict:
+    ranks: list[dict[str, Any]]  # the named (silent) ranks' heartbeats
+    silent_seconds: float
+    limit: str
+    message: str
+    record: dict[str, Any] = field(default_factory=dict)
+
+
+def judge(beats: dict[int, dict[str, Any] | None], limits: Limits, *, now: float, started_at: float,
+          poll: float) -> Verdict | None:
+    """The stall, if any, in every rank's heartbeat (None: a rank that never published, counted from
+    `started_at`)."""
+    medians = [b["median_step"] for b in beats.values() if b and b.get("median_step")]
+    median = max(medians) if medians else None
+    every = [_quiet(_beat_or_never(rank, beat, started_at), limits, median, now, started_at)
+             for rank, beat in beats.items()]
+    if not any(quiet > limit for _, quiet, limit in every):
+        return None
+    if _some_watchdog_late(every, now, poll):
+        return None
+    silent = [s for s in every if s[1] > s[2] / 2]  # past half their limit: may be the cause
+    # a frozen rank is the cause whenever it last moved (it may have begun the next step before it froze)
+    named = [s for s in every if s[0]["frozen"]] or [s for s in silent if not s[0].get("waiting")] or silent
+    named.sort(key=lambda s: (-s[1], s[0]["rank"]))
+    beat, quiet, _limit = named[0]
+    rule = limits.describe(beat.get("kind", "train"), median)
+    message = _message(named, quiet, rule, len(silent), len(beats))
+    return Verdict([s[0] for s in named], quiet, rule, message, _stall_record(named, rule, message, now, started_at))
+
+
+def _beat_or_never(rank: int, beat: dict[str, Any] | None, started_at: float) -> dict[str, Any]:
+    """A rank's heartbeat, or one that says it never published (silent since `started_at`)."""
+    return beat or {"rank": rank, "moved_at": started_at, "alive_at": started_at, "kind": "startup",
+                    "phase": "not started", "step": None, "where": "", "frames": [], "host": "?",
+                    "local_rank": "?", "never": True}
+
+
+def _quiet(beat: dict[str, Any], limits: Limits, median: float | None, now: float,
+           started_at: float) -> tuple[dict[str, Any], float, float]:
+    """(beat, seconds without progress, the limit for its phase)."""
+    limit = limits.seconds(beat.get("kind", "train"), median)
+    return beat, now - float(beat.get("moved_at") or started_at), limit
+
+
+def _some_watchdog_late(every: list[tuple[dict[str, Any], float, float]], now: float, poll: float) -> bool:
+    """Marks each beat `frozen` (never published, or its watchdog silent for max(3 polls, 5 s)) and says whether
+    to wait: a watchdog that missed two beats may be frozen (a SIGSTOP that landed after the rank's last step);
+    wait until it is clearly frozen or alive again before naming anyone, at most frozen_after past the limit."""
+    frozen_after = max(3 * poll, 5.0)
+    late = False
+    for beat, quiet, limit in every:
+        age = now - float(beat.get("alive_at") or 0)
+        beat["frozen"] = bool(beat.get("never")) or age > frozen_after
+        late = late or (not beat["frozen"] and age > 2 * poll and quiet <= limit + frozen_after)
+    return late
+
+
+def _stall_record(named: list[tuple[dict[str, Any], float, float]], rule: str, message: str, now: float,
+                  started_at: float) -> dict[str, Any]:
+    """The `_stalls.json` record of a stall (CONTRACTS.md): the first named rank, when progress last happened."""
+    beat, quiet, _limit = named[0]
+    return {"job": beat.get("job"), "last_progress_at": round(min(float(s[0].get("moved_at") or started_at)
+                                                                  for s in named), 3),
+            "detected_at": round(now, 3), "rank": beat["rank"], "host": beat.get("host"),
+            "local_rank": beat.get("local_rank"), "step": beat.get("step"), "phase": beat.get("phase"),
+            "where": (beat.get("frames") or [""])[0], "frozen": beat["frozen"],
+            "ranks": [s[0]["rank"] for s in named], "silent_seconds": round(quiet, 1), "limit": rule,
+            "reason": message.splitlines()[0]}
+
+
+def _rank_text(beat: dict[str, Any]) -> str:
+    return f"rank {beat['rank']} ({beat.get('host')}, local rank {beat.get('local_rank')})"
+
+
+def _message(named: list[tuple[dict[str, Any], float, float]], quiet: float, rule: str, silent: int,
+             world: int) -> str:
+    beat = named[0][0]
+    others = [_rank_text(s[0]) for s in named[1:4]]
+    who = _rank_text(beat) + (f" (also {', '.join(others)})" if others else "")
+    if beat.get("never"):
+        state = "never reported (its process may not have started)"
+    elif beat.get("frozen"):
+        state = (f"stopped responding (its process is frozen or SIGSTOPped: not even its watchdog thread runs); no "
+                 f"progress for {quiet / 60:.1f} min, last heard at "
+                 + (f"step {beat.get('step')}" if beat.get("step") is not None else f"start-up phase {beat.get('phase')}"))
+    elif beat.get("step") is None or beat.get("kind") == "startup":
+        state = f"made no progress for {quiet / 60:.1f} min in start-up phase {beat.get('phase')} (before step 1)"
+    else:
+        state = f"made no progress for {quiet / 60:.1f} min at step {beat.get('step')}"
+        if beat.get("kind") != "train":
+            state += f" in {beat.get('phase')}"
+    frames = beat.get("frames") or []
+    last = f"; last in {' <- '.join(frames)}" if frames else ""
+    if beat.get("where"):
+        last += f" (step part: {beat['where']})"
+    first = f"{MESSAGE_PREFIX}{who} {state}{last}"
+    return (f"{first}\n{silent} of {world} ranks without progress (the others wait for the named rank in a "
+            f"collective); limit {rule}. The stacks of every rank that could still run are in the job's log and in "
+            f"{STACKS_DIR}/{beat.get('job')}/rank-<rank>.txt under the run's checkpoint prefix; the pipeline retries "
+            "from the last durable checkpoint unless stall.action is 'fail'.")

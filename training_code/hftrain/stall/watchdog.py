@@ -1,0 +1,388 @@
+"""The stall watchdog: a thread in every rank that notices when the job stops making progress, says which rank
+is silent and where, and ends every process so that SageMaker ends the job (and the pipeline retries it).
+
+Progress (`Heart`, one per process, fed by the training loop): an optimizer step ends, or the phase changes
+(a start-up phase, an evaluation or a save begins or ends). `where` (data, forward/backward, ...) only says
+where a step is. Each rank's watchdog thread publishes a heartbeat every `poll` seconds: its step, phase, the
+time of its last progress, its median step time, its pid and the innermost frames of its main thread, in the
+process group's store (the TCPStore torchrun's agent hosts on the first node, reachable from every node: one
+client connection per watchdog, independent of the training's own) or, in a single process, in memory.
+
+Global rank 0 and every node leader (local rank 0) judge all heartbeats; a rank is silent when it made no
+progress for its phase's limit (`Limits`): training steps `minutes` (`auto`: max(`floor_minutes`, 20 x the
+median step time measured so far, the largest median of all ranks)); start-up before the first step,
+evaluation, checkpoint saves and the final evaluation/model write have the longer `startup_minutes`. A rank
+whose watchdog itself stopped publishing (SIGSTOP, a frozen host) is `frozen`. In data parallel training all
+ranks go silent together (the healthy ones wait in a collective for the stuck one), so the named ranks are the
+frozen ones, else the silent ranks whose main thread is not waiting in torch.distributed / autograd (the one
+stuck in its data loader, its own code, a sleep), else all silent ranks.
+
+On a stall the judge claims it once (store `add`), announces the message, and every rank's watchdog:
+dumps the stacks of all its threads (faulthandler) to its log and to `<checkpoint_dir>/_stalls/<job>/
+rank-<r>.txt` (synced to S3 with the checkpoints), writes the failure file (first line: "stall watchdog: rank 3
+(algo-2, local rank 1) made no progress for 12.0 min at step 57; last in ...", which becomes the job's
+FailureReason), kills the frozen ranks of its own host (SIGKILL) and its own children (data loader workers),
+waits (at most `ACK_SECONDS`) until every live rank has seen the announcement, and exits with `EXIT_CODE`. The
+claimant also appends the stall record `{job, last_progress_at, detected_at, rank, host, ...}` to
+`<checkpoint_dir>/_stalls.json` (CONTRACTS.md), from which the pipeline's goodput ledger counts `stalled`.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import io
+import json
+import logging
+import os
+import signal
+import socket
+import statistics
+import sys
+import threading
+import time
+import traceback
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hftrain.stall.boards import LocalBoard, StoreBoard, board_from_env  # noqa: F401 - importable from here
+from hftrain.stall.verdict import MESSAGE_PREFIX, STACKS_DIR, Verdict, judge  # noqa: F401 - importable from here
+
+logger = logging.getLogger("hftrain")
+
+EXIT_CODE = 75  # EX_TEMPFAIL: the job stopped making progress; the pipeline retries it
+STALLS_FILE = "_stalls.json"
+HEARTBEAT_FILE = "_heartbeat.json"  # global rank 0's progress for CheckJob's outside watch (lambda/watch/stalls.py)
+HEARTBEAT_FILE_SECONDS = 30.0
+KEY = "hftrain-stall/"
+ACK_SECONDS = 15.0
+LONG_KINDS = ("startup", "eval", "save", "final")
+# A main thread waiting in one of these is waiting for the other ranks, not the cause of a stall.
+WAITING_IN = (f"torch{os.sep}distributed{os.sep}", f"torch{os.sep}autograd{os.sep}",
+              f"torch{os.sep}nn{os.sep}parallel{os.sep}", f"accelerate{os.sep}utils{os.sep}operations")
+_OWN = Path(__file__).resolve()
+
+
+# --- what the main thread reports -------------------------------------------------------------------------------
+class Heart:
+    """This process's progress, written by the training loop (cheap: attributes only), read by the watchdog."""
+
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+        self.clock = clock
+        self.phase, self.kind, self.where = "imports", "startup", ""
+        self.step = 0
+        self.steps = 0
+        self.moved_at = clock()
+        self._step_started: float | None = None
+        self.step_seconds: deque[float] = deque(maxlen=101)
+
+    def mark(self, phase: str, kind: str | None = None) -> None:
+        """A phase begins: progress. kind: startup, train, eval, save or final (the limit that applies)."""
+        self.phase, self.where = phase, ""
+        self.kind = kind or self.kind
+        self.moved_at = self.clock()
+        if self.kind == "train":
+            self._step_started = self.moved_at
+
+    def at(self, where: str) -> None:
+        """Where a step is (data, forward_backward, ...): not progress."""
+        self.where = where
+
+    def step_ends(self, step: int) -> None:
+        now = self.clock()
+        if self._step_started is not None and self.kind == "train":
+            self.step_seconds.append(now - self._step_started)
+        self.step, self.steps = step, self.steps + 1
+        self.phase, self.kind, self.where = "train", "train", ""
+        self.moved_at = self._step_started = now
+
+    def median_step(self) -> float | None:
+        return statistics.median(self.step_seconds) if self.step_seconds else None
+
+
+HEART = Heart()  # the process's one heart (the training loop marks it; the watchdog reads it)
+
+
+# --- limits ---------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Limits:
+    minutes: float | None = None  # None: auto
+    startup_minutes: float = 60.0
+    floor_minutes: float = 10.0
+    factor: float = 20.0
+
+    def seconds(self, kind: str, median_step: float | None) -> float:
+        if kind in LONG_KINDS:
+            return self.startup_minutes * 60
+        if self.minutes is not None:
+            return self.minutes * 60
+        return max(self.floor_minutes * 60, self.factor * (median_step or 0.0))
+
+    def describe(self, kind: str, median_step: float | None) -> str:
+        if kind in LONG_KINDS:
+            return f"stall.startup_minutes={self.startup_minutes:g}, for {kind}"
+        if self.minutes is not None:
+            return f"stall.minutes={self.minutes:g}"
+        return (f"stall.minutes=auto: max({self.floor_minutes:g} min, {self.factor:g} x the median step time "
+                f"{(median_step or 0):.3g} s)")
+
+
+def parse_minutes(value: str | float | None) -> tuple[bool, float | None]:
+    """(enabled, minutes or None for auto) from the hyperparameter: 'auto', 'off' or a number of minutes > 0."""
+    text = str(value if value is not None else "auto").strip().lower()
+    if text == "auto":
+        return True, None
+    if text in ("off", "0", "0.0"):
+        return False, None
+    try:
+        minutes = float(text)
+    except ValueError:
+        raise ValueError(f"stall_minutes: expected 'auto', 'off' or minutes > 0, got {value!r}") from None
+    if not minutes > 0:
+        raise ValueError(f"stall_minutes: expected 'auto', 'off' or minutes > 0, got {value!r}")
+    return True, minutes
+
+
+# --- frames ---------------------------------------------------------------------------------------------------
+def main_frames(limit: int = 3) -> tuple[list[str], bool]:
+    """The main thread's innermost frames outside the standard library and this module ("function (file:line)",
+    innermost first), and whether it waits for other ranks (in torch.distributed / autograd)."""
+    frame = sys._current_frames().get(threading.main_thread().ident)  # noqa: SLF001 - the documented way
+    names: list[str] = []
+    waiting = False
+    stdlib = os.path.dirname(os.__file__)
+    depth = 0
+    while frame is not None and depth < 200:
+        path = frame.f_code.co_filename
+        if any(part in path for part in WAITING_IN) and not names:
+            waiting = True
+        if not path.startswith(stdlib) and Path(path).resolve() != _OWN and len(names) < limit:
+            names.append(f"{frame.f_code.co_name} ({_short(path)}:{frame.f_lineno})")
+        frame, depth = frame.f_back, depth + 1
+    return names, waiting
+
+
+def _short(path: str) -> str:
+    for marker in ("site-packages" + os.sep, "dist-packages" + os.sep, "training_code" + os.sep, "code" + os.sep):
+        if marker in path:
+            return path.rsplit(marker, 1)[1]
+    return os.path.basename(path)
+
+
+# --- the thread -----------------------------------------------------------------------------------------------
+@dataclass
+class Identity:
+    rank: int = 0
+    world: int = 1
+    local_rank: int = 0
+    host: str = "algo-1"
+    job: str = "local"
+    checkpoint_dir: str | None = None
+
+    @classmethod
+    def from_env(cls, checkpoint_dir: str | None = None) -> Identity:
+        from hftrain.smenv import SageMakerEnv
+
+        env = SageMakerEnv.from_environ()
+        return cls(rank=int(os.environ.get("RANK", "0") or 0), world=int(os.environ.get("WORLD_SIZE", "1") or 1),
+                   local_rank=int(os.environ.get("LOCAL_RANK", "0") or 0), host=env.current_host, job=env.job_name,
+                   checkpoint_dir=checkpoint_dir)
+
+
+def dump_stacks(handle) -> None:
+    """Every thread's stack: faulthandler (C level, also for a thread stuck in C code) when the handle is a real
+    file, else the same from Python's frames."""
+    try:
+        handle.flush()
+        faulthandler.dump_traceback(file=handle, all_threads=True)
+        return
+    except (AttributeError, ValueError, OSError, io.UnsupportedOperation):
+        pass
+    for ident, frame in sys._current_frames().items():  # noqa: SLF001
+        handle.write(f"Thread 0x{ident:x}:\n{''.join(traceback.format_stack(frame))}\n")
+
+
+def _exit_process(code: int) -> None:
+    _kill_children()
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def _kill_children() -> None:
+    try:
+        import psutil
+
+        for child in psutil.Process().children(recursive=True):
+            child.kill()
+    except Exception:  # noqa: BLE001, S110 - best effort: the container ends them too
+        pass
+
+
+class Watchdog(threading.Thread):
+    def __init__(self, who: Identity, limits: Limits, *, board: Any = None, heart: Heart = HEART,
+                 poll: float | None = None, clock: Callable[[], float] = time.time,
+                 exit: Callable[[int], None] = _exit_process, ack_seconds: float = ACK_SECONDS,
+                 frames: Callable[[], tuple[list[str], bool]] = main_frames) -> None:
+        super().__init__(name="stall-watchdog", daemon=True)
+        self.who, self.limits, self.heart, self.clock = who, limits, heart, clock
+        self.board = board  # None: connected in the thread (board_from_env), never blocking the training
+        shortest = min(limits.seconds("train", None), limits.seconds("startup", None))
+        self.poll = poll if poll is not None else min(10.0, max(0.2, shortest / 10))
+        self.exit, self.ack_seconds, self.frames = exit, ack_seconds, frames
+        self.judging = who.rank == 0 or who.local_rank == 0
+        self.ranks = list(range(who.world))  # whose heartbeats this rank reads when it judges
+        self.started_at = clock()
+        self.stopping = threading.Event()
+        self.verdict: dict[str, Any] | None = None  # what this rank acted on
+        self.store_errors = 0
+        self._file_beat_at: float | None = None
+
+    # the loop
+    def run(self) -> None:
+        if self.board is None:
+            self.board = board_from_env()
+        if isinstance(self.board, LocalBoard) and self.who.world > 1:
+            self.ranks = [self.who.rank]  # no store: this rank can only judge itself
+        while not self.stopping.wait(self.poll):
+            try:
+                if self.tick():
+                    return
+                self.store_errors = 0
+            except Exception as err:  # noqa: BLE001 - the store may go away at the job's end
+                self.store_errors += 1
+                if self.store_errors in (1, 10):
+                    logger.warning("stall watchdog (rank %d): %s: %s", self.who.rank, type(err).__name__, err)
+
+    def stop(self) -> None:
+        self.stopping.set()
+
+    def beat(self) -> dict[str, Any]:
+        heart, now = self.heart, self.clock()
+        frames, waiting = self.frames()
+        return {"rank": self.who.rank, "host": self.who.host, "local_rank": self.who.local_rank, "pid": os.getpid(),
+                "job": self.who.job, "step": heart.step if heart.steps or heart.kind != "startup" else None,
+                "phase": heart.phase, "kind": heart.kind, "where": heart.where, "moved_at": heart.moved_at,
+                "alive_at": now, "median_step": heart.median_step(), "frames": frames, "waiting": waiting,
+                "hostname": socket.gethostname()}
+
+    def tick(self) -> bool:
+        """One look; True once this process acted on a stall (it normally does not return from that)."""
+        beat = self.beat()
+        self.board.set(f"{KEY}beat/{self.who.rank}", json.dumps(beat))
+        if self.who.rank == 0:
+            self._write_heartbeat(beat)
+        announced = self.board.get(f"{KEY}flag")
+        if announced is None and self.judging:
+            keys = [f"{KEY}beat/{r}" for r in self.ranks]
+            beats = {r: (json.loads(v) if v else None) for r, v in zip(self.ranks, self.board.get_many(keys),
+                                                                       strict=True)}
+            found = judge(beats, self.limits, now=self.clock(), started_at=self.started_at, poll=self.poll)
+            if found is not None and self.board.add(f"{KEY}claim", 1) == 1:
+                self.board.set(f"{KEY}flag", json.dumps({"message": found.message, "record": found.record,
+                                                         "ranks": found.ranks}))
+                self._record(found.record)
+                announced = self.board.get(f"{KEY}flag")
+        if announced is None:
+            return False
+        self.act(json.loads(announced))
+        return True
+
+    def act(self, announced: dict[str, Any]) -> None:
+        """Stacks, failure file, frozen local ranks ended, everyone told, exit."""
+        from hftrain.run.failure import write_failure
+
+        self.verdict = announced
+        rank = self.who.rank
+        sys.stderr.write(f"\n{announced['message'].splitlines()[0]}\n")
+        sys.stderr.write(f"stall watchdog: stacks of rank {rank} ({self.who.host}, pid {os.getpid()}):\n")
+        sys.stderr.flush()
+        dump_stacks(sys.stderr)
+        path = self._write_stacks()
+        if path:
+            sys.stderr.write(f"stall watchdog: stacks of rank {rank} also in {path}\n")
+        write_failure(announced["message"], where=f"seen by rank {rank} on {self.who.host}")
+        me = socket.gethostname()
+        for beat in announced.get("ranks", []):
+            if beat.get("frozen") and beat.get("hostname") == me and beat.get("pid") and beat["pid"] != os.getpid():
+                try:
+                    os.kill(int(beat["pid"]), signal.SIGKILL)
+                    sys.stderr.write(f"stall watchdog: ended frozen rank {beat['rank']} (pid {beat['pid']})\n")
+                except OSError:
+                    pass
+        frozen = sum(1 for b in announced.get("ranks", []) if b.get("frozen"))
+        try:
+            self.board.add(f"{KEY}ack", 1)
+            deadline = time.monotonic() + self.ack_seconds
+            while time.monotonic() < deadline and int(self.board.get(f"{KEY}ack") or 0) < self.who.world - frozen:
+                time.sleep(min(0.2, self.poll))
+        except Exception:  # noqa: BLE001, S110 - the store's host may be gone already: exit anyway
+            pass
+        sys.stderr.flush()
+        self.exit(EXIT_CODE)
+
+    def _write_heartbeat(self, beat: dict[str, Any]) -> None:
+        """`<checkpoint_dir>/_heartbeat.json` every HEARTBEAT_FILE_SECONDS (SageMaker syncs it to S3): what the
+        pipeline's outside watch reads when the job cannot report a stall itself (a frozen instance)."""
+        now = beat["alive_at"]
+        if not self.who.checkpoint_dir or (self._file_beat_at is not None and
+                                           now - self._file_beat_at < HEARTBEAT_FILE_SECONDS):
+            return
+        self._file_beat_at = now
+        record = {"job": self.who.job, "step": beat["step"], "phase": beat["phase"], "kind": beat["kind"],
+                  "moved_at": round(beat["moved_at"], 3), "at": round(now, 3),
+                  "limit_seconds": round(self.limits.seconds(beat["kind"], beat["median_step"]), 1)}
+        path = Path(self.who.checkpoint_dir) / HEARTBEAT_FILE
+        try:
+            tmp = path.with_name(f".{HEARTBEAT_FILE}.{os.getpid()}")
+            tmp.write_text(json.dumps(record))
+            os.replace(tmp, path)
+        except OSError:
+            pass
+
+    def _write_stacks(self) -> str | None:
+        if not self.who.checkpoint_dir:
+            return None
+        folder = Path(self.who.checkpoint_dir) / STACKS_DIR / self.who.job
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            path = folder / f"rank-{self.who.rank}.txt"
+            with path.open("w") as handle:
+                dump_stacks(handle)
+            return str(path)
+        except OSError:
+            return None
+
+    def _record(self, record: dict[str, Any]) -> None:
+        """The stall record beside the checkpoints (the claimant only), appended to earlier attempts' records."""
+        if not self.who.checkpoint_dir:
+            return
+        path = Path(self.who.checkpoint_dir) / STALLS_FILE
+        try:
+            existing = json.loads(path.read_text()) if path.is_file() else {}
+        except (OSError, ValueError):
+            existing = {}
+        stalls = [s for s in (existing.get("stalls") if isinstance(existing, dict) else None) or []
+                  if isinstance(s, dict)]
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(f".{STALLS_FILE}.{os.getpid()}")
+            tmp.write_text(json.dumps({"stalls": [*stalls, record][-100:]}, indent=1))
+            os.replace(tmp, path)
+        except OSError as err:
+            logger.warning("stall watchdog: could not write %s: %s", path, err)
+
+
+def start(limits: Limits, *, checkpoint_dir: str | None, poll: float | None = None) -> Watchdog:
+    """This rank's watchdog, running; its heart starts counting now."""
+    who = Identity.from_env(checkpoint_dir)
+    HEART.moved_at = time.time()
+    watchdog = Watchdog(who, limits, poll=poll)
+    watchdog.start()
+    if who.rank == 0:
+        logger.info("stall watchdog: every rank; training steps %s, start-up/evaluation/saves %s min, checked "
+                    "every %.1f s", limits.describe("train", None), f"{limits.startup_minutes:g}", watchdog.poll)
+    return watchdog
