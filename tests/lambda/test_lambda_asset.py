@@ -56,7 +56,7 @@ def test_error_names_the_other_parts_match_on_are_raised_classes():
 
 def test_no_pattern_accepts_a_trailing_newline():
     """Patterns are matched on the whole string (`fullmatch`): no `.match(`, no `$` anchor (it allows a final '\\n')."""
-    for path in LAMBDA.glob("*.py"):
+    for path in LAMBDA.rglob("*.py"):
         tree = ast.parse(path.read_text())
         assert ".match(" not in path.read_text(), path.name
         for node in ast.walk(tree):
@@ -67,7 +67,7 @@ def test_no_pattern_accepts_a_trailing_newline():
 
 
 def test_asset_is_small():
-    size = sum(p.stat().st_size for p in LAMBDA.iterdir() if p.is_file() and p.suffix in (".py", ".json"))
+    size = sum(p.stat().st_size for p in LAMBDA.rglob("*") if p.is_file() and p.suffix in (".py", ".json"))
     assert size < 512 * 1024
 
 

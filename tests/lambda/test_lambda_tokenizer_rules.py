@@ -68,7 +68,7 @@ def _copied_assignments(tree: ast.Module) -> list[str]:
 
 
 def test_no_lambda_module_redeclares_a_tokenizer_rule():
-    copies = {path.name: found for path in sorted(LAMBDA.glob("*.py")) if (found := literal_copies(path.read_text()))}
+    copies = {path.name: found for path in sorted(LAMBDA.rglob("*.py")) if (found := literal_copies(path.read_text()))}
     assert not copies, f"take these from training_contract.tokenizer_rules instead: {copies}"
 
 
