@@ -187,19 +187,20 @@ def run_training(name: str, hps: dict, *, nproc: int, base: Path, out: Path, cud
     print(f"\n== {name}: {' '.join(command[1:])}", flush=True)
     started = time.time()
     lines: list[str] = []
-    with MemoryPoller() as memory:
+    with MemoryPoller() as memory, (out / f"{name}.log").open("w") as log_file:
         proc = subprocess.Popen(command, env=job_env(base, cuda), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 text=True, bufsize=1, cwd=base, start_new_session=True)
         timer = threading.Timer(timeout, os.killpg, (proc.pid, signal.SIGKILL))  # torchrun and its workers
         timer.start()
         for line in proc.stdout:
             lines.append(line)
+            log_file.write(line)
+            log_file.flush()
             if line.startswith(("[setup]", "[train]", "[eval]", "ERROR", "Traceback")) or "NCCL version" in line:
                 print(f"  {line.rstrip()}", flush=True)
         proc.wait()
         timer.cancel()
     log = "".join(lines)
-    (out / f"{name}.log").write_text(log)
     result = {"name": name, "returncode": proc.returncode, "wall_s": round(time.time() - started, 1),
               "timed_out": proc.returncode == -9, **parse_log(log)}
     if memory.peak is not None:
