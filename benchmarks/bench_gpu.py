@@ -12,16 +12,22 @@ Models are built from configs with random weights (no downloads): a BERT-large-s
 Arms, same model, data, batch, learning rate, steps and seed:
 * hf-best: the example script (run_qa.py / run_summarization.py, rebuilt from library pieces in hf_baselines.py)
   at its best flags: dynamic padding, `train_sampling_strategy group_by_length`, bf16; SDPA attention and fused
-  AdamW are the transformers 5 defaults;
+  AdamW are the transformers 5 defaults; the data loader as the example leaves it (no worker processes);
+* hf-best+workers (with --hf-best-workers N): hf-best with `--dataloader_num_workers N` and pinned memory, the
+  loader set-up ours has by default, so that the ratio is not the loader's alone;
 * ours: training_code's entry point at its defaults (bf16, SDPA, fused AdamW, length-grouped batches,
   padding-free rows with variable-length attention for QA, dataloader workers);
 * ours-padded: ours with `padding_free false` (dynamic padding): what padding-free adds;
 * ours+compile (with --compile): ours with `torch_compile true`.
 
 Timing: `--warmup` optimizer steps are run first and not counted (CUDA context, kernels, compilation); the clock
-runs over the next `--steps` steps, between two torch.cuda.synchronize() calls. Reported per arm: samples/s,
-real tokens/s (padding excluded), padded share, MFU, peak memory (torch.cuda.max_memory_allocated), eval loss
-on the same validation rows, and the ratio of samples/s to hf-best.
+runs over the next `--steps` steps, between two torch.cuda.synchronize() calls at the end of the warm-up's last
+step and of the last measured step (before that step's logging and saving: ours writes a final checkpoint after
+it, the examples do not). Reported per arm: samples/s, real tokens/s (padding excluded), padded share, MFU, peak
+memory (torch.cuda.max_memory_allocated), the median time between step ends, eval loss on the same validation
+rows, and the ratio of samples/s to hf-best. Eval loss is the stock heads' loss on padded batches, whose softmax
+also covers padding positions: a model trained padding-free never learns to score padding low, so its eval loss
+is not comparable with the padded arms' (the task metric is; see hftrain/packing.py).
 
 MFU (model FLOPs utilization) = model FLOPs per second / peak dense bf16 FLOP/s of the device, where model FLOPs
 count only real tokens (padding is not useful work):
@@ -117,8 +123,14 @@ def build_model(w: GpuWorkload, directory: Path) -> Path:
 
 
 class StepClock:
-    """Patches Trainer.train: skips `warmup` optimizer steps, then times `steps` steps between CUDA syncs and
-    counts rows, real/processed tokens and the sums of squared lengths (for the attention FLOPs), on device."""
+    """Patches Trainer.train: skips `warmup` optimizer steps, then times the next `steps` steps between CUDA syncs
+    and counts rows, real/processed tokens and the sums of squared lengths (for the attention FLOPs).
+
+    The clock stops at the end of step warmup + steps (after every callback's on_step_end, before that step's
+    logging, saving and evaluation), not when `train` returns: what a run does after its last step (ours saves a
+    final checkpoint, 4 GB for BERT-large with its optimizer state; the example scripts save nothing) is not
+    training throughput. Counting adds no host-device synchronisation: row and token counts known on the host
+    stay Python numbers, the length sums are device tensors read once at the end."""
 
     def __init__(self, warmup: int, cuda: bool) -> None:
         self.warmup, self.cuda = warmup, cuda
@@ -143,15 +155,27 @@ class StepClock:
                     clock._sync()
                     clock.counting = True
                     clock.start = time.perf_counter()
+                    clock.step_ends = [clock.start]
+                elif clock.counting and clock.stop is None:
+                    if state.global_step == clock.warmup + clock.steps:
+                        clock._sync()
+                        clock.stop = time.perf_counter()
+                        clock.counting = False
+                        clock.step_ends.append(clock.stop)
+                    else:  # no sync: the per-step times are the host's view (the Trainer syncs every step anyway)
+                        clock.step_ends.append(time.perf_counter())
 
         def train(trainer, *a, **kw):
-            clock.counting, clock.start = clock.warmup == 0, time.perf_counter()
-            sums = {k: torch.zeros((), dtype=torch.float64) for k in
-                    ("rows", "real", "processed", "sq_src", "tgt", "sq_tgt", "cross")}
+            clock.counting, clock.stop = clock.warmup == 0, None
+            clock.start = time.perf_counter()
+            clock.step_ends = [clock.start]
+            clock.steps = trainer.args.max_steps - clock.warmup
+            host = {"rows": 0, "processed": 0}
+            device: dict = {}
             clock.packed = False
 
             def add(key, value):
-                sums[key] = sums[key].to(value.device) + value.to(torch.float64)
+                device[key] = device[key] + value.to(torch.float64) if key in device else value.to(torch.float64)
 
             def hook(module, args_, kwargs_):
                 if not (module.training and clock.counting):
@@ -165,15 +189,15 @@ class StepClock:
                     mask = kwargs_.get("attention_mask")
                     src = (mask.sum(-1) if mask is not None else
                            torch.full((ids.shape[0],), ids.shape[1], device=ids.device)).to(torch.float64)
-                add("rows", torch.tensor(float(src.numel()), device=ids.device))
+                host["rows"] += src.numel()
+                host["processed"] += ids.numel()
                 add("real", src.sum())
-                add("processed", torch.tensor(float(ids.numel()), device=ids.device))
                 add("sq_src", (src * src).sum())
                 labels = kwargs_.get("labels")
                 if labels is not None and labels.dim() == 2:
                     tgt = (labels != -100).sum(-1).to(torch.float64)
+                    host["processed"] += labels.numel()
                     add("tgt", tgt.sum())
-                    add("processed", torch.tensor(float(labels.numel()), device=ids.device))
                     add("real", tgt.sum())
                     add("sq_tgt", (tgt * tgt).sum())
                     add("cross", (src * tgt).sum())
@@ -187,10 +211,17 @@ class StepClock:
                 out = original(trainer, *a, **kw)
             finally:
                 handle.remove()
-            clock._sync()
-            clock.result = {"seconds": time.perf_counter() - clock.start,
-                            "steps": trainer.state.global_step - clock.warmup,
-                            "packed": clock.packed, **{k: float(v) for k, v in sums.items()}}
+            if clock.stop is None:  # fewer steps than asked (a short epoch): up to the end of train
+                clock._sync()
+                clock.stop = time.perf_counter()
+            sums = {k: 0.0 for k in ("real", "sq_src", "tgt", "sq_tgt", "cross")}
+            sums.update({k: float(v) for k, v in device.items()})
+            steps = min(clock.steps, trainer.state.global_step - clock.warmup)
+            gaps = sorted(b - a for a, b in zip(clock.step_ends, clock.step_ends[1:], strict=False))
+            clock.result = {"seconds": clock.stop - clock.start, "steps": steps, "packed": clock.packed,
+                            **{k: float(v) for k, v in host.items()}, **sums,
+                            "step_ms_median": 1000 * gaps[len(gaps) // 2] if gaps else None,
+                            "step_ms_max": 1000 * gaps[-1] if gaps else None}
             if self.cuda:
                 clock.result["peak_memory_gb"] = torch.cuda.max_memory_allocated() / 2**30
             return out
@@ -231,18 +262,20 @@ def model_flops(sizes: dict, r: dict) -> float:
 
 
 def run_arm(arm: str, w: GpuWorkload, files: dict, model_dir: Path, base: Path, *, steps: int, warmup: int,
-            cuda: bool, seed: int, smoke: bool):
+            cuda: bool, seed: int, smoke: bool, hf_workers: int = 0):
     """(clock result, trained model, tokenizer)."""
     from transformers import AutoModelForQuestionAnswering, AutoModelForSeq2SeqLM, AutoTokenizer
 
     total = warmup + steps
     with StepClock(warmup, cuda) as clock:
-        if arm == "hf-best":
+        if arm.startswith("hf-best"):
             flags = hf_baselines.example_best(w.task, bf16=cuda)
+            extra = ({"dataloader_num_workers": hf_workers, "dataloader_pin_memory": cuda}
+                     if arm == "hf-best+workers" else {})
             trainer, tokenizer = hf_baselines.build_trainer(
                 w.task, model_dir, files, flags, output_dir=base / "out", max_steps=total, batch_size=w.batch_size,
                 learning_rate=w.learning_rate, seed=seed, max_seq_length=w.max_seq_length, task_extra=w.extra,
-                model_overrides={"attn_implementation": "sdpa"})
+                extra_args=extra, model_overrides={"attn_implementation": "sdpa"})
             with contextlib.redirect_stdout(io.StringIO()):
                 trainer.train()
             model = trainer.model
@@ -294,15 +327,16 @@ def eval_loss(w: GpuWorkload, model, tokenizer, rows: list[dict], work: Path, cu
 
 
 def render(results: dict, header: str) -> str:
-    lines = [header, "", "| task | arm | samples/s | real tokens/s | padded | MFU | peak GB | eval loss | vs hf-best |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    lines = [header, "", "| task | arm | samples/s | real tokens/s | padded | MFU | peak GB | median step ms | eval loss "
+             "| vs hf-best |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for task, arms in results.items():
         base = arms["hf-best"]["samples_per_s"]
         for arm, r in arms.items():
             mfu = f"{r['mfu']:.1%}" if r.get("mfu") is not None else "n/a"
             peak = f"{r['peak_memory_gb']:.1f}" if "peak_memory_gb" in r else "n/a"
+            step = f"{r['step_ms_median']:.0f}" if r.get("step_ms_median") is not None else "n/a"
             lines.append(f"| {task} | {arm}{' (padding-free)' if r['packed'] else ''} | {r['samples_per_s']:.1f} | "
-                         f"{r['real_tokens_per_s']:.0f} | {r['padded_share']:.1%} | {mfu} | {peak} | "
+                         f"{r['real_tokens_per_s']:.0f} | {r['padded_share']:.1%} | {mfu} | {peak} | {step} | "
                          f"{r['eval_loss']:.3f} | {r['samples_per_s'] / base:.2f}x |")
     return "\n".join(lines)
 
@@ -313,6 +347,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=100, help="measured optimizer steps per arm (default 100)")
     parser.add_argument("--warmup", type=int, default=15, help="steps run before the clock starts (default 15)")
     parser.add_argument("--compile", action="store_true", help="add the ours+compile arm (torch.compile)")
+    parser.add_argument("--hf-best-workers", type=int, default=0, metavar="N",
+                        help="add the hf-best+workers arm: hf-best with --dataloader_num_workers N (and pinned "
+                             "memory on CUDA), the loader set-up ours has by default")
     parser.add_argument("--peak-tflops", type=float, default=None, help="peak dense bf16 TFLOP/s (MFU)")
     parser.add_argument("--smoke", action="store_true", help="CPU, tiny configs, 2+1 steps: checks the code path")
     parser.add_argument("--seed", type=int, default=7)
@@ -334,7 +371,8 @@ def main(argv: list[str] | None = None) -> int:
         args.steps, args.warmup = 2, 1
     device = torch.cuda.get_device_name() if cuda else "CPU (smoke)"
     peak = args.peak_tflops or next((v for k, v in PEAK_BF16_TFLOPS.items() if k in device), None)
-    arms = ["hf-best", "ours", "ours-padded"] + (["ours+compile"] if args.compile else [])
+    arms = (["hf-best"] + (["hf-best+workers"] if args.hf_best_workers > 0 else []) + ["ours", "ours-padded"]
+            + (["ours+compile"] if args.compile else []))
     work = Path(tempfile.mkdtemp(prefix="bench-gpu-"))
     started = time.time()
     results: dict = {}
@@ -351,7 +389,8 @@ def main(argv: list[str] | None = None) -> int:
             if task == "summarization" and arm == "ours-padded":
                 continue  # padding-free does not apply to BART (packing.py): ours is already dynamic padding
             r, model, tokenizer = run_arm(arm, w, files, model_dir, work / f"run-{task}-{i}", steps=args.steps,
-                                          warmup=args.warmup, cuda=cuda, seed=args.seed, smoke=args.smoke)
+                                          warmup=args.warmup, cuda=cuda, seed=args.seed, smoke=args.smoke,
+                                          hf_workers=args.hf_best_workers)
             seconds = r["seconds"]
             row = {**r, "samples_per_s": r["rows"] / seconds, "real_tokens_per_s": r["real"] / seconds,
                    "padded_share": 1 - r["real"] / r["processed"] if r["processed"] else float("nan")}

@@ -14,7 +14,8 @@ Everything goes through the command lines, as a job runs them, not through the t
    pipeline's default), one sharded checkpoint in the middle (its blocking save time from the GOODPUT lines)
    and the consolidated final model.
 3. bench: benchmarks/bench_gpu.py (this code at its defaults against the Hugging Face examples' best flags,
-   BERT-large-sized QA and BART-large-sized summarization, MFU) with --steps/--warmup from here.
+   BERT-large-sized QA and BART-large-sized summarization, MFU) with --steps/--warmup from here, and the
+   hf-best+workers arm (the examples' best flags plus the data-loader workers ours uses).
 
 Per training run: samples/s (the `[train] ... samples/s=` lines: the median of the windows after the first,
 which holds CUDA start-up), peak GPU memory (nvidia-smi's memory.used, polled every 0.2 s: the whole process,
@@ -245,6 +246,8 @@ def run_bench(args, out: Path, timeout: float) -> dict:
     command += ["--smoke"] if args.smoke else ["--steps", str(args.bench_steps), "--warmup", str(args.bench_warmup)]
     if args.bench_tasks:
         command += ["--tasks", *args.bench_tasks]
+    if args.bench_hf_workers:
+        command += ["--hf-best-workers", str(args.bench_hf_workers)]
     print(f"\n== bench: {' '.join(command[1:])}", flush=True)
     started = time.time()
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
@@ -298,7 +301,12 @@ def render(report: dict) -> str:
         table = bench.get("table")
         if table:
             lines += ["", table]
-    if report.get("flops_per_sample"):
+        for task, arms in (report.get("bench_results") or {}).items():
+            if "ours" in arms:
+                ratios = [f"{arms['ours']['samples_per_s'] / arms[b]['samples_per_s']:.2f}x vs {b}"
+                          for b in ("hf-best", "hf-best+workers") if b in arms]
+                lines.append(f"{task}: ours {', '.join(ratios)}")
+    if report.get("flops_per_sample") and any(r.get("mfu") is not None for r in report["runs"].values()):
         lines += ["", f"MFU of the torchrun runs: {report['flops_per_sample'] / 1e9:.1f} GFLOP per training sample "
                   "(bench_gpu.py's `ours` QA arm: model FLOPs / rows) x samples/s / peak."]
     return "\n".join(lines)
@@ -315,6 +323,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bench-steps", type=int, default=30)
     parser.add_argument("--bench-warmup", type=int, default=10)
     parser.add_argument("--bench-tasks", nargs="+", default=None, help="bench_gpu.py --tasks (default: all)")
+    parser.add_argument("--bench-hf-workers", type=int, default=4,
+                        help="bench_gpu.py --hf-best-workers (0: no hf-best+workers arm)")
     parser.add_argument("--run-timeout", type=float, default=150, help="seconds per torchrun run")
     parser.add_argument("--bench-timeout", type=float, default=300)
     parser.add_argument("--peak-tflops", type=float, default=989.0)

@@ -39,15 +39,16 @@ def test_bench_training_smoke(tmp_path):
 
 
 def test_bench_gpu_smoke_and_skip_without_cuda(tmp_path):
-    proc = _run("bench_gpu.py", "--smoke", "--out", str(tmp_path / "out"), cwd=tmp_path)
+    proc = _run("bench_gpu.py", "--smoke", "--hf-best-workers", "1", "--out", str(tmp_path / "out"), cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     data = json.loads((tmp_path / "out" / "bench_gpu_smoke.json").read_text())
     qa = data["results"]["question-answering"]
-    assert set(qa) == {"hf-best", "ours", "ours-padded"}
+    assert set(qa) == {"hf-best", "hf-best+workers", "ours", "ours-padded"}
+    assert all(arm["steps"] == 2 and 0 < arm["rows"] <= 2 * 4 for arm in qa.values())  # the measured steps only
     assert qa["ours"]["packed"] is True and qa["ours"]["padded_share"] == 0.0  # the padding-free path ran
     assert qa["ours-padded"]["packed"] is False
     assert qa["ours"]["model_flops"] > 0 and qa["ours"]["layer_parameters"]["layers"] == 2
-    assert set(data["results"]["summarization"]) == {"hf-best", "ours"}
+    assert set(data["results"]["summarization"]) == {"hf-best", "hf-best+workers", "ours"}
     assert "| question-answering | ours (padding-free) |" in (tmp_path / "out" / "bench_gpu_smoke.md").read_text()
     import torch
 
