@@ -27,7 +27,7 @@ it, the examples do not). Reported per arm: samples/s, real tokens/s (padding ex
 memory (torch.cuda.max_memory_allocated), the median time between step ends, eval loss on the same validation
 rows, and the ratio of samples/s to hf-best. Eval loss is the stock heads' loss on padded batches, whose softmax
 also covers padding positions: a model trained padding-free never learns to score padding low, so its eval loss
-is not comparable with the padded arms' (the task metric is; see hftrain/packing.py).
+is not comparable with the padded arms' (the task metric is; see hftrain/data/packing.py).
 
 MFU (model FLOPs utilization) = model FLOPs per second / peak dense bf16 FLOP/s of the device, where model FLOPs
 count only real tokens (padding is not useful work):

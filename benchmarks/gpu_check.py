@@ -355,7 +355,7 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             fsdp = name == "qa-fsdp"
             hps = hyperparameters(w, model_dir, files, steps=args.steps, cuda=cuda, fsdp=fsdp, seed=args.seed)
-            nproc = 2 if (fsdp and not cuda) else 1  # FSDP engages on CPU with 2 gloo ranks only (hftrain/fsdp.py)
+            nproc = 2 if (fsdp and not cuda) else 1  # FSDP engages on CPU with 2 gloo ranks only (hftrain/parallel/fsdp.py)
             result = run_training(name, hps, nproc=nproc, base=work / name, out=out, cuda=cuda,
                                   timeout=args.run_timeout)
             result["hyperparameters"] = {k: str(v) for k, v in hps.items()}
