@@ -81,7 +81,7 @@ def planning_ms(repeat: int) -> float:
     for _ in range(repeat):
         for spec in specs:
             run = prepare_run(spec, settings)
-            for attempt in range(run["max_attempts"]):
+            for attempt in range(run.max_attempts):
                 job_requests.training_request(run, settings, attempt)
     return (time.perf_counter() - start) * 1000 / (repeat * len(specs))
 

@@ -31,6 +31,8 @@ from botocore.exceptions import ClientError
 from hfsm_lambda import naming
 from hfsm_lambda.goodput import sources as goodput_sources
 from hfsm_lambda.plan import checkpoint_interval, job_requests, planning, request_guard, runtime_limits
+from hfsm_lambda.plan import run as run_json
+from hfsm_lambda.plan.run import Run
 from hfsm_lambda.runs import claims as run_claims
 from hfsm_lambda.runs import messages, model_package, outcomes, registry, verdict
 from hfsm_lambda.runs.prepare import prepare_run
@@ -46,6 +48,7 @@ from hfsm_lambda.runs.state import (
     Status,
     section,
 )
+from hfsm_lambda.spec.json_dataclass import encode
 from hfsm_lambda.spec.run_spec import parse_spec_text
 from hfsm_lambda.watch import durability, orphans
 from hfsm_lambda.watch import stalls as stall_watch
@@ -152,10 +155,10 @@ def prepare(event: PrepareInput, context: Any = None) -> ExecutionState:
     exec_small = {k: v for k, v in (execution or {}).items() if k.lower() in ("id", "name", "starttime", "start_time")}
     run = prepare_run(raw, settings, run_id=payload.get("run_id"), execution=exec_small, source=source, s3=s3,
                       sagemaker=client("sagemaker"), ec2=client("ec2"), stepfunctions=client("stepfunctions"))
-    run_claims.claim(s3, settings, run["run_id"], run.get("execution_arn"))  # one execution per run id
-    _log("prepared", run_id=run["run_id"], tokenizer_stage=run["tokenizer_stage"], max_attempts=run["max_attempts"])
-    return {"run": run, "poll_seconds": settings.poll_seconds, "tokenizer_enabled": run["tokenizer_stage"],
-            "attempt": 0}
+    run_claims.claim(s3, settings, run.run_id, run.execution_arn)  # one execution per run id
+    _log("prepared", run_id=run.run_id, tokenizer_stage=run.tokenizer_stage, max_attempts=run.max_attempts)
+    return {"run": run_json.to_json(run), "poll_seconds": settings.poll_seconds,
+            "tokenizer_enabled": run.tokenizer_stage, "attempt": 0}
 
 
 # --- start jobs ------------------------------------------------------------------------------------------
@@ -213,7 +216,7 @@ def _start_once(request: dict[str, Any], name: str, describe: Any, create: Any, 
 def start_processing(event: StartProcessingInput, context: Any = None) -> Job:
     """Input {run, stage: map|reduce}; starts the tokenizer processing job; returns the job ($.job)."""
     settings = load_settings()
-    run, stage = event["run"], event["stage"]
+    run, stage = request_guard.planned_run(event["run"]), event["stage"]
     request = request_guard.build(job_requests.processing_request, run, settings, stage)
     request_guard.check_processing(request, run, settings, job_requests.PROCESSING_STAGES[stage])
     name = request["ProcessingJobName"]
@@ -231,7 +234,7 @@ def start_processing(event: StartProcessingInput, context: Any = None) -> Job:
 def start_training(event: StartTrainingInput, context: Any = None) -> Job:
     """Input {run, attempt}; starts that attempt's training job (its fallback option applied); returns $.job."""
     settings = load_settings()
-    run = event["run"]
+    run = request_guard.planned_run(event["run"])
     attempt = int(event.get("attempt") or 0)
     request = request_guard.build(job_requests.training_request, run, settings, attempt)
     request_guard.check_training(request, run, settings, attempt)
@@ -239,18 +242,19 @@ def start_training(event: StartTrainingInput, context: Any = None) -> Job:
     sm = client("sagemaker")
     arn, created = _start_once(request, name, lambda: sm.describe_training_job(TrainingJobName=name),
                                lambda: sm.create_training_job(**request), "TrainingJobArn")
-    config = {k: v for k, v in run["attempts"][attempt].items() if k in ("instance_type", "instance_count", "spot")}
+    planned = run.attempts[attempt]
+    config = {"instance_type": planned.instance_type, "instance_count": planned.instance_count, "spot": planned.spot}
     _log("training job started" if created else "training job already started", job_name=name, attempt=attempt,
          **config)
-    checkpoint = run["spec"]["checkpoint"]
-    stall = run["spec"].get("stall") or {"action": "off"}  # a run planned before stall.* existed: no watch
+    checkpoint, stall = run.spec.checkpoint, run.spec.stall  # stall None: a run planned before stall.*: no watch
     return {"job_type": "training", "stage": "train", "job_name": name, "job_arn": arn, "attempt": attempt,
             "created": created, **config, "links": messages.run_links(settings, None, name, "training"),
-            "run_id": run["run_id"], "checkpoint_uri": run["uris"]["checkpoint"],
-            "stall": {k: stall.get(k) for k in ("minutes", "startup_minutes", "action")},
-            "watchdog": {"every_minutes": checkpoint_interval.watchdog_minutes(checkpoint.get("every_minutes", 0)),
-                         "auto": checkpoint.get("every_minutes") == checkpoint_interval.AUTO,
-                         **checkpoint.get("watchdog", {"intervals": None, "action": "off"})}}
+            "run_id": run.run_id, "checkpoint_uri": run.uris.checkpoint,
+            "stall": ({"minutes": stall.minutes, "startup_minutes": stall.startup_minutes, "action": stall.action}
+                      if stall else {"minutes": None, "startup_minutes": None, "action": "off"}),
+            "watchdog": {"every_minutes": checkpoint_interval.watchdog_minutes(checkpoint.every_minutes),
+                         "auto": checkpoint.every_minutes == checkpoint_interval.AUTO,
+                         "intervals": checkpoint.watchdog.intervals, "action": checkpoint.watchdog.action}}
 
 
 # --- poll ------------------------------------------------------------------------------------------------
@@ -349,9 +353,9 @@ def _watch_stall(sm: Any, job: dict[str, Any], desc: dict[str, Any], status: dic
 def plan_fallback(event: PlanFallbackInput, context: Any = None) -> int:
     """Input {run, attempt, status}; returns the next attempt index ($.attempt) or raises
     FallbackExhaustedError (attempts used up) / JobFailedError (a failure a new attempt would not fix)."""
-    run, attempt = event["run"], int(event.get("attempt") or 0)
+    run, attempt = run_json.from_json(event["run"]), int(event.get("attempt") or 0)
     nxt = outcomes.next_attempt(run, attempt, event["status"])
-    _log("fallback planned", run_id=run["run_id"], **run["attempts"][nxt])
+    _log("fallback planned", run_id=run.run_id, **encode(run.attempts[nxt]))
     return nxt
 
 
@@ -364,11 +368,11 @@ def _put_json(settings: Settings, uri: str, body: Any) -> None:
                                 SSEKMSKeyId=settings.kms_key_arn)
 
 
-def _earlier_jobs(sm: Any, run: dict[str, Any], attempt: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def _earlier_jobs(sm: Any, run: Run, attempt: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(usages, attempt records) of the tokenizer jobs and of the training attempts before `attempt`."""
-    jobs = [("processing", run["job_names"][s]) for s in ("tokenizer_map", "tokenizer_reduce")
-            if run.get("tokenizer_stage")]
-    jobs += [("training", name) for name in run["job_names"]["train"][:attempt]]
+    jobs = [("processing", run.job_names.processing(s)) for s in ("tokenizer_map", "tokenizer_reduce")
+            if run.tokenizer_stage]
+    jobs += [("training", name) for name in run.job_names.train[:attempt]]
     usages, records = [], []
     for job_type, name in jobs:
         try:
@@ -384,7 +388,7 @@ def _earlier_jobs(sm: Any, run: dict[str, Any], attempt: int) -> tuple[list[dict
             records.append({"attempt": len(records), "job_name": name, **_job_config(desc),
                             "outcome": "stalled" if stalled else status["state"],
                             "reason": f"{status['failure_reason'].splitlines()[0]}; stacks: "
-                                      f"{run['uris']['checkpoint'].rstrip('/')}/_stalls/{name}/" if stalled else
+                                      f"{run.uris.checkpoint.rstrip('/')}/_stalls/{name}/" if stalled else
                             status["failure_reason"] or status["status"],
                             "interruptions": outcomes.interruptions(desc)})
     return usages, records
@@ -399,8 +403,8 @@ def _job_config(desc: dict[str, Any]) -> dict[str, Any]:
 def finish(event: FinishInput, context: Any = None) -> dict[str, Any]:
     """Input {run, job}: metrics, cost, metrics.json + summary.json, model package, SNS success ($.result)."""
     settings = load_settings()
-    run, job = event["run"], event["job"]
-    spec, attempt = run["spec"], int(job.get("attempt") or 0)
+    run, job = run_json.from_json(event["run"]), event["job"]
+    spec, attempt = run.spec, int(job.get("attempt") or 0)
     sm = client("sagemaker")
     desc = _describe(sm, "training", job["job_name"])
     if desc["TrainingJobStatus"] != "Completed":
@@ -411,24 +415,24 @@ def finish(event: FinishInput, context: Any = None) -> dict[str, Any]:
     attempts.append({"attempt": attempt, "job_name": job["job_name"], **_job_config(desc), "outcome": "completed",
                      "reason": "Completed", "interruptions": outcomes.interruptions(desc)})
     model_uri = desc["ModelArtifacts"]["S3ModelArtifacts"]
-    frozen = registry.freeze_model_artifact(client("s3"), settings, run["run_id"], job["job_name"], model_uri, desc)
-    _put_json(settings, run["uris"]["metrics"], metrics)
-    judged = verdict.judge(spec["task"], metrics)
+    frozen = registry.freeze_model_artifact(client("s3"), settings, run.run_id, job["job_name"], model_uri, desc)
+    _put_json(settings, run.uris.metrics, metrics)
+    judged = verdict.judge(spec.task, metrics)
     request = model_package.package_request(settings, run, job["job_name"], attempt, metrics, judged, frozen)
     with aws_errors():
         package_arn = sm.create_model_package(**request)["ModelPackageArn"]
     checkpoints = _checkpoint_report(run)
-    ledger = goodput_sources.run_ledger(sm, client("logs"), client("s3"), run, other_jobs=[
+    ledger = goodput_sources.run_ledger(sm, client("logs"), client("s3"), run_json.to_json(run), other_jobs=[
         {"job_name": u["job_name"], "job_type": u["job_type"], "instance_seconds": u["training_seconds"] *
          u["instance_count"]} for u in cost["jobs"] if u["job_type"] != "training"])
     history_interruptions = checkpoints.pop("interruptions")
     summary = {
-        "run_id": run["run_id"], "status": "Succeeded", "task": spec["task"], "base_model": spec["model"],
+        "run_id": run.run_id, "status": "Succeeded", "task": spec.task, "base_model": spec.model,
         "job_name": job["job_name"], "model_uri": model_uri, "registered_model_uri": frozen["uri"],
         "registered_model_etag": frozen["etag"], "metrics": metrics, "cost": cost,
         "model_package_arn": package_arn, "model_package_group": settings.model_package_group,
-        "summary_uri": run["uris"]["summary"], "metrics_uri": run["uris"]["metrics"], "attempts": attempts,
-        "source": run.get("source"), "links": messages.run_links(settings, run, job["job_name"]),
+        "summary_uri": run.uris.summary, "metrics_uri": run.uris.metrics, "attempts": attempts,
+        "source": run.source, "links": messages.run_links(settings, run, job["job_name"]),
         "finished_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         # as the attempts' own logs tell them (goodput/ledger.py); the training code's _history.json without any log
         "interruptions": ledger["interruptions"] if any(a.get("log_stream") for a in ledger.get("attempts", []))
@@ -437,18 +441,18 @@ def finish(event: FinishInput, context: Any = None) -> dict[str, Any]:
         "goodput": ledger,
         "verdict": judged,
     }
-    _put_json(settings, run["uris"]["summary"], summary)
+    _put_json(settings, run.uris.summary, summary)
     subject, message = messages.success_notification(settings, summary)
-    _publish(settings, subject, message, "Succeeded", run["run_id"])
-    _log("finished", run_id=run["run_id"], model_package_arn=package_arn,
+    _publish(settings, subject, message, "Succeeded", run.run_id)
+    _log("finished", run_id=run.run_id, model_package_arn=package_arn,
          billable_instance_seconds=cost["billable_instance_seconds"], goodput=ledger.get("ratio"))
     return summary
 
 
-def _checkpoint_report(run: dict[str, Any]) -> dict[str, Any]:
+def _checkpoint_report(run: Run) -> dict[str, Any]:
     """Per interruption: step reached, step resumed from, work lost (the training code's `_history.json`); the
     newest durable checkpoint; the checkpoints rejected at a resume. Best effort: never fails the run."""
-    uri = run["uris"]["checkpoint"]
+    uri = run.uris.checkpoint
     s3 = client("s3")
     history = durability.read_history(s3, uri)
     try:
@@ -493,7 +497,10 @@ def _failure_summary(event: dict[str, Any], settings: Settings, run: dict[str, A
     execution = section(event, "execution") or {}
     spec = section(run, "spec") or {}
     job_name = job.get("job_name") or status.get("job_name")
-    links = messages.run_links(settings, run, job_name, job.get("job_type", "training"))
+    links = messages.run_links(settings, None, job_name, job.get("job_type", "training"))
+    if run:  # the run's addresses (the failure branch reads the state loosely: it may follow any failure)
+        links.update(messages.run_address_links(settings.region, run.get("execution_arn"), run["uris"]["outputs"],
+                                                run["uris"]["model_output"]))
     if not run and isinstance(execution.get("Id"), str):
         links["execution"] = naming.execution_url(settings.region, execution["Id"])
     return {

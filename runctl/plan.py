@@ -14,6 +14,7 @@ from typing import Any
 
 from hfsm_lambda.errors import PreflightError, SettingsError, SpecError
 from hfsm_lambda.plan import cost, job_requests
+from hfsm_lambda.plan import run as run_json
 from hfsm_lambda.runs import prepare as runs
 from hfsm_lambda.settings import parse_settings
 from runctl.core import Clients, RunctlError
@@ -58,7 +59,7 @@ def plan(clients: Clients | None, spec: dict[str, Any], *, settings_text: str, o
     worst = cost.worst_case_cost(run, built, settings)
     requests = [{"operation": op, "stage": item["kind"], "request": request}
                 for (op, request), item in zip(built, worst["items"], strict=True)]
-    return {"ok": True, "environment": settings.environment, "region": settings.region, "run": run,
+    return {"ok": True, "environment": settings.environment, "region": settings.region, "run": run_json.to_json(run),
             "requests": requests, "worst_case": worst, "storage_checked": not offline}
 
 
@@ -71,16 +72,16 @@ def plan_lines(result: dict[str, Any], *, show_requests: bool = True) -> list[st
     if not result["ok"]:
         return [f"{result['error']} in environment {result['environment']}: nothing would start.",
                 *[f"  - {p}" for p in result["problems"]]]
-    run, worst = result["run"], result["worst_case"]
-    spec = run["spec"]
+    run, worst = run_json.from_json(result["run"]), result["worst_case"]
+    spec = run.spec
     checks = "spec, environment, requests, storage, data and job names" if result["storage_checked"] else \
         "spec, environment and requests (--offline: storage, data and job names not checked)"
     if result.get("settings_source"):
         checks = (f"spec, environment and requests against the settings in {result['settings_source']}; storage, "
                   "data and job names are checked with --deployed")
-    lines = [f"Plan for {spec['name']} ({spec['task']}, model {spec['model']}) in environment "
+    lines = [f"Plan for {spec.name} ({spec.task}, model {spec.model}) in environment "
              f"{result['environment']} ({result['region']}): valid; checked {checks}.",
-             f"Run id at submit: like {run['run_id']} (a new one each time); nothing was started.", "", "Jobs:"]
+             f"Run id at submit: like {run.run_id} (a new one each time); nothing was started.", "", "Jobs:"]
     for item, entry in zip(worst["items"], result["requests"], strict=True):
         request = entry["request"]
         stopping = request.get("StoppingCondition", {})
@@ -90,8 +91,8 @@ def plan_lines(result: dict[str, Any], *, show_requests: bool = True) -> list[st
         lines.append(f"  {entry['stage']:<20} {entry['operation']:<20} {item['job']}")
         lines.append(f"  {'':<20} {item['instance_count']} x {item['instance_type']} {kind}, "
                      f"max {_hours(item['max_seconds'])}{wait}")
-    if run["max_attempts"] > 1:
-        lines.append(f"  (attempts 1-{run['max_attempts'] - 1} run only when the one before ends with "
+    if run.max_attempts > 1:
+        lines.append(f"  (attempts 1-{run.max_attempts - 1} run only when the one before ends with "
                      "MaxWaitTimeExceeded or a capacity error)")
     lines += ["", "Worst case (every job at its max runtime, every fallback attempt used):"]
     for item in worst["items"]:

@@ -10,6 +10,7 @@ from typing import Any
 
 from hfsm_lambda.data.sample import READ_CHANNELS, Channel, Sample, names, printable
 from hfsm_lambda.spec import hyperparameters
+from hfsm_lambda.spec.typed import RunSpec
 
 
 def task_columns(task: str) -> list[dict[str, Any]]:
@@ -177,15 +178,15 @@ def _read_channel_problems(task: str, read: list[Channel], given: dict[str, Any]
     return out
 
 
-def column_problems(spec: dict[str, Any], checked: dict[str, Channel], given: dict[str, Any]) -> list[str]:
+def column_problems(spec: RunSpec, checked: dict[str, Channel], given: dict[str, Any]) -> list[str]:
     """The task's columns on the channels the job reads; the tokenizer's text field on its channel."""
     out = []
     read = [checked[n] for n in READ_CHANNELS if n in checked and checked[n].readable]
     if read:
-        out += _read_channel_problems(spec["task"], read, given)
-    tok = spec.get("tokenizer")
-    channel = checked.get(tok["channel"]) if tok else None
-    if channel and channel.readable and tok["text_field"] not in channel.columns:
-        out.append(f"tokenizer.text_field: {tok['text_field']!r} is not a field of data.{channel.name}"
-                   f"{_fix(tok['text_field'], channel, 'tokenizer.text_field', 'text')}")
+        out += _read_channel_problems(spec.task, read, given)
+    tok = spec.tokenizer
+    channel = checked.get(tok.channel) if tok else None
+    if tok and channel and channel.readable and tok.text_field not in channel.columns:
+        out.append(f"tokenizer.text_field: {tok.text_field!r} is not a field of data.{channel.name}"
+                   f"{_fix(tok.text_field, channel, 'tokenizer.text_field', 'text')}")
     return out

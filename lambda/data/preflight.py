@@ -42,6 +42,7 @@ from hfsm_lambda.data.sample import READ_CHANNELS, Channel, Sample, printable
 from hfsm_lambda.data.sample_parsing import SAMPLE_BYTES, csv_rows, decode, json_document, json_lines
 from hfsm_lambda.settings import Settings
 from hfsm_lambda.spec import hyperparameters
+from hfsm_lambda.spec.typed import RunSpec
 
 __all__ = ["SAMPLE_BYTES", "SAMPLE_OBJECTS", "Channel", "Sample", "extensions", "printable", "problems",
            "read_sample", "task_columns"]
@@ -149,29 +150,29 @@ def _channel_files(name: str, uri: str, listing: list[dict[str, Any]], table: di
     return files, problems
 
 
-def _channels(spec: dict[str, Any], settings: Settings) -> list[tuple[str, str]]:
-    given = spec["hyperparameters"]
+def _channels(spec: RunSpec, settings: Settings) -> list[tuple[str, str]]:
+    given = spec.hyperparameters
     wanted = set(READ_CHANNELS)
-    tok = spec.get("tokenizer")
+    tok = spec.tokenizer
     if tok:
-        wanted.add(tok["channel"])
+        wanted.add(tok.channel)
     out = []
-    for name, channel in spec["data"].items():
-        if name not in wanted or "s3" not in channel:
+    for name, channel in spec.data.channels().items():
+        if name not in wanted or channel.s3 is None:
             continue  # FSx channels are not sampled; `test` is not read by the job
-        if name in CHANNEL_PATHS and given.get(CHANNEL_PATHS[name]) and not (tok and tok["channel"] == name):
+        if name in CHANNEL_PATHS and given.get(CHANNEL_PATHS[name]) and not (tok and tok.channel == name):
             continue  # the job reads train_path / validation_path instead
-        if channel["s3"].removeprefix("s3://").partition("/")[0] in settings.project_buckets:
-            out.append((name, channel["s3"]))
+        if channel.s3.removeprefix("s3://").partition("/")[0] in settings.project_buckets:
+            out.append((name, channel.s3))
     return out
 
 
-def problems(spec: dict[str, Any], settings: Settings, s3: Any) -> list[str]:
+def problems(spec: RunSpec, settings: Settings, s3: Any) -> list[str]:
     """Every data problem the sample shows (see the module doc); [] when there is nothing to read."""
     channels = _channels(spec, settings)
     if not channels:
         return []
-    given = spec["hyperparameters"]
+    given = dict(spec.hyperparameters)
     table = extensions()
     data_format = given.get("data_format", "auto")
     found: list[str] = []

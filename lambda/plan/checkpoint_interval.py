@@ -15,6 +15,8 @@ them after its first interruption.
 
 from __future__ import annotations
 
+from hfsm_lambda.spec.typed import Checkpoint
+
 AUTO = "auto"
 MIN_MINUTES = 5
 MAX_MINUTES = 60  # the durability watchdog measures an auto interval against this upper bound
@@ -45,8 +47,8 @@ def watchdog_minutes(every_minutes: int | str) -> float:
     return float(MAX_MINUTES if every_minutes == AUTO else every_minutes or 0)
 
 
-def attempt_hyperparameters(spec: dict, instance_type: str, spot: bool) -> dict[str, object]:
+def attempt_hyperparameters(checkpoint: Checkpoint, instance_type: str, spot: bool) -> dict[str, object]:
     """The per-attempt hyperparameters of an auto interval (none for a fixed one)."""
-    if spec["checkpoint"]["every_minutes"] != AUTO:
+    if checkpoint.every_minutes != AUTO:
         return {}
     return {"interruption_prior_hours": prior_hours(instance_type, spot)}

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from hfsm_lambda.plan.run import Run
 from hfsm_lambda.settings import Settings
 
 # Every instance also bills its ML storage volume (VolumeSizeInGB, up to 16,384 GB) while it runs: SageMaker's
@@ -26,14 +27,14 @@ STORAGE_USD_PER_GB_MONTH = 0.14
 SECONDS_PER_MONTH = 730 * 3600
 
 
-def _kind(run: dict[str, Any], operation: str, name: str) -> str:
+def _kind(run: Run, operation: str, name: str) -> str:
     if operation == "CreateTrainingJob":
-        for attempt in run["attempts"]:
-            if attempt["job_name"] == name:
-                return f"training attempt {attempt['attempt']}"
+        for attempt in run.attempts:
+            if attempt.job_name == name:
+                return f"training attempt {attempt.attempt}"
         return "training"
-    names = run["job_names"]
-    return {names.get("tokenizer_map"): "tokenizer map", names.get("tokenizer_reduce"): "tokenizer reduce"}.get(
+    names = run.job_names
+    return {names.tokenizer_map: "tokenizer map", names.tokenizer_reduce: "tokenizer reduce"}.get(
         name, "processing")
 
 
@@ -57,7 +58,7 @@ def request_cost(operation: str, request: dict[str, Any], prices: dict[str, floa
             "worst_case_usd": usd}
 
 
-def request_item(run: dict[str, Any], operation: str, request: dict[str, Any],
+def request_item(run: Run, operation: str, request: dict[str, Any],
                  prices: dict[str, float]) -> dict[str, Any]:
     """`request_cost` with the job's kind in the run (training attempt k, tokenizer map/reduce)."""
     item = request_cost(operation, request, prices)
@@ -73,7 +74,7 @@ def describe(item: dict[str, Any]) -> str:
             f"{item['max_seconds'] / 3600:g} h{storage}{usd}")
 
 
-def worst_case_cost(run: dict[str, Any], requests: list[tuple[str, dict[str, Any]]],
+def worst_case_cost(run: Run, requests: list[tuple[str, dict[str, Any]]],
                     settings: Settings) -> dict[str, Any]:
     """{items: [one per request, in order], total_usd: float | None, missing_prices: [...], instance_hours}."""
     items = [request_item(run, operation, request, settings.instance_prices) for operation, request in requests]

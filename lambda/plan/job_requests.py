@@ -1,6 +1,6 @@
 """CreateTrainingJob / CreateProcessingJob requests, built by pure functions from a planned run.
 
-They read only the plan (`run["attempts"]`, `run["job_names"]`, `run["uris"]`) and the resolved spec: Prepare
+They read only the typed plan (`run.attempts`, `run.job_names`, `run.uris`: plan/run.py) and its typed spec: Prepare
 builds every request of a run once (`build_requests`) for pre-flight to check; start_* build one again.
 
 The content matches what the SageMaker Python SDK (v2) Hugging Face estimator and framework processor
@@ -19,8 +19,10 @@ import json
 from typing import Any
 
 from hfsm_lambda.plan import checkpoint_interval, efa
+from hfsm_lambda.plan.run import Run
 from hfsm_lambda.settings import Settings
-from hfsm_lambda.spec import hyperparameters
+from hfsm_lambda.spec import hyperparameters, typed
+from hfsm_lambda.spec.typed import RunSpec
 
 ENTRY_POINT = "train.py"
 CONTAINER_LOG_LEVEL = 20  # logging.INFO, the SDK's default
@@ -68,40 +70,40 @@ def metric_definitions(task: str) -> list[dict[str, str]]:
         {"Name": name, "Regex": regex} for name, regex in PROGRESS_METRICS.items()]
 
 
-def tags(settings: Settings, run: dict[str, Any]) -> list[dict[str, str]]:
-    fixed = {"project": settings.project, "environment": settings.environment, "run": run["run_id"]}
-    extra = sorted(run["spec"]["tags"].items())
+def tags(settings: Settings, run: Run) -> list[dict[str, str]]:
+    fixed = {"project": settings.project, "environment": settings.environment, "run": run.run_id}
+    extra = sorted(run.spec.tags.items())
     return [{"Key": k, "Value": v} for k, v in list(fixed.items()) + extra]
 
 
-def network_isolated(spec: dict[str, Any]) -> bool:
-    return not hyperparameters.needs_internet(spec["model"], spec["hyperparameters"])
+def network_isolated(spec: RunSpec) -> bool:
+    return not hyperparameters.needs_internet(spec.model, spec.hyperparameters)
 
 
 def code_tarball(settings: Settings) -> str:
     return f"{settings.code_s3_prefix}sourcedir.tar.gz"
 
 
-def training_hyperparameters(run: dict[str, Any], settings: Settings, attempt: int) -> dict[str, Any]:
+def training_hyperparameters(run: Run, settings: Settings, attempt: int) -> dict[str, Any]:
     """Unencoded hyperparameters: reserved ones, the pipeline's, then the spec's."""
-    spec, planned = run["spec"], run["attempts"][attempt]
+    spec, planned = run.spec, run.attempts[attempt]
     values: dict[str, Any] = {
         "sagemaker_program": ENTRY_POINT,
         "sagemaker_submit_directory": (f"{ISOLATED_CODE_DIR}/sourcedir.tar.gz" if network_isolated(spec)
                                        else code_tarball(settings)),
         "sagemaker_container_log_level": CONTAINER_LOG_LEVEL,
-        "sagemaker_job_name": planned["job_name"],
+        "sagemaker_job_name": planned.job_name,
         "sagemaker_region": settings.region,
     }
-    if spec["distribution"]["strategy"] != "none":
+    if spec.distributed:
         # ddp, fsdp and smddp all launch with torchrun (SDK: distribution={"torch_distributed": ...}).
         values["sagemaker_torch_distributed_enabled"] = True
-        values["sagemaker_instance_type"] = planned["instance_type"]
-        if "processes_per_host" in spec["compute"]:
-            values["sagemaker_mpi_num_of_processes_per_host"] = spec["compute"]["processes_per_host"]
-    values.update(hyperparameters.pipeline_values(spec))
-    values.update(checkpoint_interval.attempt_hyperparameters(spec, planned["instance_type"], planned["spot"]))
-    values.update({k: hyperparameters.argument(k, v) for k, v in spec["hyperparameters"].items()})
+        values["sagemaker_instance_type"] = planned.instance_type
+        if spec.compute.processes_per_host is not None:
+            values["sagemaker_mpi_num_of_processes_per_host"] = spec.compute.processes_per_host
+    values.update(hyperparameters.pipeline_values(typed.to_json(spec)))  # the validator's rules read these too
+    values.update(checkpoint_interval.attempt_hyperparameters(spec.checkpoint, planned.instance_type, planned.spot))
+    values.update({k: hyperparameters.argument(k, v) for k, v in spec.hyperparameters.items()})
     return values
 
 
@@ -114,16 +116,16 @@ def _s3_channel(name: str, uri: str, distribution: str = "FullyReplicated", mode
     }
 
 
-def uses_fsx(spec: dict[str, Any]) -> bool:
-    return any("fsx" in channel for channel in spec["data"].values())
+def uses_fsx(spec: RunSpec) -> bool:
+    return any(channel.fsx is not None for channel in spec.data.channels().values())
 
 
-def input_channels(run: dict[str, Any], settings: Settings) -> list[dict[str, Any]]:
-    spec = run["spec"]
+def input_channels(run: Run, settings: Settings) -> list[dict[str, Any]]:
+    spec = run.spec
     channels = []
-    for name, channel in spec["data"].items():
-        if "s3" in channel:
-            channels.append(_s3_channel(name, channel["s3"], channel["distribution"], channel["input_mode"]))
+    for name, channel in spec.data.channels().items():
+        if channel.s3 is not None:
+            channels.append(_s3_channel(name, channel.s3, channel.distribution, channel.input_mode))
         else:
             mount = settings.fsx.mount_name if settings.fsx else "fsx"
             fs_id = settings.fsx.file_system_id if settings.fsx else ""
@@ -131,14 +133,14 @@ def input_channels(run: dict[str, Any], settings: Settings) -> list[dict[str, An
                 "ChannelName": name,
                 "DataSource": {"FileSystemDataSource": {
                     "FileSystemId": fs_id, "FileSystemType": "FSxLustre", "FileSystemAccessMode": "ro",
-                    "DirectoryPath": f"/{mount}/{channel['fsx'].strip('/')}".rstrip("/"),
+                    "DirectoryPath": f"/{mount}/{(channel.fsx or '').strip('/')}".rstrip("/"),
                 }},
                 "InputMode": "File",
             })
-    if spec["model"].startswith("s3://"):
-        channels.append(_s3_channel("model", spec["model"]))
-    if run["tokenizer_stage"]:
-        channels.append(_s3_channel("tokenizer", run["uris"]["tokenizer"]))
+    if spec.model_in_s3:
+        channels.append(_s3_channel("model", spec.model))
+    if run.tokenizer_stage:
+        channels.append(_s3_channel("tokenizer", run.uris.tokenizer))
     if network_isolated(spec):
         channels.append(_s3_channel(CODE_CHANNEL, code_tarball(settings)))
     return channels
@@ -152,41 +154,40 @@ def vpc_config(settings: Settings, *, fsx: bool) -> dict[str, list[str]] | None:
     return {"SecurityGroupIds": list(settings.security_group_ids), "Subnets": subnets}
 
 
-def training_request(run: dict[str, Any], settings: Settings, attempt: int = 0) -> dict[str, Any]:
+def training_request(run: Run, settings: Settings, attempt: int = 0) -> dict[str, Any]:
     """CreateTrainingJob parameters for one attempt (0: the spec's compute; k: fallback option k)."""
-    spec, config = run["spec"], run["attempts"][attempt]
-    stopping: dict[str, int] = {"MaxRuntimeInSeconds": spec["max_runtime_seconds"]}
-    if config["spot"]:
-        stopping["MaxWaitTimeInSeconds"] = spec["spot"]["max_wait_seconds"]
+    spec, config = run.spec, run.attempts[attempt]
+    stopping: dict[str, int] = {"MaxRuntimeInSeconds": spec.max_runtime_seconds}
+    if config.spot:
+        stopping["MaxWaitTimeInSeconds"] = spec.spot.max_wait_seconds
     request: dict[str, Any] = {
-        "TrainingJobName": config["job_name"],
+        "TrainingJobName": config.job_name,
         "HyperParameters": encode_hyperparameters(training_hyperparameters(run, settings, attempt)),
         "AlgorithmSpecification": {
             "TrainingImage": settings.training_image_uri,
             "TrainingInputMode": "File",
-            "MetricDefinitions": metric_definitions(spec["task"]),
+            "MetricDefinitions": metric_definitions(spec.task),
             "EnableSageMakerMetricsTimeSeries": True,
         },
         "RoleArn": settings.sagemaker_role_arn,
         "InputDataConfig": input_channels(run, settings),
-        "OutputDataConfig": {"S3OutputPath": run["uris"]["model_output"], "KmsKeyId": settings.kms_key_arn},
+        "OutputDataConfig": {"S3OutputPath": run.uris.model_output, "KmsKeyId": settings.kms_key_arn},
         "ResourceConfig": {
-            "InstanceType": config["instance_type"],
-            "InstanceCount": config["instance_count"],
-            "VolumeSizeInGB": spec["compute"]["volume_size_gb"],
+            "InstanceType": config.instance_type,
+            "InstanceCount": config.instance_count,
+            "VolumeSizeInGB": spec.compute.volume_size_gb,
             "VolumeKmsKeyId": settings.kms_key_arn,
         },
         "StoppingCondition": stopping,
         "Tags": tags(settings, run),
         "EnableNetworkIsolation": network_isolated(spec),
         "EnableInterContainerTrafficEncryption": settings.inter_container_encryption,
-        "EnableManagedSpotTraining": config["spot"],
-        "CheckpointConfig": {"S3Uri": run["uris"]["checkpoint"], "LocalPath": CHECKPOINT_LOCAL_PATH},
+        "EnableManagedSpotTraining": config.spot,
+        "CheckpointConfig": {"S3Uri": run.uris.checkpoint, "LocalPath": CHECKPOINT_LOCAL_PATH},
         "RetryStrategy": {"MaximumRetryAttempts": RETRY_ATTEMPTS},
     }
-    environment = efa.training_environment(config["instance_type"],
-                                           distributed=spec["distribution"]["strategy"] != "none",
-                                           require_efa=(spec.get("network") or {}).get("require_efa", True))
+    environment = efa.training_environment(config.instance_type, distributed=spec.distributed,
+                                           require_efa=spec.network.require_efa if spec.network else True)
     if environment:  # EFA variables the toolkit would not set, NCCL's transport report
         request["Environment"] = environment
     vpc = vpc_config(settings, fsx=uses_fsx(spec))
@@ -204,33 +205,38 @@ def _processing_input(name: str, uri: str, local_path: str, distribution: str = 
     }
 
 
-def processing_job_name(run: dict[str, Any], stage: str) -> str:
-    return run["job_names"][PROCESSING_STAGES[stage]]
+def processing_job_name(run: Run, stage: str) -> str:
+    return run.job_names.processing(PROCESSING_STAGES[stage])
 
 
-def processing_request(run: dict[str, Any], settings: Settings, stage: str) -> dict[str, Any]:
+def processing_request(run: Run, settings: Settings, stage: str) -> dict[str, Any]:
     """CreateProcessingJob parameters for the tokenizer stage: `map` (N hosts, sharded) or `reduce` (1 host)."""
     stage = PROCESSING_STAGES[stage]
-    spec, uris = run["spec"], run["uris"]
-    tok = spec["tokenizer"]
-    common = ["--tokenizer-type", tok["type"], "--text-field", tok["text_field"],
-              "--lowercase", "true" if tok["lowercase"] else "false"]
+    spec, uris = run.spec, run.uris
+    tok = spec.tokenizer
+    if tok is None:
+        raise ValueError("the run has no tokenizer stage")
+    common = ["--tokenizer-type", tok.type, "--text-field", tok.text_field,
+              "--lowercase", "true" if tok.lowercase else "false"]
     code = _processing_input("code", settings.code_s3_prefix, PROCESSING_CODE_DIR)
     if stage == "tokenizer_map":
         arguments = ["tokenizer_map.py", *common, "--input-dir", MAP_INPUT_DIR, "--output-dir", MAP_OUTPUT_DIR]
-        data_uri = spec["data"][tok["channel"]]["s3"]
+        channel = spec.data.get(tok.channel)
+        if channel is None or channel.s3 is None:
+            raise KeyError(f"data.{tok.channel}.s3")
+        data_uri = channel.s3
         inputs = [code, _processing_input("data", data_uri, MAP_INPUT_DIR, "ShardedByS3Key")]
-        output = {"OutputName": "counts", "S3Output": {"S3Uri": uris["tokenizer_counts"], "LocalPath": MAP_OUTPUT_DIR,
+        output = {"OutputName": "counts", "S3Output": {"S3Uri": uris.tokenizer_counts, "LocalPath": MAP_OUTPUT_DIR,
                                                        "S3UploadMode": "EndOfJob"}}
-        instance_count = tok["instance_count"]
+        instance_count = tok.instance_count
     else:
         arguments = ["tokenizer_reduce.py", *common,
-                     "--vocab-size", str(tok["vocab_size"]), "--min-frequency", str(tok["min_frequency"]),
-                     "--special-tokens", json.dumps(tok["special_tokens"]),
-                     "--model-max-length", str(tok["model_max_length"]),
+                     "--vocab-size", str(tok.vocab_size), "--min-frequency", str(tok.min_frequency),
+                     "--special-tokens", json.dumps(list(tok.special_tokens)),
+                     "--model-max-length", str(tok.model_max_length),
                      "--input-dir", REDUCE_INPUT_DIR, "--output-dir", REDUCE_OUTPUT_DIR]
-        inputs = [code, _processing_input("counts", uris["tokenizer_counts"], REDUCE_INPUT_DIR)]
-        output = {"OutputName": "tokenizer", "S3Output": {"S3Uri": uris["tokenizer"], "LocalPath": REDUCE_OUTPUT_DIR,
+        inputs = [code, _processing_input("counts", uris.tokenizer_counts, REDUCE_INPUT_DIR)]
+        output = {"OutputName": "tokenizer", "S3Output": {"S3Uri": uris.tokenizer, "LocalPath": REDUCE_OUTPUT_DIR,
                                                           "S3UploadMode": "EndOfJob"}}
         instance_count = 1
     # The tokenizer jobs reach nothing: SageMaker moves their inputs and outputs, runproc.sh installs from the
@@ -248,11 +254,11 @@ def processing_request(run: dict[str, Any], settings: Settings, stage: str) -> d
         "ProcessingOutputConfig": {"Outputs": [output], "KmsKeyId": settings.kms_key_arn},
         "ProcessingResources": {"ClusterConfig": {
             "InstanceCount": instance_count,
-            "InstanceType": tok["instance_type"],
-            "VolumeSizeInGB": tok["volume_size_gb"],
+            "InstanceType": tok.instance_type,
+            "VolumeSizeInGB": tok.volume_size_gb,
             "VolumeKmsKeyId": settings.kms_key_arn,
         }},
-        "StoppingCondition": {"MaxRuntimeInSeconds": tok["max_runtime_seconds"]},
+        "StoppingCondition": {"MaxRuntimeInSeconds": tok.max_runtime_seconds},
         "AppSpecification": {"ImageUri": settings.processing_image_uri, "ContainerEntrypoint": list(PROCESSING_ENTRYPOINT),
                              "ContainerArguments": arguments},
         "NetworkConfig": network,
@@ -261,9 +267,9 @@ def processing_request(run: dict[str, Any], settings: Settings, stage: str) -> d
     }
 
 
-def build_requests(run: dict[str, Any], settings: Settings) -> list[tuple[str, dict[str, Any]]]:
+def build_requests(run: Run, settings: Settings) -> list[tuple[str, dict[str, Any]]]:
     """(operation, parameters) for every request the run can send: each attempt, then the tokenizer jobs."""
-    requests = [("CreateTrainingJob", training_request(run, settings, a)) for a in range(run["max_attempts"])]
-    if run["tokenizer_stage"]:
+    requests = [("CreateTrainingJob", training_request(run, settings, a)) for a in range(run.max_attempts)]
+    if run.tokenizer_stage:
         requests += [("CreateProcessingJob", processing_request(run, settings, s)) for s in ("map", "reduce")]
     return requests

@@ -24,6 +24,7 @@ from hfsm_lambda import naming
 from hfsm_lambda.aws import aws_errors, error_code, error_message, is_not_found
 from hfsm_lambda.data import preflight as data_preflight
 from hfsm_lambda.plan import efa, smddp_support, spend
+from hfsm_lambda.plan.run import Run
 from hfsm_lambda.plan.sagemaker_limits import (
     MAX_CHANNELS,
     MAX_CONTAINER_ARGUMENT,
@@ -37,6 +38,7 @@ from hfsm_lambda.plan.sagemaker_limits import (
 from hfsm_lambda.settings import Settings
 from hfsm_lambda.spec import hyperparameters
 from hfsm_lambda.spec.hyperparameters import PIPELINE
+from hfsm_lambda.spec.typed import RunSpec
 
 # Hyperparameter -> spec field it comes from (for messages); the rest come from `hyperparameters.<name>`.
 _HP_FIELDS = {"fsdp_config": "distribution.fsdp.config", "fsdp": "distribution.fsdp.sharding",
@@ -53,19 +55,19 @@ def _allowed(values: tuple[str, ...]) -> str:
     return ", ".join(values)
 
 
-def static_problems(spec: dict[str, Any], settings: Settings) -> list[str]:
+def static_problems(spec: RunSpec, settings: Settings) -> list[str]:
     """The spec against the environment: instances, then data sources and the model, then the code policy."""
     return (_instance_problems(spec, settings) + _source_problems(spec, settings)
-            + hyperparameters.policy_problems(spec["hyperparameters"], spec["model"], settings))
+            + hyperparameters.policy_problems(dict(spec.hyperparameters), spec.model, settings))
 
 
-def _instance_problems(spec: dict[str, Any], settings: Settings) -> list[str]:
+def _instance_problems(spec: RunSpec, settings: Settings) -> list[str]:
     problems: list[str] = []
-    compute, strategy, env = spec["compute"], spec["distribution"]["strategy"], settings.environment
-    typed = [("compute.instance_type", compute["instance_type"])] + [
-        (f"fallback.options[{i}].instance_type", opt["instance_type"])
-        for i, opt in enumerate(spec["fallback"]["options"]) if "instance_type" in opt]
-    for path, instance_type in typed:
+    compute, strategy, env = spec.compute, spec.distribution.strategy, settings.environment
+    types = [("compute.instance_type", compute.instance_type)] + [
+        (f"fallback.options[{i}].instance_type", opt.instance_type)
+        for i, opt in enumerate(spec.fallback.options) if opt.instance_type is not None]
+    for path, instance_type in types:
         if instance_type not in settings.allowed_instance_types:
             problems.append(f"{path}: {instance_type} is not allowed in environment {env}; "
                             f"allowed: {_allowed(settings.allowed_instance_types)}")
@@ -73,31 +75,32 @@ def _instance_problems(spec: dict[str, Any], settings: Settings) -> list[str]:
             problems.append(f"{path}: (distribution.strategy smddp) {smddp_support.instance_problem(instance_type)}")
     if strategy == "smddp" and smddp_support.image_problem(settings.training_image_uri):
         problems.append(f"distribution.strategy: smddp: {smddp_support.image_problem(settings.training_image_uri)}")
-    counts = [("compute.instance_count", compute["instance_count"])]
-    tok = spec.get("tokenizer")
+    counts = [("compute.instance_count", compute.instance_count)]
+    tok = spec.tokenizer
     if tok:
-        counts.append(("tokenizer.instance_count", tok["instance_count"]))
-        if tok["instance_type"] not in settings.tokenizer_instance_types:
-            problems.append(f"tokenizer.instance_type: {tok['instance_type']} is not allowed in environment {env}; "
+        counts.append(("tokenizer.instance_count", tok.instance_count))
+        if tok.instance_type not in settings.tokenizer_instance_types:
+            problems.append(f"tokenizer.instance_type: {tok.instance_type} is not allowed in environment {env}; "
                             f"allowed: {_allowed(settings.tokenizer_instance_types)}")
     problems += [f"{path}: {count} is over environment {env}'s limit of {settings.max_instance_count}"
                  for path, count in counts if count > settings.max_instance_count]
     return problems
 
 
-def _source_problems(spec: dict[str, Any], settings: Settings) -> list[str]:
+def _source_problems(spec: RunSpec, settings: Settings) -> list[str]:
     problems: list[str] = []
     env, buckets = settings.environment, settings.project_buckets
+    channels = spec.data.channels()
     if settings.fsx is None:
         problems += [f"data.{name}.fsx: environment {env} has no FSx for Lustre file system; use an s3 prefix"
-                     for name, channel in spec["data"].items() if "fsx" in channel]
-    if not settings.internet_access and not spec["model"].startswith("s3://"):
+                     for name, channel in channels.items() if channel.fsx is not None]
+    if not settings.internet_access and not spec.model_in_s3:
         problems.append(f"model: environment {env} has no internet access (no NAT gateway), so the Hub model "
-                        f"{spec['model']} cannot be downloaded; stage it in the data bucket (`python -m runctl stage-model "
-                        f"{spec['model']} --env {env}` prints the s3:// URI) and give that URI as model")
-    uris = [(f"data.{n}.s3", c["s3"]) for n, c in spec["data"].items() if "s3" in c]
-    if spec["model"].startswith("s3://"):
-        uris.append(("model", spec["model"]))
+                        f"{spec.model} cannot be downloaded; stage it in the data bucket (`python -m runctl stage-model "
+                        f"{spec.model} --env {env}` prints the s3:// URI) and give that URI as model")
+    uris = [(f"data.{n}.s3", c.s3) for n, c in channels.items() if c.s3 is not None]
+    if spec.model_in_s3:
+        uris.append(("model", spec.model))
     for path, uri in uris:
         bucket, _ = parse_s3_uri(uri)
         if bucket not in buckets:
@@ -185,10 +188,10 @@ def request_problems(requests: list[tuple[str, dict[str, Any]]]) -> list[str]:
     return problems
 
 
-def job_name_problems(run: dict[str, Any], sagemaker: Any) -> list[str]:
+def job_name_problems(run: Run, sagemaker: Any) -> list[str]:
     """Every planned training job name is still free (names are unique per account and region)."""
     problems = []
-    for name in run["job_names"]["train"]:
+    for name in run.job_names.train:
         try:
             with aws_errors():
                 sagemaker.describe_training_job(TrainingJobName=name)
@@ -212,22 +215,23 @@ def count_objects(s3: Any, uri: str, enough: int) -> int:
     return count
 
 
-def storage_problems(spec: dict[str, Any], settings: Settings, s3: Any) -> list[str]:
+def storage_problems(spec: RunSpec, settings: Settings, s3: Any) -> list[str]:
     """Input prefixes exist and are non-empty; sharded inputs have at least one object per instance."""
     # (field, uri, objects needed, sharded-over description)
     checks: list[tuple[str, str, int, str | None]] = []
-    count = spec["compute"]["instance_count"]
-    for name, channel in spec["data"].items():
-        if "s3" in channel:
-            sharded = channel["distribution"] == "ShardedByS3Key"
-            checks.append((f"data.{name}.s3", channel["s3"], count if sharded else 1,
+    count = spec.compute.instance_count
+    for name, channel in spec.data.channels().items():
+        if channel.s3 is not None:
+            sharded = channel.distribution == "ShardedByS3Key"
+            checks.append((f"data.{name}.s3", channel.s3, count if sharded else 1,
                            f"compute.instance_count={count}" if sharded else None))
-    tok = spec.get("tokenizer")
-    if tok and "s3" in spec["data"].get(tok["channel"], {}):
-        checks.append(("tokenizer.instance_count", spec["data"][tok["channel"]]["s3"], tok["instance_count"],
-                       f"tokenizer.instance_count={tok['instance_count']}"))
-    if spec["model"].startswith("s3://"):
-        checks.append(("model", spec["model"], 1, None))
+    tok = spec.tokenizer
+    tok_channel = spec.data.get(tok.channel) if tok else None
+    if tok and tok_channel is not None and tok_channel.s3 is not None:
+        checks.append(("tokenizer.instance_count", tok_channel.s3, tok.instance_count,
+                       f"tokenizer.instance_count={tok.instance_count}"))
+    if spec.model_in_s3:
+        checks.append(("model", spec.model, 1, None))
     problems: list[str] = []
     counted: dict[str, int] = {}
     for path, uri, needed, sharded_over in checks:
@@ -276,11 +280,11 @@ def subnet_problems(requests: list[tuple[str, dict[str, Any]]], ec2: Any) -> lis
     return problems
 
 
-def check(run: dict[str, Any], requests: list[tuple[str, dict[str, Any]]], settings: Settings, *, s3: Any = None,
+def check(run: Run, requests: list[tuple[str, dict[str, Any]]], settings: Settings, *, s3: Any = None,
           sagemaker: Any = None, ec2: Any = None, stepfunctions: Any = None) -> list[str]:
     """Every pre-flight problem of a planned run and its built requests; without clients (pure use) the storage,
     job-name, EFA subnet and concurrent-run checks are skipped."""
-    spec = run["spec"]
+    spec = run.spec
     problems = static_problems(spec, settings) + request_problems(requests)
     problems += spend.cost_problems(run, requests, settings)
     if s3 is not None:
@@ -291,5 +295,5 @@ def check(run: dict[str, Any], requests: list[tuple[str, dict[str, Any]]], setti
     if ec2 is not None and not problems:  # one more API call only for runs that could otherwise start
         problems += subnet_problems(requests, ec2)
     if stepfunctions is not None and not problems:  # the run could start: does the environment have room for it?
-        problems += spend.concurrency_problems(settings, stepfunctions, run["execution_arn"])
+        problems += spend.concurrency_problems(settings, stepfunctions, run.execution_arn)
     return problems

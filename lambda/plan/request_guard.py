@@ -1,7 +1,8 @@
 """The last check before SageMaker: the request a start handler is about to send, against the environment.
 
 Prepare validates the spec, but a start handler may be invoked with any `run` (by hand, or by a state machine
-given a forged one). So the request itself is checked, independent of how the run was planned: the role, image
+given a forged one). A `run` not shaped as a planned run is refused at the handler's edge (`planned_run`: plan/run.py
+`from_json`); one with a plan's shape but forged values is typed like any other, so the request itself is checked, independent of how the run was planned: the role, image
 and KMS key are the environment's, the instance type and count are allowed, the job is named for this run, reads
 come from the project's buckets only and writes go to this run's own prefixes only, the VPC is the
 environment's, the job's worst case fits `max_run_cost_usd`, and the hyperparameters obey the code-execution
@@ -18,6 +19,7 @@ from typing import Any
 from hfsm_lambda import naming
 from hfsm_lambda.errors import RequestRejected
 from hfsm_lambda.plan import cost, efa
+from hfsm_lambda.plan import run as run_json
 from hfsm_lambda.plan.job_requests import (
     CODE_CHANNEL,
     CONTAINER_LOG_LEVEL,
@@ -25,6 +27,7 @@ from hfsm_lambda.plan.job_requests import (
     ISOLATED_CODE_DIR,
     PROCESSING_ENTRYPOINT,
 )
+from hfsm_lambda.plan.run import Run
 from hfsm_lambda.plan.sagemaker_limits import MAX_RUNTIME_LIMIT as MAX_TRAINING_RUNTIME
 from hfsm_lambda.plan.sagemaker_limits import PROCESSING_RUNTIME_LIMIT as MAX_PROCESSING_RUNTIME
 from hfsm_lambda.settings import Settings
@@ -50,9 +53,9 @@ class _Prefixes:
         return uri.startswith((self.code, self.models, self.own_outputs))
 
 
-def _run_id(run: Any, problems: list[str]) -> str:
-    run_id = run.get("run_id") if isinstance(run, dict) else None
-    if not isinstance(run_id, str) or not naming.RUN_ID_RE.fullmatch(run_id):
+def _run_id(run: Run, problems: list[str]) -> str:
+    run_id = run.run_id
+    if not naming.RUN_ID_RE.fullmatch(run_id):
         problems.append(f"run.run_id: {str(run_id)[:80]!r} is not a run id (<name>-<yyyymmddHHMMSS>-<16 hex>)")
         return ""
     return run_id
@@ -204,7 +207,7 @@ def _training_code_and_hyperparameters(problems: list[str], request: dict[str, A
         problems.append("EnableNetworkIsolation: a job that needs no internet (model from S3) runs isolated")
 
 
-def training_request_problems(request: dict[str, Any], run: Any, settings: Settings, attempt: int) -> list[str]:
+def training_request_problems(request: dict[str, Any], run: Run, settings: Settings, attempt: int) -> list[str]:
     problems: list[str] = []
     run_id = _run_id(run, problems)
     prefixes = _Prefixes(settings, run_id)
@@ -252,7 +255,7 @@ def _processing_storage(problems: list[str], request: dict[str, Any], settings: 
                             f"this run's {prefixes.own_outputs}")
 
 
-def processing_request_problems(request: dict[str, Any], run: Any, settings: Settings, stage: str) -> list[str]:
+def processing_request_problems(request: dict[str, Any], run: Run, settings: Settings, stage: str) -> list[str]:
     problems: list[str] = []
     run_id = _run_id(run, problems)
     _processing_identity(problems, request, settings, run_id, stage)
@@ -267,7 +270,15 @@ def processing_request_problems(request: dict[str, Any], run: Any, settings: Set
     return problems
 
 
-def build(builder: Any, run: Any, settings: Settings, which: Any) -> dict[str, Any]:
+def planned_run(value: Any) -> Run:
+    """`$.run` parsed at a start handler's edge; a run that is not shaped as a planned run is rejected."""
+    try:
+        return run_json.from_json(value)
+    except (TypeError, ValueError) as err:
+        raise RequestRejected([f"run: not a run planned by Prepare ({type(err).__name__}: {err})"]) from None
+
+
+def build(builder: Any, run: Run, settings: Settings, which: Any) -> dict[str, Any]:
     """The request `builder(run, settings, which)` makes; a run that is not a planned run is rejected, not a crash."""
     try:
         return builder(run, settings, which)
@@ -275,13 +286,13 @@ def build(builder: Any, run: Any, settings: Settings, which: Any) -> dict[str, A
         raise RequestRejected([f"run: not a run planned by Prepare ({type(err).__name__}: {err})"]) from None
 
 
-def check_training(request: dict[str, Any], run: Any, settings: Settings, attempt: int) -> None:
+def check_training(request: dict[str, Any], run: Run, settings: Settings, attempt: int) -> None:
     problems = training_request_problems(request, run, settings, attempt)
     if problems:
         raise RequestRejected(problems)
 
 
-def check_processing(request: dict[str, Any], run: Any, settings: Settings, stage: str) -> None:
+def check_processing(request: dict[str, Any], run: Run, settings: Settings, stage: str) -> None:
     problems = processing_request_problems(request, run, settings, stage)
     if problems:
         raise RequestRejected(problems)

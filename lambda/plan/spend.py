@@ -11,10 +11,11 @@ from __future__ import annotations
 from typing import Any
 
 from hfsm_lambda.plan import cost
+from hfsm_lambda.plan.run import Run
 from hfsm_lambda.settings import Settings
 
 
-def cost_problems(run: dict[str, Any], requests: list[tuple[str, dict[str, Any]]], settings: Settings) -> list[str]:
+def cost_problems(run: Run, requests: list[tuple[str, dict[str, Any]]], settings: Settings) -> list[str]:
     """Refuses a run whose worst case is over `max_run_cost_usd`, naming both figures and the largest jobs."""
     limit = settings.max_run_cost_usd
     if limit is None:

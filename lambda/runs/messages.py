@@ -7,6 +7,7 @@ from typing import Any
 
 from hfsm_lambda import naming
 from hfsm_lambda.goodput import ledger as goodput
+from hfsm_lambda.plan.run import Run
 from hfsm_lambda.runs import summary_text, verdict
 from hfsm_lambda.settings import Settings
 from hfsm_lambda.watch import durability
@@ -70,7 +71,7 @@ def _clip(text: str) -> str:
     return text if len(text) <= MESSAGE_MAX else text[: MESSAGE_MAX - 20] + "\n...(truncated)"
 
 
-def run_links(settings: Settings, run: dict[str, Any] | None, job_name: str | None,
+def run_links(settings: Settings, run: Run | None, job_name: str | None,
               job_type: str = "training") -> dict[str, str]:
     region, links = settings.region, {}
     if job_name:
@@ -78,10 +79,15 @@ def run_links(settings: Settings, run: dict[str, Any] | None, job_name: str | No
                         else naming.processing_job_url(region, job_name))
         links["logs"] = naming.job_logs_url(region, job_name, job_type)
     if run:
-        if run.get("execution_arn"):
-            links["execution"] = naming.execution_url(region, run["execution_arn"])
-        links["outputs"] = naming.s3_url(run["uris"]["outputs"], region)
-        links["model_output"] = naming.s3_url(run["uris"]["model_output"], region)
+        links.update(run_address_links(region, run.execution_arn, run.uris.outputs, run.uris.model_output))
+    return links
+
+
+def run_address_links(region: str, execution_arn: str | None, outputs: str, model_output: str) -> dict[str, str]:
+    """The console links of a run's execution (when known) and of its output prefixes."""
+    links = {"execution": naming.execution_url(region, execution_arn)} if execution_arn else {}
+    links["outputs"] = naming.s3_url(outputs, region)
+    links["model_output"] = naming.s3_url(model_output, region)
     return links
 
 

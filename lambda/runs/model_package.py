@@ -16,6 +16,7 @@ from hashlib import sha256
 from typing import Any
 
 from hfsm_lambda.plan import job_requests
+from hfsm_lambda.plan.run import Run
 from hfsm_lambda.runs import registry
 from hfsm_lambda.settings import Settings
 
@@ -37,12 +38,12 @@ def _metadata_value(value: Any) -> str:
     return text[:256] or "-"
 
 
-def _metadata(run: dict[str, Any], job_name: str, attempt: int, metrics: dict[str, Any], judged: dict[str, Any],
+def _metadata(run: Run, job_name: str, attempt: int, metrics: dict[str, Any], judged: dict[str, Any],
               frozen: dict[str, Any]) -> dict[str, str]:
     """The run's identity, then as many final metrics as the entry limit leaves room for."""
-    spec = run["spec"]
-    metadata = {"run_id": run["run_id"], "training_job": job_name, "task": spec["task"],
-                "base_model": spec["model"], "attempts": str(attempt + 1), "verdict": judged["verdict"],
+    spec = run.spec
+    metadata = {"run_id": run.run_id, "training_job": job_name, "task": spec.task,
+                "base_model": spec.model, "attempts": str(attempt + 1), "verdict": judged["verdict"],
                 "model_etag": frozen["etag"] or "-", "model_version_id": frozen["version_id"] or "-",
                 "source_version_id": frozen["source_version_id"] or "-"}
     for name, value in list(metrics.items())[: MAX_METADATA - len(metadata)]:
@@ -50,16 +51,16 @@ def _metadata(run: dict[str, Any], job_name: str, attempt: int, metrics: dict[st
     return metadata
 
 
-def _description(run: dict[str, Any], judged: dict[str, Any]) -> str:
-    spec = run["spec"]
-    description = f"{spec['task']} fine-tune of {spec['model']}, run {run['run_id']}"
-    if spec.get("description"):
-        description += f": {spec['description']}"
+def _description(run: Run, judged: dict[str, Any]) -> str:
+    spec = run.spec
+    description = f"{spec.task} fine-tune of {spec.model}, run {run.run_id}"
+    if spec.description:
+        description += f": {spec.description}"
     description = f"[{judged['text']}] {description}"  # the verdict first: the description is cut at 1024
     return description[:MAX_DESCRIPTION]
 
 
-def package_request(settings: Settings, run: dict[str, Any], job_name: str, attempt: int, metrics: dict[str, Any],
+def package_request(settings: Settings, run: Run, job_name: str, attempt: int, metrics: dict[str, Any],
                     judged: dict[str, Any], frozen: dict[str, Any]) -> dict[str, Any]:
     """The CreateModelPackage request for the model training job `job_name` (attempt `attempt`) of `run` made:
     `metrics` its final metrics, `judged` their verdict (verdict.judge), `frozen` the model's frozen copy
@@ -69,9 +70,9 @@ def package_request(settings: Settings, run: dict[str, Any], job_name: str, atte
         "ModelPackageDescription": _description(run, judged),
         "ModelApprovalStatus": "PendingManualApproval",
         "InferenceSpecification": registry.pinned(inference_specification(
-            settings.inference_image_uri, frozen["uri"], run["spec"]["task"]), frozen),
+            settings.inference_image_uri, frozen["uri"], run.spec.task), frozen),
         "ModelMetrics": {"ModelQuality": {"Statistics": {"ContentType": "application/json",
-                                                         "S3Uri": run["uris"]["metrics"]}}},
+                                                         "S3Uri": run.uris.metrics}}},
         "CustomerMetadataProperties": _metadata(run, job_name, attempt, metrics, judged, frozen),
         "ClientToken": sha256(job_name.encode()).hexdigest()[:32],  # one package per job, even on retry
         "Tags": job_requests.tags(settings, run),

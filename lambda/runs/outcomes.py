@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from hfsm_lambda.errors import FallbackExhaustedError, JobFailedError
+from hfsm_lambda.plan.run import Run
 
 RUNNING, COMPLETED, RETRYABLE, FAILED = "running", "completed", "retryable", "failed"
 CAPACITY_RE = re.compile(r"insufficient\s*(instance\s*)?capacity|capacity\s*error", re.IGNORECASE)
@@ -80,7 +81,7 @@ def interruptions(desc: dict[str, Any]) -> int:
     return sum(1 for t in desc.get("SecondaryStatusTransitions") or [] if t.get("Status") == "Interrupted")
 
 
-def next_attempt(run: dict[str, Any], attempt: int, status: dict[str, Any]) -> int:
+def next_attempt(run: Run, attempt: int, status: dict[str, Any]) -> int:
     """The index of the next training attempt, or FallbackExhaustedError / JobFailedError.
 
     `status` is check_job's output for attempt `attempt`; only a retryable training outcome moves on.
@@ -91,18 +92,18 @@ def next_attempt(run: dict[str, Any], attempt: int, status: dict[str, Any]) -> i
     if status.get("job_type", "training") != "training" or state != RETRYABLE:
         raise JobFailedError(f"job {name} ended {status.get('status', state)}: {reason}; a fallback attempt would "
                              "not fix this, see the job's CloudWatch logs")
-    if attempt + 1 < run["max_attempts"]:
+    if attempt + 1 < run.max_attempts:
         return attempt + 1
     if status.get("outcome") == STALL:
         raise FallbackExhaustedError(
-            f"run {run['run_id']}: job {name} stalled ({reason}); all {attempt + 1} attempt(s) allowed by "
-            f"fallback.max_attempts={run['max_attempts']} are used. Next: look at the stacks in the job's log, "
+            f"run {run.run_id}: job {name} stalled ({reason}); all {attempt + 1} attempt(s) allowed by "
+            f"fallback.max_attempts={run.max_attempts} are used. Next: look at the stacks in the job's log, "
             "fix what hung, or raise fallback.max_attempts to retry from the last durable checkpoint.")
     configs = "; ".join(
-        f"#{c['attempt']} {c['job_name']} ({c['instance_type']} x{c['instance_count']}, "
-        f"{'spot' if c['spot'] else 'on-demand'})" for c in run["attempts"][: attempt + 1])
+        f"#{c.attempt} {c.job_name} ({c.instance_type} x{c.instance_count}, "
+        f"{'spot' if c.spot else 'on-demand'})" for c in run.attempts[: attempt + 1])
     raise FallbackExhaustedError(
-        f"run {run['run_id']}: all {attempt + 1} attempt(s) allowed by fallback.max_attempts={run['max_attempts']} "
+        f"run {run.run_id}: all {attempt + 1} attempt(s) allowed by fallback.max_attempts={run.max_attempts} "
         f"ended without capacity (last: {name}: {reason}). Attempts: {configs}. Next: add fallback.options with "
         "other instance types or spot: false, or raise fallback.max_attempts.")
 

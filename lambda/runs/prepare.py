@@ -1,4 +1,7 @@
-"""The Prepare step's logic, read in one direction: parse -> plan -> build every request once -> check."""
+"""The Prepare step's logic, read in one direction: parse -> plan -> build every request once -> check.
+
+The spec is parsed once, here, into the typed spec (spec/typed.py); what Prepare returns is the typed plan
+(plan/run.py), which the handler writes to the state as JSON (`run.to_json`)."""
 
 from __future__ import annotations
 
@@ -7,8 +10,9 @@ from typing import Any
 
 from hfsm_lambda.errors import PreflightError
 from hfsm_lambda.plan import job_requests, planning, preflight
+from hfsm_lambda.plan.run import Run
 from hfsm_lambda.settings import Settings
-from hfsm_lambda.spec import run_spec
+from hfsm_lambda.spec import run_spec, typed
 
 
 def prepare_run(
@@ -23,13 +27,13 @@ def prepare_run(
     ec2: Any = None,
     stepfunctions: Any = None,
     now: datetime | None = None,
-) -> dict[str, Any]:
+) -> Run:
     """SpecError for a malformed spec; PreflightError listing every environment/data problem; else the run.
 
     Without `s3` / `sagemaker` / `ec2` / `stepfunctions` clients the storage, job-name, EFA subnet and concurrent-run
     checks are skipped (pure use).
     """
-    spec = run_spec.parse_spec(raw, settings)
+    spec = typed.from_json(run_spec.parse_spec(raw, settings))
     run = planning.plan_run(spec, settings, run_id=run_id, execution=execution, source=source, created_at=now)
     requests = job_requests.build_requests(run, settings)
     problems = preflight.check(run, requests, settings, s3=s3, sagemaker=sagemaker, ec2=ec2,

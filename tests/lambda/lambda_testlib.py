@@ -359,7 +359,7 @@ def _draw_tokenizer(draw: Any, s3_channels: list[str]) -> dict[str, Any]:
     return tokenizer
 
 
-def all_requests(run: dict[str, Any], settings: Any) -> list[tuple[str, dict[str, Any]]]:
+def all_requests(run: Any, settings: Any) -> list[tuple[str, dict[str, Any]]]:
     """Every request a run can send: each attempt's CreateTrainingJob and the tokenizer jobs."""
     return job_requests.build_requests(run, settings)
 

@@ -26,7 +26,7 @@ def test_every_attempt_and_tokenizer_job_at_its_max_runtime(settings):
     # one item per request, in the requests' order (build_requests: the attempts, then the tokenizer jobs)
     assert [i["kind"] for i in worst["items"]] == ["training attempt 0", "training attempt 1", "training attempt 2",
                                                    "tokenizer map", "tokenizer reduce"]
-    assert [i["job"] for i in worst["items"][:3]] == [a["job_name"] for a in run["attempts"]]
+    assert [i["job"] for i in worst["items"][:3]] == [a.job_name for a in run.attempts]
     # option 2 only switches spot off: attempt 2 runs the spec's ml.g5.2xlarge on demand
     assert [i["instance_type"] for i in worst["items"][:3]] == ["ml.g5.2xlarge", "ml.g6.2xlarge", "ml.g5.2xlarge"]
     assert [i["spot"] for i in worst["items"]] == [True, True, False, False, False]
@@ -43,7 +43,7 @@ def test_missing_price_makes_the_total_unknown(settings):
     settings = settings.__class__(**{**settings.__dict__, "instance_prices": {}})
     run = prepare_run(_spec(), settings)
     worst = cost.worst_case_cost(run, build_requests(run, settings), settings)
-    assert worst["total_usd"] is None and worst["missing_prices"] == [run["spec"]["compute"]["instance_type"]]
+    assert worst["total_usd"] is None and worst["missing_prices"] == [run.spec.compute.instance_type]
 
 
 def test_the_storage_volume_counts_in_the_worst_case(settings):

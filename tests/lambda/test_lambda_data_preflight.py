@@ -55,7 +55,7 @@ def cls_data(aws_account):
 
 def test_good_data_passes(cls_data, settings):
     run = prepare_run(spec(label_column="label"), settings, s3=aws.client("s3"))
-    assert run["spec"]["hyperparameters"] == {"label_column": "label"}
+    assert run.spec.hyperparameters == {"label_column": "label"}
 
 
 def test_a_wrong_label_column_names_the_hyperparameter_and_the_columns(cls_data, settings):

@@ -13,6 +13,7 @@ from lambda_testlib import DATA, SETTINGS, SPEC, strict_json  # the other handle
 from hfsm_lambda import aws, handlers, naming
 from hfsm_lambda.errors import JobConflictError, PreflightError, ResourceLimitExceeded, SpecError
 from hfsm_lambda.errors import ThrottlingException as ThrottlingError
+from hfsm_lambda.plan import run as planned
 from hfsm_lambda.runs.prepare import prepare_run
 from hfsm_lambda.settings import load_settings
 
@@ -151,7 +152,7 @@ def test_a_start_never_adopts_a_job_of_another_spec(data, context):
     other_spec = {**SPEC, "hyperparameters": {"learning_rate": 1e-4}}
     second = prepare_run(other_spec, load_settings(), run_id=run_id)  # no job-name check: as if planned earlier
     with pytest.raises(JobConflictError) as info:
-        handlers.start_training({"run": second, "attempt": 0}, context)
+        handlers.start_training({"run": planned.to_json(second), "attempt": 0}, context)
     assert type(info.value).__name__ == "JobConflictError"
     assert "HyperParameters.learning_rate" in str(info.value) and "no job was adopted or started" in str(info.value)
     assert len(aws.client("sagemaker").list_training_jobs()["TrainingJobSummaries"]) == 1

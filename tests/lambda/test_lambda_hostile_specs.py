@@ -17,6 +17,7 @@ from lambda_testlib import ACCOUNT, REGION, SETTINGS, stand_in_state_machine
 from hfsm_lambda import aws, handlers
 from hfsm_lambda.errors import SpecError
 from hfsm_lambda.plan import job_requests
+from hfsm_lambda.plan import run as planned
 
 BASE = {"version": 1, "name": "hostile", "task": "question-answering", "model": "bert-base-uncased",
         "data": {"train": {"s3": "datasets/h/train/"}, "validation": {"s3": "datasets/h/val/"}},
@@ -182,7 +183,7 @@ def test_a_negative_float_hyperparameter_is_passed_so_argparse_reads_it(aws_acco
     put_data(f"s3://{SETTINGS['data_bucket']}/datasets/h/train/", 1)
     put_data(f"s3://{SETTINGS['data_bucket']}/datasets/h/val/", 1)
     state = handlers.prepare({"spec": hp_text(null_score_diff_threshold=-1e-05)})
-    request = job_requests.training_request(state["run"], settings, 0)
+    request = job_requests.training_request(planned.from_json(state["run"]), settings, 0)
     assert request["HyperParameters"]["null_score_diff_threshold"] == '"-0.00001"'  # not -1e-05: a flag to argparse
 
 
@@ -246,7 +247,7 @@ def test_shell_metacharacters_in_values_reach_the_script_as_one_argument(aws_acc
     put_data(f"s3://{SETTINGS['data_bucket']}/datasets/h/val/", 1)
     touched = tmp_path / "touched"
     value = SHELL_VALUE.format(touched)
-    run = handlers.prepare({"spec": hp_text(text_column=value, run_name=value)})["run"]
+    run = planned.from_json(handlers.prepare({"spec": hp_text(text_column=value, run_name=value)})["run"])
     encoded = job_requests.training_request(run, settings, 0)["HyperParameters"]
     decoded = {k: json.loads(v) for k, v in encoded.items() if not k.startswith("sagemaker_")}  # as the toolkit
     code = tmp_path / "code"

@@ -134,10 +134,10 @@ def test_prepare_accepts_exactly_what_the_script_accepts(task, validation, every
 @given(raw=valid_specs())
 def test_every_request_of_a_valid_spec_parses_in_the_script(raw, tmp_path_factory):
     run = prepare_run(raw, SETTINGS)
-    for attempt in range(run["max_attempts"]):
+    for attempt in range(run.max_attempts):
         request = job_requests.training_request(run, SETTINGS, attempt)
         # ddp_backend smddp needs an SMDDP host (its library and process group), not a question of parsing.
         sent = {k: v for k, v in request["HyperParameters"].items() if k != "ddp_backend"}
-        ok, reason = _sent(sent, "validation" in run["spec"]["data"],
+        ok, reason = _sent(sent, run.spec.data.validation is not None,
                            tmp_path_factory.mktemp("req"))
         assert ok, reason

@@ -4,7 +4,6 @@ a job: tests/training/test_resume_confinement.py."""
 
 from __future__ import annotations
 
-import copy
 import re
 from typing import Any
 
@@ -16,6 +15,7 @@ from hfsm_lambda import handlers
 from hfsm_lambda import settings as settings_module
 from hfsm_lambda.errors import RequestRejected, SpecError
 from hfsm_lambda.plan import job_requests, request_guard
+from hfsm_lambda.plan import run as run_json
 from hfsm_lambda.runs.prepare import prepare_run
 from hfsm_lambda.spec import hp_paths, hyperparameters
 from hfsm_lambda.training_contract import hp_rules
@@ -112,7 +112,7 @@ def test_a_path_outside_what_the_hyperparameter_is_meant_for_is_a_spec_error(nam
     ("logging_dir", "/opt/ml/output/tensorboard"),
 ])
 def test_paths_inside_what_the_hyperparameter_is_meant_for_pass(name: str, value: str) -> None:
-    assert prepare_run(with_hp(**{name: value}), env())["spec"]["hyperparameters"][name] == value
+    assert prepare_run(with_hp(**{name: value}), env()).spec.hyperparameters[name] == value
 
 
 def test_hub_ids_are_left_to_the_code_execution_policy() -> None:
@@ -130,10 +130,10 @@ def planned() -> tuple[settings_module.Settings, dict[str, Any]]:
     return settings, prepare_run({**FINDING, "hyperparameters": {}}, settings)
 
 
-def _forged(run: dict[str, Any], **hps: Any) -> dict[str, Any]:
-    out = copy.deepcopy(run)
+def _forged(run: run_json.Run, **hps: Any) -> run_json.Run:
+    out = run_json.to_json(run)
     out["spec"]["hyperparameters"].update(hps)
-    return out
+    return run_json.from_json(out)
 
 
 @pytest.mark.parametrize(("hps", "fragment"), [
@@ -173,6 +173,7 @@ def test_start_training_refuses_the_forged_resume_before_calling_sagemaker(aws_a
     settings = env()
     run = prepare_run({**FINDING, "hyperparameters": {}}, settings)
     with pytest.raises(RequestRejected) as info:
-        handlers.start_training({"run": _forged(run, **FINDING["hyperparameters"]), "attempt": 0}, context)
+        handlers.start_training({"run": run_json.to_json(_forged(run, **FINDING["hyperparameters"])), "attempt": 0},
+                                context)
     assert "HyperParameters.resume_from_checkpoint" in str(info.value)
     assert sagemaker_backends[SETTINGS["account"]][SETTINGS["region"]].training_jobs == {}

@@ -44,21 +44,21 @@ def test_the_request_names_the_frozen_model_the_run_and_its_metrics(settings, ru
     assert request == {
         "ModelPackageGroupName": SETTINGS["model_package_group"],
         "ModelPackageDescription": f"[beats the baseline] question-answering fine-tune of {SPEC['model']}, run "
-                                   f"{run['run_id']}: squad v1, two epochs",
+                                   f"{run.run_id}: squad v1, two epochs",
         "ModelApprovalStatus": "PendingManualApproval",
         "InferenceSpecification": {
             "Containers": [{"Image": SETTINGS["inference_image_uri"], "ModelDataUrl": FROZEN["uri"],
                             "Environment": {"HF_TASK": "question-answering"}, "ModelDataETag": FROZEN["etag"]}],
             "SupportedContentTypes": ["application/json"], "SupportedResponseMIMETypes": ["application/json"]},
         "ModelMetrics": {"ModelQuality": {"Statistics": {"ContentType": "application/json",
-                                                         "S3Uri": run["uris"]["metrics"]}}},
+                                                         "S3Uri": run.uris.metrics}}},
         "CustomerMetadataProperties": {
-            "run_id": run["run_id"], "training_job": JOB, "task": "question-answering", "base_model": SPEC["model"],
+            "run_id": run.run_id, "training_job": JOB, "task": "question-answering", "base_model": SPEC["model"],
             "attempts": "2", "verdict": "beats_baseline", "model_etag": FROZEN["etag"], "model_version_id": "v-frozen",
             "source_version_id": "-", "eval_f1": "71.25", "train_loss": "0.5", "eval_loss": "nan", "epoch": "2"},
         "ClientToken": sha256(JOB.encode()).hexdigest()[:32],
         "Tags": [{"Key": "project", "Value": "hfsm"}, {"Key": "environment", "Value": "dev"},
-                 {"Key": "run", "Value": run["run_id"]}, {"Key": "team", "Value": "nlp"}],
+                 {"Key": "run", "Value": run.run_id}, {"Key": "team", "Value": "nlp"}],
     }
     # The request's key order is the order the handler has always sent.
     assert list(request) == ["ModelPackageGroupName", "ModelPackageDescription", "ModelApprovalStatus",

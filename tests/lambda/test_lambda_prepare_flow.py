@@ -51,6 +51,6 @@ def test_every_request_is_built_once(settings, monkeypatch):
 
         monkeypatch.setattr(job_requests, name, counting)
     run = runs.prepare_run(spec, settings)
-    expected = [f"training_request:{a}" for a in range(run["max_attempts"])]
+    expected = [f"training_request:{a}" for a in range(run.max_attempts)]
     expected += ["processing_request:map", "processing_request:reduce"]
     assert built == expected

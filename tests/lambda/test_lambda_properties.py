@@ -26,9 +26,10 @@ from lambda_testlib import (
 from hfsm_lambda import naming
 from hfsm_lambda.errors import PreflightError, SpecError
 from hfsm_lambda.plan import preflight
+from hfsm_lambda.plan import run as planned
 from hfsm_lambda.runs.prepare import prepare_run
 from hfsm_lambda.settings import Settings
-from hfsm_lambda.spec import run_spec
+from hfsm_lambda.spec import run_spec, typed
 
 PLAIN = Settings.from_dict(settings_dict())
 WITH_FSX = Settings.from_dict(settings_dict(fsx={"file_system_id": "fs-0123456789abcdef0", "mount_name": "abcdefgh",
@@ -40,11 +41,11 @@ PROBLEM_RE = re.compile(rf"^(\(root\)|\(input\)|{_SEGMENT}(?:\.?{_SEGMENT})*): .
 
 def _check_run(raw: dict[str, Any], settings_obj: Settings) -> None:
     run = prepare_run(raw, settings_obj)
-    spec = run["spec"]
+    spec = typed.to_json(run.spec)
     assert run_spec.parse_spec(spec, settings_obj) == spec  # defaults are a fixed point
-    assert prepare_run(run_spec.parse_spec_text(json.dumps(raw)), settings_obj)["spec"] == spec  # the text path
+    assert prepare_run(run_spec.parse_spec_text(json.dumps(raw)), settings_obj).spec == run.spec  # the text path
     requests = all_requests(run, settings_obj)
-    assert len(requests) == run["max_attempts"] + (2 if run["tokenizer_stage"] else 0)
+    assert len(requests) == run.max_attempts + (2 if run.tokenizer_stage else 0)
     names = [r.get("TrainingJobName") or r["ProcessingJobName"] for _, r in requests]
     assert len(set(names)) == len(names) and all(naming.is_job_name(n) for n in names)
     for operation, request in requests:
@@ -55,13 +56,13 @@ def _check_run(raw: dict[str, Any], settings_obj: Settings) -> None:
             assert all(isinstance(v, str) for v in hps.values())
             assert json.loads(hps["sagemaker_program"]) == "train.py"
             assert json.loads(hps["sagemaker_job_name"]) == request["TrainingJobName"]
-            assert request["CheckpointConfig"]["S3Uri"] == run["uris"]["checkpoint"]
+            assert request["CheckpointConfig"]["S3Uri"] == run.uris.checkpoint
             if request["EnableManagedSpotTraining"]:
                 stop = request["StoppingCondition"]
                 assert stop["MaxWaitTimeInSeconds"] >= stop["MaxRuntimeInSeconds"]
         else:
             assert preflight.processing_request_problems(request) == []
-    json.dumps(run, allow_nan=False)  # the run travels in the Step Functions state
+    json.dumps(planned.to_json(run), allow_nan=False)  # the run travels in the Step Functions state
 
 
 @given(valid_specs())

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import json
 from typing import Any
 
@@ -14,6 +13,7 @@ from hfsm_lambda import handlers
 from hfsm_lambda import settings as settings_module
 from hfsm_lambda.errors import RequestRejected
 from hfsm_lambda.plan import job_requests, request_guard
+from hfsm_lambda.plan import run as planned
 from hfsm_lambda.runs.prepare import prepare_run
 
 SPEC: dict[str, Any] = {
@@ -41,8 +41,9 @@ def test_planned_requests_pass(settings: settings_module.Settings, run: dict[str
         assert request_guard.processing_request_problems(request, run, settings, stage) == []
 
 
-def forged(run: dict[str, Any], **spec_changes: Any) -> dict[str, Any]:
-    out = copy.deepcopy(run)
+def forged(run: planned.Run, **spec_changes: Any) -> dict[str, Any]:
+    """The run as the state carries it (JSON), for a test to forge."""
+    out = planned.to_json(run)
     out["spec"].update(spec_changes)
     return out
 
@@ -54,8 +55,9 @@ def test_the_forged_tokenizer_run_of_the_finding_is_rejected(settings: settings_
     bad["spec"]["tokenizer"].update(instance_type="ml.p5.48xlarge", instance_count=100)
     bad["spec"]["data"]["train"]["s3"] = "s3://someone-elses-bucket/loot/"
     bad["uris"]["tokenizer_counts"] = f"s3://{SETTINGS['artifacts_bucket']}/models/victim-20250101000000-abcd/"
-    request = job_requests.processing_request(bad, settings, "map")
-    problems = request_guard.processing_request_problems(request, bad, settings, "tokenizer_map")
+    bad_run = planned.from_json(bad)  # forged values, a planned run's shape: parsed, then refused
+    request = job_requests.processing_request(bad_run, settings, "map")
+    problems = request_guard.processing_request_problems(request, bad_run, settings, "tokenizer_map")
     text = "\n".join(problems)
     for fragment in ("ClusterConfig.InstanceType: ml.p5.48xlarge", "ClusterConfig.InstanceCount: 100",
                      "s3://someone-elses-bucket/loot/", "models/victim-20250101000000-abcd/"):

@@ -111,7 +111,7 @@ def test_spot_attempts_share_the_checkpoint_and_fallbacks_apply(settings):
     requests = [job_requests.training_request(run, settings, a) for a in range(4)]
     assert len({r["TrainingJobName"] for r in requests}) == 4
     assert {json.dumps(r["CheckpointConfig"]) for r in requests} == {json.dumps(
-        {"S3Uri": f"s3://hfsm-dev-artifacts/checkpoints/{run['run_id']}/", "LocalPath": "/opt/ml/checkpoints"})}
+        {"S3Uri": f"s3://hfsm-dev-artifacts/checkpoints/{run.run_id}/", "LocalPath": "/opt/ml/checkpoints"})}
     assert [r["ResourceConfig"]["InstanceType"] for r in requests] == ["ml.g5.12xlarge", "ml.g6.2xlarge",
                                                                       "ml.g5.12xlarge", "ml.g5.12xlarge"]
     assert [r["EnableManagedSpotTraining"] for r in requests] == [True, True, False, False]
@@ -121,7 +121,7 @@ def test_spot_attempts_share_the_checkpoint_and_fallbacks_apply(settings):
     assert requests[1]["HyperParameters"]["sagemaker_job_name"] == json.dumps(requests[1]["TrainingJobName"])
     for request in requests:
         assert request["RetryStrategy"] == {"MaximumRetryAttempts": 2}
-        assert request["OutputDataConfig"] == {"S3OutputPath": f"s3://hfsm-dev-artifacts/models/{run['run_id']}/",
+        assert request["OutputDataConfig"] == {"S3OutputPath": f"s3://hfsm-dev-artifacts/models/{run.run_id}/",
                                                "KmsKeyId": KMS}
         assert request["ResourceConfig"]["VolumeKmsKeyId"] == KMS
         assert_valid("CreateTrainingJob", request)
@@ -181,7 +181,7 @@ def test_tokenizer_stage_requests(settings):
     tokenizer = {"type": "wordpiece", "vocab_size": 8000, "instance_count": 3, "lowercase": True}
     run = run_for(settings, tokenizer=tokenizer,
                   data={"train": {"s3": "datasets/a/"}, "validation": {"s3": "datasets/b/"}})
-    outputs = f"s3://hfsm-dev-artifacts/outputs/{run['run_id']}/tokenizer/"
+    outputs = f"s3://hfsm-dev-artifacts/outputs/{run.run_id}/tokenizer/"
     map_request = job_requests.processing_request(run, settings, "map")
     reduce_request = job_requests.processing_request(run, settings, "reduce")
     code = {"InputName": "code", "AppManaged": False, "S3Input": {

@@ -187,8 +187,8 @@ def test_tags_rules(settings):
 def test_examples_are_valid_and_pass_static_preflight(settings, example):
     raw = json.loads(example.read_text())
     run = prepare_run(raw, settings)
-    assert run["spec"]["task"] in run_spec.TASKS
-    assert run["tokenizer_stage"] == ("tokenizer" in raw)
+    assert run.spec.task in run_spec.TASKS
+    assert run.tokenizer_stage == ("tokenizer" in raw)
 
 
 def test_examples_cover_every_task_and_a_tokenizer_stage():
@@ -219,7 +219,7 @@ def test_preflight_static_problems_name_fields(settings):
 
 def test_spot_wait_is_not_checked_when_no_attempt_uses_spot(settings):
     raw = {**MINIMAL, "spot": {"enabled": False, "max_wait_seconds": 60}, "max_runtime_seconds": 3600}
-    assert prepare_run(raw, settings)["spec"]["spot"]["max_wait_seconds"] == 60
+    assert prepare_run(raw, settings).spec.spot.max_wait_seconds == 60
 
 
 def test_oversized_fsdp_config_is_reported_against_its_field(settings):

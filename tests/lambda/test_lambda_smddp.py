@@ -32,7 +32,7 @@ def test_the_pytorch_version_is_read_from_the_image_tag(uri, version):
 
 def test_smddp_on_an_image_that_ships_it_and_a_supported_instance_passes():
     run = prepare_run(SPEC, _settings(WITH_SMDDP))
-    assert run["spec"]["distribution"]["strategy"] == "smddp"
+    assert run.spec.distribution.strategy == "smddp"
 
 
 def test_smddp_on_the_default_image_is_refused_before_any_job_starts():

@@ -57,7 +57,7 @@ def test_tokenizer_jobs_count_too() -> None:
     assert spend.cost_problems(run, built, env(max_run_cost_usd=7.80)) == []
     (problem,) = spend.cost_problems(run, built, env(max_run_cost_usd=7))
     assert "$7.80" in problem and "$7.00" in problem
-    assert run["job_names"]["tokenizer_map"] in problem and run["job_names"]["tokenizer_reduce"] in problem
+    assert run.job_names.tokenizer_map in problem and run.job_names.tokenizer_reduce in problem
 
 
 def test_the_prod_scenario_of_the_finding_is_refused() -> None:

@@ -4,11 +4,13 @@ watch from outside the job in CheckJob (stall_watch.py), against moto."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from lambda_testlib import settings_dict
 from test_lambda_durability import start_watched_job
 from test_lambda_handlers import SPEC, strict_json
 from test_lambda_requests import training
@@ -16,7 +18,10 @@ from test_lambda_run_spec import MINIMAL, problems_of
 
 from hfsm_lambda import aws, handlers
 from hfsm_lambda.errors import FallbackExhaustedError, SpecError
+from hfsm_lambda.plan import run as planned
 from hfsm_lambda.runs import outcomes
+from hfsm_lambda.runs.prepare import prepare_run
+from hfsm_lambda.settings import Settings
 from hfsm_lambda.spec import run_spec
 from hfsm_lambda.watch import stalls as stall_watch
 
@@ -80,9 +85,10 @@ def test_a_stall_is_its_own_retryable_outcome_and_other_failures_are_not():
 
 
 def test_attempts_used_up_by_stalls_say_so():
-    run = {"run_id": "r1", "max_attempts": 2, "attempts": [
-        {"attempt": i, "job_name": f"job-{i}", "instance_type": "ml.g5.2xlarge", "instance_count": 2, "spot": True}
-        for i in range(2)]}
+    run = dataclasses.replace(prepare_run(SPEC, Settings.from_dict(settings_dict())), run_id="r1", max_attempts=2,
+                              attempts=tuple(planned.Attempt(attempt=i, job_name=f"job-{i}",
+                                                             instance_type="ml.g5.2xlarge", instance_count=2,
+                                                             spot=True) for i in range(2)))
     status = outcomes.classify("training", _desc("Failed", STALL_REASON))
     assert outcomes.next_attempt(run, 0, status) == 1
     with pytest.raises(FallbackExhaustedError) as exhausted:

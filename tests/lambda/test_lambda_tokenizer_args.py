@@ -58,5 +58,5 @@ def test_prepare_accepts_exactly_what_the_scripts_accept(tokenizer):
         assert validated.tokenizer_type == tokenizer["type"]
         assert validated.lowercase == tokenizer.get("lowercase", False)
         if for_reduce:
-            assert validated.vocab_size == run["spec"]["tokenizer"]["vocab_size"]
-            assert list(validated.special_tokens) == run["spec"]["tokenizer"]["special_tokens"]
+            assert validated.vocab_size == run.spec.tokenizer.vocab_size
+            assert list(validated.special_tokens) == list(run.spec.tokenizer.special_tokens)

@@ -37,8 +37,8 @@ def test_example_hyperparameters_parse_in_the_training_script(tmp_path, monkeypa
                                                     prefix=toolkit_params.SAGEMAKER_PREFIX)
         model, data, training = hf_args.parse_args(toolkit_mapping.to_cmd_args(user))
         assert data.task == spec["task"]
-        assert training.save_steps == run["spec"]["checkpoint"]["every_steps"]
-        if run["spec"]["distribution"]["strategy"] == "fsdp":
+        assert training.save_steps == run.spec.checkpoint.every_steps
+        if run.spec.distribution.strategy == "fsdp":
             assert training.fsdp and isinstance(training.fsdp_config, dict)
             assert training.fsdp_config["transformer_layer_cls_to_wrap"] == \
                 spec["distribution"]["fsdp"]["config"]["transformer_layer_cls_to_wrap"]
