@@ -36,6 +36,7 @@ import sys
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
+from contract import summary as run_summary
 from hftrain.checkpoint.interval import clamp_minutes, young_daly_seconds
 
 REPO = Path(__file__).resolve().parents[1]
@@ -234,7 +235,7 @@ def _table(rows: list[dict]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--ledger", type=Path, help="a local run's report/run.json (or summary.json): cross-check")
+    parser.add_argument("--ledger", type=Path, help=f"a local run's report/run.json (or {run_summary.FILE_NAME}): cross-check")
     parser.add_argument("--every-steps", type=int, default=50, help="that run's checkpoint.every_steps (demo: 50)")
     parser.add_argument("--restart", type=Path, help="bench_restart.py's JSON: tokenize and cache-load seconds")
     parser.add_argument("--samples", type=int, default=400)

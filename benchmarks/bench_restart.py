@@ -27,6 +27,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from contract import goodput_line
+
 REPO = Path(__file__).resolve().parents[1]
 TRAIN_PY = REPO / "training_code" / "train.py"
 
@@ -59,8 +61,8 @@ def run(base: Path, model: str, max_steps: int, cache: bool) -> dict:
     shutil.rmtree(hf_cache, ignore_errors=True)
     if proc.returncode != 0:
         raise SystemExit(f"train.py failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
-    startup = next(json.loads(line[len("GOODPUT "):]) for line in proc.stdout.splitlines()
-                   if line.startswith("GOODPUT ") and '"event":"startup"' in line)
+    startup = next(report for report in map(goodput_line.parse_line, proc.stdout.splitlines())
+                   if report and report.get("event") == goodput_line.STARTUP)
     kept = re.search(r"tokenized data set kept at \S+ \((\d+) file\(s\), ([0-9.]+) MB\)", proc.stderr + proc.stdout)
     return {"cache": cache, "max_steps": max_steps, "wall_seconds": round(time.time() - started, 2),
             "cache_megabytes": float(kept.group(2)) if kept else None,

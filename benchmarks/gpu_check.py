@@ -47,6 +47,8 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from contract import goodput_line, progress_lines
+
 REPO = Path(__file__).resolve().parents[1]
 TRAIN_PY = REPO / "training_code" / "train.py"
 BENCH_GPU = REPO / "benchmarks" / "bench_gpu.py"
@@ -159,21 +161,14 @@ def job_env(base: Path, cuda: bool) -> dict:
     return env
 
 
-TRAIN_LINE = re.compile(r"^\[train\] step (\d+)/\d+.*?samples/s=([0-9.]+)")
-
-
 def parse_log(log: str) -> dict:
     """Window rates, GOODPUT save times, the NCCL version line and the setup line from a run's output."""
-    windows = [(int(m.group(1)), float(m.group(2))) for m in map(TRAIN_LINE.match, log.splitlines()) if m]
+    windows = [w for w in map(progress_lines.parse_train_line, log.splitlines()) if w]
     saves = []
     for line in log.splitlines():
-        if line.startswith("GOODPUT "):
-            try:
-                record = json.loads(line[len("GOODPUT "):])
-            except ValueError:
-                continue
-            if record.get("event") == "save" and record.get("save_seconds_last") is not None:
-                saves.append(float(record["save_seconds_last"]))
+        record = goodput_line.parse_line(line)
+        if record and record.get("event") == "save" and record.get("save_seconds_last") is not None:
+            saves.append(float(record["save_seconds_last"]))
     nccl = re.search(r"NCCL version [^\s]+", log)
     setup = re.search(r"^\[setup\] .* process\(es\), device \w+.*$", log, re.M)
     steady = [rate for _, rate in windows[1:]] or [rate for _, rate in windows]
@@ -197,7 +192,7 @@ def run_training(name: str, hps: dict, *, nproc: int, base: Path, out: Path, cud
             lines.append(line)
             log_file.write(line)
             log_file.flush()
-            if line.startswith(("[setup]", "[train]", "[eval]", "ERROR", "Traceback")) or "NCCL version" in line:
+            if progress_lines.is_window_line(line) or line.startswith(("ERROR", "Traceback")) or "NCCL version" in line:
                 print(f"  {line.rstrip()}", flush=True)
         proc.wait()
         timer.cancel()

@@ -28,6 +28,8 @@ from urllib.parse import unquote_plus
 
 from botocore.exceptions import ClientError
 
+from contract import stall_records
+from contract import summary as run_summary
 from hfsm_lambda import naming
 from hfsm_lambda.goodput import sources as goodput_sources
 from hfsm_lambda.plan import checkpoint_interval, job_requests, planning, request_guard, runtime_limits
@@ -361,11 +363,15 @@ def plan_fallback(event: PlanFallbackInput, context: Any = None) -> int:
 
 # --- finish ----------------------------------------------------------------------------------------------
 def _put_json(settings: Settings, uri: str, body: Any) -> None:
+    _put_text(settings, uri, json.dumps(body, indent=1, default=str))
+
+
+def _put_text(settings: Settings, uri: str, text: str) -> None:
+    """A JSON document to S3 under the project key."""
     bucket, _, key = uri.removeprefix("s3://").partition("/")
     with aws_errors():
-        client("s3").put_object(Bucket=bucket, Key=key, Body=json.dumps(body, indent=1, default=str).encode(),
-                                ContentType="application/json", ServerSideEncryption="aws:kms",
-                                SSEKMSKeyId=settings.kms_key_arn)
+        client("s3").put_object(Bucket=bucket, Key=key, Body=text.encode(), ContentType="application/json",
+                                ServerSideEncryption="aws:kms", SSEKMSKeyId=settings.kms_key_arn)
 
 
 def _earlier_jobs(sm: Any, run: Run, attempt: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -388,7 +394,7 @@ def _earlier_jobs(sm: Any, run: Run, attempt: int) -> tuple[list[dict[str, Any]]
             records.append({"attempt": len(records), "job_name": name, **_job_config(desc),
                             "outcome": "stalled" if stalled else status["state"],
                             "reason": f"{status['failure_reason'].splitlines()[0]}; stacks: "
-                                      f"{run.uris.checkpoint.rstrip('/')}/_stalls/{name}/" if stalled else
+                                      f"{stall_records.stacks_prefix(run.uris.checkpoint, name)}" if stalled else
                             status["failure_reason"] or status["status"],
                             "interruptions": outcomes.interruptions(desc)})
     return usages, records
@@ -426,22 +432,22 @@ def finish(event: FinishInput, context: Any = None) -> dict[str, Any]:
         {"job_name": u["job_name"], "job_type": u["job_type"], "instance_seconds": u["training_seconds"] *
          u["instance_count"]} for u in cost["jobs"] if u["job_type"] != "training"])
     history_interruptions = checkpoints.pop("interruptions")
-    summary = {
-        "run_id": run.run_id, "status": "Succeeded", "task": spec.task, "base_model": spec.model,
-        "job_name": job["job_name"], "model_uri": model_uri, "registered_model_uri": frozen["uri"],
-        "registered_model_etag": frozen["etag"], "metrics": metrics, "cost": cost,
-        "model_package_arn": package_arn, "model_package_group": settings.model_package_group,
-        "summary_uri": run.uris.summary, "metrics_uri": run.uris.metrics, "attempts": attempts,
-        "source": run.source, "links": messages.run_links(settings, run, job["job_name"]),
-        "finished_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        # as the attempts' own logs tell them (goodput/ledger.py); the training code's _history.json without any log
-        "interruptions": ledger["interruptions"] if any(a.get("log_stream") for a in ledger.get("attempts", []))
+    summary = run_summary.succeeded(
+        run_id=run.run_id, task=spec.task, base_model=spec.model,
+        job_name=job["job_name"], model_uri=model_uri, registered_model_uri=frozen["uri"],
+        registered_model_etag=frozen["etag"], metrics=metrics, cost=cost,
+        model_package_arn=package_arn, model_package_group=settings.model_package_group,
+        summary_uri=run.uris.summary, metrics_uri=run.uris.metrics, attempts=attempts,
+        source=run.source, links=messages.run_links(settings, run, job["job_name"]),
+        finished_at=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        # as the attempts' own logs tell them (goodput/ledger.py); the training code's history file without any log
+        interruptions=ledger["interruptions"] if any(a.get("log_stream") for a in ledger.get("attempts", []))
         else history_interruptions,
-        "checkpoints": checkpoints,
-        "goodput": ledger,
-        "verdict": judged,
-    }
-    _put_json(settings, run.uris.summary, summary)
+        checkpoints=checkpoints,
+        goodput=ledger,
+        verdict=judged,
+    )
+    _put_text(settings, run.uris.summary, run_summary.format_summary(summary))
     subject, message = messages.success_notification(settings, summary)
     _publish(settings, subject, message, "Succeeded", run.run_id)
     _log("finished", run_id=run.run_id, model_package_arn=package_arn,
@@ -503,13 +509,13 @@ def _failure_summary(event: dict[str, Any], settings: Settings, run: dict[str, A
                                                 run["uris"]["model_output"]))
     if not run and isinstance(execution.get("Id"), str):
         links["execution"] = naming.execution_url(settings.region, execution["Id"])
-    return {
-        "run_id": (run or {}).get("run_id"), "name": spec.get("name"), "status": "Failed", "error": name,
-        "reason": reason, "source": (run or {}).get("source"), "execution": execution.get("Name"),
-        "job_name": job_name, "job_status": status or None,
-        "attempt": event.get("attempt"), "summary_uri": run["uris"]["summary"] if run else None, "links": links,
-        "finished_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-    }
+    return run_summary.failed(
+        run_id=(run or {}).get("run_id"), name=spec.get("name"), error=name,
+        reason=reason, source=(run or {}).get("source"), execution=execution.get("Name"),
+        job_name=job_name, job_status=status or None,
+        attempt=event.get("attempt"), summary_uri=run["uris"]["summary"] if run else None, links=links,
+        finished_at=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    )
 
 
 def notify_failure(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
@@ -526,9 +532,9 @@ def notify_failure(event: dict[str, Any], context: Any = None) -> dict[str, Any]
     summary_uri = summary["summary_uri"]
     if summary_uri:
         try:
-            _put_json(settings, summary_uri, summary)
+            _put_text(settings, summary_uri, run_summary.format_summary(summary))
         except Exception as err:  # the notification matters more than the summary file
-            logger.warning("could not write summary.json: %s", err)
+            logger.warning("could not write %s: %s", run_summary.FILE_NAME, err)
     subject, message = messages.failure_notification(settings, summary)
     message_id = _publish(settings, subject, message, "Failed", summary["run_id"])
     _log("failure notified", error=name, run_id=summary["run_id"], message_id=message_id)

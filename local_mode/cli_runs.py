@@ -59,7 +59,7 @@ def conclude(session: LocalSession, outcome: RunOutcome, work_dir: Path, *, verb
     local = list(local or [])
     model_dir = None
     if outcome.status == "SUCCEEDED":
-        result = outcome.output["result"]
+        result = outcome.summary or {}
         model_dir = session.download_model(result["model_uri"], work_dir / "artifacts")
         local.insert(0, ("local model", _load_model(result["task"], model_dir)))
     report = write_report(work_dir / "report", outcome, model_dir, local=local, sections=sections)

@@ -112,7 +112,7 @@ def success_lines(outcome: RunOutcome, local: list[tuple[str, str]]) -> list[str
     if note:
         lines = notification_body(note)
     else:  # the notification did not arrive: the summary's essentials
-        result = outcome.output.get("result", {})
+        result = outcome.summary or {}
         lines = [f"Run {result.get('run_id')} succeeded.", f"  model  {result.get('model_uri')}"]
     local = [("run time", f"{outcome.seconds:.0f} s on this machine"), *local]
     width = max(len(k) for k, _ in local)

@@ -60,8 +60,7 @@ def _loss_curve(folder: Path, outcome: RunOutcome) -> list[str]:
 
 def _headline(outcome: RunOutcome) -> tuple[str | None, float | None]:
     """The metric the verdict judges (else eval_loss) and its trivial baseline."""
-    result = outcome.output.get("result") if isinstance(outcome.output, dict) else None
-    result = result if isinstance(result, dict) else {}
+    result = outcome.summary or {}
     metrics = result.get("metrics") or {}
     metric = (result.get("verdict") or {}).get("metric")
     names = {name for _, name, _ in outcome.evals}
@@ -103,8 +102,7 @@ def title(outcome: RunOutcome) -> str:
     """`# Run <run id>: <how it ended>`; a run that failed before it had a run id is named after its spec."""
     who = outcome.run_id or (f"{outcome.name} (no run id: it failed in {outcome.failed_state})" if outcome.name
                              else "(unnamed)")
-    result = outcome.output.get("result") if isinstance(outcome.output, dict) else None
-    judged = result.get("verdict") if isinstance(result, dict) else None
+    judged = (outcome.summary or {}).get("verdict")
     beaten = not (isinstance(judged, dict) and judged.get("verdict") == NOT_BEATEN)
     ended = outcome.status if beaten else "completed, but did not beat the trivial baseline"
     return f"# Run {who}: {ended}"
@@ -119,7 +117,7 @@ def write_report(folder: Path, outcome: RunOutcome, model_dir: Path | None = Non
     summary = success_lines(outcome, local) if ok else failure_lines(outcome)
     md = [title(outcome), "", "```text", *summary, "```", "", "## Training loss", "", *_loss_curve(folder, outcome),
           "", "## Goodput", "",
-          *goodput_section(folder, (outcome.output.get("result") or {}).get("goodput") if ok else None), ""]
+          *goodput_section(folder, (outcome.summary or {}).get("goodput") if ok else None), ""]
     if outcome.jobs:
         md += ["## Evaluation", "", *_eval_curve(folder, outcome), ""]
     logs = [f"- {job} {path.stem}: [{path}]({path.as_uri()})" for job, paths in outcome.host_logs.items()
@@ -135,7 +133,7 @@ def write_report(folder: Path, outcome: RunOutcome, model_dir: Path | None = Non
         "seconds": round(outcome.seconds, 1), "started_at": outcome.started_at,
         "execution_arn": outcome.execution_arn, "error": outcome.error, "cause": outcome.cause,
         "failed_state": outcome.failed_state, "states": outcome.states, "losses": outcome.losses,
-        "evals": outcome.evals, "result": outcome.output.get("result"), "jobs": outcome.jobs,
+        "evals": outcome.evals, "result": outcome.summary, "jobs": outcome.jobs,
         "host_logs": {k: [str(p) for p in v] for k, v in outcome.host_logs.items()},
         "notifications": outcome.notifications, "model_dir": str(model_dir) if model_dir else None,
     }

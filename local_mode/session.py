@@ -23,6 +23,8 @@ from typing import Any
 import boto3
 from moto import mock_aws
 
+from contract import summary as run_summary
+from contract.checkpoint_marker import checkpoint_name
 from local_mode.aws.emulator import Deployment, Emulator, copy_tree_to_s3
 from local_mode.cloud_assembly import AssemblyError, CloudAssembly
 from local_mode.sagemaker.backend import LocalSageMaker, local_sagemaker
@@ -57,9 +59,14 @@ class RunOutcome:
     started_at: float = 0.0  # epoch seconds
 
     @property
+    def summary(self) -> dict[str, Any] | None:
+        """Finish's summary of a succeeded run (contract/summary.py), from the execution's output; else None."""
+        return run_summary.of_output(self.output)
+
+    @property
     def run_id(self) -> str | None:
-        result = self.output.get("result") if isinstance(self.output, dict) else None
-        if isinstance(result, dict) and result.get("run_id"):
+        result = self.summary
+        if result and result.get("run_id"):
             return str(result["run_id"])
         return self.planned_run_id
 
@@ -322,7 +329,7 @@ class LocalSession:
         step, stale = durable.get("last_durable_step"), bool(durable.get("stale"))
         lines = []
         if step is not None and step != self._durable[0]:
-            lines.append(f"checkpoint-{step} is durable in S3 (last_durable_step={step}, "
+            lines.append(f"{checkpoint_name(step)} is durable in S3 (last_durable_step={step}, "
                          f"last_durable_at={durable.get('last_durable_at')})")
         if stale and not self._durable[1]:
             lines.append(f"WARNING: no new checkpoint reached S3 for {durable.get('age_minutes')} min of training "

@@ -10,6 +10,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from contract import summary as run_summary
 from hfsm_lambda import naming
 from hfsm_lambda.goodput import sources as goodput_sources
 from hfsm_lambda.spec.spec_file import read_spec_file
@@ -212,12 +213,10 @@ def _run_summary(execution: dict[str, Any]) -> dict[str, Any]:
     """{"result": ...}: the parts of a succeeded run's summary (Finish's `result`) that status shows, else {}."""
     if execution["status"] != "SUCCEEDED" or not execution.get("output"):
         return {}
-    output = json.loads(execution["output"])
-    summary = output.get("result") if isinstance(output, dict) else None
-    if not isinstance(summary, dict):
+    summary = run_summary.of_output(json.loads(execution["output"]))
+    if summary is None:
         return {}
-    return {"result": {k: summary.get(k) for k in ("model_uri", "model_package_arn", "metrics", "cost",
-                                                   "interruptions", "checkpoints", "goodput", "verdict")}}
+    return {run_summary.OUTPUT_KEY: run_summary.shown_in_status(summary)}
 
 
 def status(clients: Clients, execution_arn: str, *, live_ledger: bool = True) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from contract import summary as run_summary
 from hfsm_lambda.runs.verdict import NOT_BEATEN
 from runctl.core import Clients, RunctlError, _latest_state, printable
 
@@ -38,7 +39,7 @@ def list_runs(clients: Clients, state_machine_arn: str, limit: int = 20) -> list
     for execution in executions:
         desc = clients.sfn.describe_execution(executionArn=execution["executionArn"])
         output = json.loads(desc.get("output") or "{}") if desc.get("output") else {}
-        result = output.get("result") if isinstance(output, dict) else None
+        result = run_summary.of_output(output)
         run_id = (result or {}).get("run_id")  # Finish's summary, else Prepare's plan (never the execution's name)
         if run_id is None:
             run = _latest_state(clients, execution["executionArn"]).get("run") or {}

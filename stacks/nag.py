@@ -11,6 +11,8 @@ from __future__ import annotations
 from aws_cdk import Acknowledgment, Stack, Validations
 from constructs import IConstruct
 
+from contract import run_history
+from contract import summary as run_summary
 from hfsm_lambda.s3_layout import CHECKPOINTS_PREFIX
 from stacks.settings.environment import EnvironmentConfig
 
@@ -112,11 +114,12 @@ def _pipeline(stack: Stack, config: EnvironmentConfig) -> None:
     _iam5(finish, f"{logs}:log-stream:{prefix}-*", "Finish reads the log streams of this project's training jobs "
                                                    "(the goodput ledger: each attempt's GOODPUT and PROGRESS lines).")
     _iam5(_policy(fns["notify_failure"].role), f"{artifacts}/outputs/*",
-          "A failed run's summary.json is written under outputs/<run_id>/, the key derived from the run id Prepare "
+          f"A failed run's {run_summary.FILE_NAME} is written under outputs/<run_id>/, the key derived from the run id Prepare "
           "planned and notify_failure validates (the failure branch never receives the caller's input).")
     for name in ("check_job", "finish"):
         _iam5(_policy(fns[name].role), f"{artifacts}/{CHECKPOINTS_PREFIX}*",
-              "Reads the checkpoint completion markers and _history.json under checkpoints/<run_id>/ (read only): "
+              f"Reads the checkpoint completion markers and {run_history.HISTORY_FILE} under checkpoints/<run_id>/ "
+              "(read only): "
               "the durability watchdog and the run summary's interruptions.")
 
     for machine, handlers in stack.state_machines.invocations:

@@ -15,6 +15,7 @@ from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
+from contract import summary as run_summary
 from hfsm_lambda.runs.state import path as state_path
 from stacks import names
 from stacks.common import removal_policy, retention
@@ -149,7 +150,7 @@ def fine_tune_definition(b: _Builder) -> sfn.IChainable:
     fallback.next(start)
     finish = b.invoke("Finish", "finish", sfn.TaskInput.from_object({
         "run": sfn.JsonPath.object_at(state_path("run")),
-        "job": sfn.JsonPath.object_at(state_path("job"))}), state_path("result"))
+        "job": sfn.JsonPath.object_at(state_path("job"))}), state_path(run_summary.OUTPUT_KEY))
     finish.next(sfn.Succeed(scope, "RunSucceeded"))
     outcome.when(sfn.Condition.string_equals(state_path("status", "state"), "completed"), finish)
     outcome.when(sfn.Condition.string_equals(state_path("status", "state"), "retryable"), fallback)

@@ -18,7 +18,9 @@ import sys
 if __name__ == "__main__" and os.environ.get("RANK", "0") == "0":
     # The imports below and joining the process group take a while (tens of seconds on a busy machine): say so
     # first, as the first of the `[setup]` lines (hftrain/run/progress.py), so the job's start is not silent.
-    print("[setup] train.py started: importing torch and transformers, then joining the other processes",
+    from contract.progress_lines import setup_line
+
+    print(setup_line("train.py started: importing torch and transformers, then joining the other processes"),
           flush=True)
 
 from hftrain.run.runner import main  # noqa: E402

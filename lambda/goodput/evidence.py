@@ -1,42 +1,27 @@
 """What one attempt's leader log stream says (ledger.py): its GOODPUT reports (the training code's own account
-of its time, hftrain/run/goodput.py) and its PROGRESS lines, and which stream belongs to which attempt. Pure.
+of its time, hftrain/run/goodput.py) and its PROGRESS lines (both formats: contract/goodput_line.py,
+contract/progress_lines.py), and which stream belongs to which attempt. Pure.
 """
 
 from __future__ import annotations
 
 import bisect
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from contract import goodput_line, progress_lines
 from hfsm_lambda.goodput.attempts import Attempt
 
-GOODPUT_PREFIX = "GOODPUT "
-PROGRESS_PREFIX = "PROGRESS global_step="
 STREAM_SLACK_SECONDS = 120.0  # a stream's first event may follow its attempt's end by this much (log delivery)
 
 
 def parse_report(message: str) -> dict[str, Any] | None:
-    at = message.find(GOODPUT_PREFIX)
-    if at < 0:
-        return None
-    try:
-        value = json.loads(message[at + len(GOODPUT_PREFIX):])
-    except ValueError:
-        return None
-    return value if isinstance(value, dict) else None
+    return goodput_line.parse_line(message)
 
 
 def parse_progress(message: str) -> int | None:
-    at = message.find(PROGRESS_PREFIX)
-    if at < 0:
-        return None
-    digits = ""
-    for char in message[at + len(PROGRESS_PREFIX):]:
-        if not char.isdigit():
-            break
-        digits += char
-    return int(digits) if digits else None
+    progress = progress_lines.parse_progress(message)
+    return progress.global_step if progress else None
 
 
 @dataclass

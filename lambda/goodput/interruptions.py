@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from contract.checkpoint_marker import checkpoint_name
 from hfsm_lambda.goodput.attempts import Attempt
 from hfsm_lambda.goodput.evidence import Evidence
 from hfsm_lambda.goodput.split import Split
@@ -32,7 +33,7 @@ def _logged_reach(found: Evidence | None, resumed: int | None) -> tuple[int | No
     if logged is not None and resumed is not None and start is not None and resumed > max(logged, start):
         # The next attempt resumed from a checkpoint this attempt saved after its last line that reached the
         # log (a SIGTERM save whose output was lost with the process relaying it): it reached at least that.
-        return resumed, (f"checkpoint-{resumed}, which it saved after its last logged line (step {logged} in "
+        return resumed, (f"{checkpoint_name(resumed)}, which it saved after its last logged line (step {logged} in "
                          f"{found.stream})")
     return logged, f"the last PROGRESS line of {found.stream}"
 

@@ -70,8 +70,6 @@ from typing import Any
 
 from hfsm_lambda.goodput.attempts import END_STATUSES, RUNNING, UNBILLED, Attempt, Segment, attempts_of
 from hfsm_lambda.goodput.evidence import (
-    GOODPUT_PREFIX,
-    PROGRESS_PREFIX,
     STREAM_SLACK_SECONDS,
     Evidence,
     assign_streams,
@@ -85,7 +83,7 @@ from hfsm_lambda.goodput.text import SHOW_SHARE, interruption_line, summary_line
 from hfsm_lambda.goodput.values import BEFORE_TRAINING, LEADER, PARTS, epoch, iso, number
 
 __all__ = [
-    "BEFORE_TRAINING", "END_STATUSES", "FORMAT", "GOODPUT_PREFIX", "LEADER", "PARTS", "PROGRESS_PREFIX", "SHOW_SHARE",
+    "BEFORE_TRAINING", "END_STATUSES", "FORMAT", "LEADER", "PARTS", "SHOW_SHARE",
     "STREAM_SLACK_SECONDS", "UNBILLED", "Attempt", "Evidence", "Segment", "Split", "assign_streams", "attempts_of",
     "epoch", "evidence_from", "interruption_line", "ledger", "parse_progress", "parse_report", "split_attempt",
     "summary_lines",

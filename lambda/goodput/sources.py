@@ -6,23 +6,22 @@ cannot be read is said in the ledger's notes, never guessed.
 Calls: sagemaker:DescribeTrainingJob, logs:DescribeLogStreams on the log group /aws/sagemaker/TrainingJobs,
 logs:GetLogEvents on the project's streams in it (GetLogEvents takes a log-stream ARN, so the grant stays on the
 project's job names; FilterLogEvents would need the whole group), s3:GetObject of
-`<checkpoint prefix>/_stalls.json`.
+the stall records' file beside the checkpoints (contract/stall_records.py).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from contract import goodput_line, progress_lines, stall_records
 from hfsm_lambda.goodput import ledger as goodput
 
 logger = logging.getLogger("hfsm")
 
 LOG_GROUP = "/aws/sagemaker/TrainingJobs"
-STALLS_FILE = "_stalls.json"
 MAX_EVENTS_PER_STREAM = 2_000_000  # a bound, not a limit anyone should meet (PROGRESS is one line per step)
 
 
@@ -68,7 +67,7 @@ def _events(logs: Any, stream: str) -> list[list[Any]]:
         page = logs.get_log_events(**kwargs)
         for event in page.get("events", []):
             message = event.get("message", "")
-            if goodput.GOODPUT_PREFIX in message or goodput.PROGRESS_PREFIX in message:
+            if goodput_line.is_line(message) or progress_lines.is_progress_line(message):
                 events.append([event["timestamp"] / 1000, message])
         token = page.get("nextForwardToken")
         if not page.get("events") or not token or token == kwargs.get("nextToken") or \
@@ -82,20 +81,18 @@ def _events(logs: Any, stream: str) -> list[list[Any]]:
 def read_stalls(s3: Any, checkpoint_uri: str) -> list[dict[str, Any]]:
     """The stall records under the checkpoint prefix (ledger.py, "Stalled"); [] when there are none."""
     bucket, _, prefix = checkpoint_uri.removeprefix("s3://").partition("/")
-    key = (prefix.rstrip("/") + "/" if prefix else "") + STALLS_FILE
+    key = stall_records.key(prefix)
     try:
         body = s3.get_object(Bucket=bucket, Key=key)["Body"].read()
     except ClientError as err:
         if _code(err) not in ("NoSuchKey", "404", "NotFound"):
             logger.warning("cannot read s3://%s/%s: %s", bucket, key, _code(err))
         return []
-    try:
-        value = json.loads(body)
-    except ValueError:
-        logger.warning("s3://%s/%s is not JSON: stall records ignored", bucket, key)
+    records = stall_records.parse_records(body)
+    if records is None:
+        logger.warning("s3://%s/%s is not a stall records file: stall records ignored", bucket, key)
         return []
-    records = value.get("stalls") if isinstance(value, dict) else None
-    return [r for r in records or [] if isinstance(r, dict)]
+    return records
 
 
 def run_ledger(sm: Any, logs: Any, s3: Any, run: dict[str, Any], *, other_jobs: list[dict[str, Any]] | None = None,

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from contract import goodput_line
 from hfsm_lambda.goodput.attempts import Attempt
 from hfsm_lambda.goodput.evidence import Evidence
 from hfsm_lambda.goodput.values import BEFORE_TRAINING, LEADER, PARTS, epoch, number
@@ -131,9 +132,9 @@ def _loop(last: dict[str, Any], times: _Times, last_progress: float | None, *, e
     if ended or not times.first_step:  # the tail is the processes' exit (or start-up, see _from_reports)
         return loop
     event = last.get("event")
-    if event == "save_begin":  # killed during a save: the loop was blocked on it
+    if event == goodput_line.SAVE_BEGIN:  # killed during a save: the loop was blocked on it
         loop.saving, loop.tail, loop.during_save = loop.saving + loop.tail, 0.0, True
-    elif event == "eval_begin":
+    elif event == goodput_line.EVAL_BEGIN:
         loop.evaluation, loop.tail = loop.evaluation + loop.tail, 0.0
     elif last_progress is not None and last_progress > times.base:  # steps after the last report
         after = min(last_progress, times.t1) - times.base

@@ -1,7 +1,7 @@
 """`checkpoint.every_minutes: "auto"`: what the pipeline tells the training code. Pure.
 
 The training code (training_code/hftrain/checkpoint/interval.py) chooses the time between checkpoints as
-sqrt(2 x C x M) clamped to [5, 60] minutes: C the blocking save time it measures, M the mean time between
+sqrt(2 x C x M) clamped to the bounds of contract/intervals.py ([5, 60] minutes): C the blocking save time it measures, M the mean time between
 interruptions it observes in the run's history. Until the run has seen an interruption it needs a prior for M,
 which depends on the instance type and the capacity: the pipeline passes it per attempt as the
 `interruption_prior_hours` hyperparameter, from the table below.
@@ -15,11 +15,12 @@ them after its first interruption.
 
 from __future__ import annotations
 
+from contract.intervals import CHECKPOINT_MAX_MINUTES, CHECKPOINT_MIN_MINUTES
 from hfsm_lambda.spec.typed import Checkpoint
 
 AUTO = "auto"
-MIN_MINUTES = 5
-MAX_MINUTES = 60  # the durability watchdog measures an auto interval against this upper bound
+MIN_MINUTES = CHECKPOINT_MIN_MINUTES
+MAX_MINUTES = CHECKPOINT_MAX_MINUTES  # the durability watchdog measures an auto interval against this upper bound
 # Spot capacity of the scarce large GPU families is reclaimed more often than that of smaller ones (a guess).
 SPOT_PRIOR_HOURS = {
     "ml.p5": 6.0, "ml.p5e": 6.0, "ml.p5en": 6.0, "ml.p4d": 6.0, "ml.p4de": 6.0, "ml.p6": 6.0, "ml.trn1": 8.0,

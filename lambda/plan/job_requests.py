@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from contract import progress_lines
 from hfsm_lambda.plan import checkpoint_interval, efa
 from hfsm_lambda.plan.run import Run
 from hfsm_lambda.settings import Settings
@@ -38,8 +39,7 @@ REDUCE_OUTPUT_DIR = "/opt/ml/processing/output/tokenizer"
 CODE_CHANNEL = "code"  # network-isolated training jobs: the code as an input channel
 ISOLATED_CODE_DIR = f"/opt/ml/input/data/{CODE_CHANNEL}"
 
-# Metric definitions match the training script's `METRIC <name>=<value>` lines (CONTRACTS.md).
-METRIC_VALUE_REGEX = "([-+0-9.eE]+|nan|inf)"
+# Metric definitions match the training script's METRIC lines (contract/progress_lines.py).
 COMMON_METRICS = ("loss", "grad_norm", "train_loss", "eval_loss", "epoch", "learning_rate", "train_runtime",
                   "train_samples_per_second", "train_steps_per_second", "eval_runtime",
                   "eval_samples_per_second")
@@ -47,8 +47,8 @@ COMMON_METRICS = ("loss", "grad_norm", "train_loss", "eval_loss", "epoch", "lear
 # (eval_baseline_<metric>): declared by the task modules of training_code, read from the exported schema
 # (tests/training/test_metric_names.py checks them against real runs).
 TASK_METRICS = hyperparameters.task_metrics()
-# Read from the training code's per-window progress line ("[train] step 40/300 ... samples/s=52.3 ...").
-PROGRESS_METRICS = {"samples_per_second": r"\[train\] step .* samples/s=([-+0-9.eE]+)"}
+# Read from the training code's per-window progress line (contract/progress_lines.py).
+PROGRESS_METRICS = progress_lines.WINDOW_METRICS
 # The training code's goodput timings (hftrain/run/goodput.py): mean step time per beat and the start-up parts, so
 # that a team can chart them across runs (the run summary's `goodput` ledger has them per attempt).
 GOODPUT_METRICS = ("step_seconds", "startup_seconds", "startup_imports_seconds", "startup_data_load_seconds",
@@ -66,7 +66,7 @@ def encode_hyperparameters(values: dict[str, Any]) -> dict[str, str]:
 
 def metric_definitions(task: str) -> list[dict[str, str]]:
     names = COMMON_METRICS + TASK_METRICS[task] + GOODPUT_METRICS
-    return [{"Name": name, "Regex": f"METRIC {name}={METRIC_VALUE_REGEX}"} for name in names] + [
+    return [progress_lines.metric_definition(name) for name in names] + [
         {"Name": name, "Regex": regex} for name, regex in PROGRESS_METRICS.items()]
 
 

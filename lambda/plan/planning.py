@@ -10,6 +10,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from contract import summary as run_summary
 from hfsm_lambda import naming
 from hfsm_lambda.errors import SpecError
 from hfsm_lambda.plan.run import Attempt, JobNames, Run, RunUris
@@ -44,8 +45,8 @@ def run_uris(settings: Settings, run_id: str) -> dict[str, str]:
         "outputs": outputs,
         "tokenizer_counts": f"{outputs}tokenizer/counts/",
         "tokenizer": f"{outputs}tokenizer/tokenizer/",
-        "summary": f"{outputs}summary.json",
-        "metrics": f"{outputs}metrics.json",
+        "summary": f"{outputs}{run_summary.FILE_NAME}",
+        "metrics": f"{outputs}{run_summary.METRICS_FILE_NAME}",
     }
 
 

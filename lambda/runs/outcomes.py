@@ -7,14 +7,13 @@ import re
 from datetime import datetime
 from typing import Any
 
+from contract import stall_records
 from hfsm_lambda.errors import FallbackExhaustedError, JobFailedError
 from hfsm_lambda.plan.run import Run
 
 RUNNING, COMPLETED, RETRYABLE, FAILED = "running", "completed", "retryable", "failed"
 CAPACITY_RE = re.compile(r"insufficient\s*(instance\s*)?capacity|capacity\s*error", re.IGNORECASE)
 MAX_WAIT = "MaxWaitTimeExceeded"
-# The training code's stall watchdog (training_code/hftrain/stall/watchdog.py) writes the failure file's first line so.
-STALL_RE = re.compile(r"\bstall watchdog: ")
 STALL = "stall"  # the `outcome` of a job ended by a stall (in the job, or by CheckJob from outside)
 
 
@@ -30,7 +29,7 @@ def _failure_reason(job_type: str, status: str, desc: dict[str, Any]) -> str:
 
 def _stalled(job_type: str, status: str, reason: str) -> bool:
     """A training job its stall watchdog ended (the failure file's first line says so)."""
-    return bool(job_type == "training" and status == "Failed" and STALL_RE.search(reason))
+    return bool(job_type == "training" and status == "Failed" and stall_records.says_stall(reason))
 
 
 def _state(job_type: str, status: str, secondary: str | None, reason: str) -> tuple[str, str]:

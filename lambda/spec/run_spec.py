@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from contract import intervals
 from hfsm_lambda.errors import SpecError
 from hfsm_lambda.naming import INSTANCE_TYPE, NAME
 from hfsm_lambda.plan import instance_types, runtime_limits
@@ -247,8 +248,9 @@ SPEC = Obj(fields={
                                        "training code chooses the interval as sqrt(2 x C x M), C the blocking save "
                                        "time it measures, M the mean time between interruptions seen in this run, "
                                        "else a prior per instance type and capacity (a conservative guess), clamped "
-                                       "to [5, 60] minutes, every change logged (`save_interval auto`); the "
-                                       "watchdog then measures against 60"),
+                                       f"to {intervals.describe_checkpoint_bounds()} minutes, every change logged "
+                                       "(`save_interval auto`); the watchdog then measures against "
+                                       f"{intervals.CHECKPOINT_MAX_MINUTES}"),
         "watchdog": Obj(default=Derived("all defaults; `{\"action\": \"off\"}` when `every_minutes` is 0",
                                         lambda s, ctx: {} if s.get("every_minutes") else {"action": "off"}),
                         doc="the durability watchdog: while the job is Training, each look at it reads the newest "

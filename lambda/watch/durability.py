@@ -1,7 +1,7 @@
 """The durability watchdog: which checkpoint of a running training job has reached S3, and is it fresh enough.
 
-The training code (training_code/hftrain/checkpoint/manager.py) writes `checkpoint-<step>/_complete.<host>.json` on
-every node after the node's files; every node syncs its own directory to the run's checkpoint prefix. A
+The training code (training_code/hftrain/checkpoint/manager.py) writes a completion marker per node into each
+checkpoint directory after the node's files (names and format: contract/checkpoint_marker.py); every node syncs its own directory to the run's checkpoint prefix. A
 checkpoint is *durable* when, in S3, a marker (format 2) exists for every host the markers name and every file
 a marker lists exists with the listed size (content hashes are checked by the training code at resume; reading
 the data here would cost as much as the checkpoint). `last_durable` finds the newest durable one.
@@ -15,18 +15,14 @@ so the wait for capacity and a restart after a spot interruption do not count as
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from datetime import UTC, datetime
 from typing import Any
 
-from hfsm_lambda.training_contract import checkpoint_marker
+from contract import checkpoint_marker, run_history
+from contract.checkpoint_marker import MARKER_FORMAT, checkpoint_name
 
-# the training code's own names and marker format (hftrain/checkpoint/marker_format.py)
-MARKER_RE, MARKER_FORMAT = checkpoint_marker.MARKER_KEY_RE, checkpoint_marker.MARKER_FORMAT
-checkpoint_name = checkpoint_marker.checkpoint_name
-HISTORY_KEY = "_history.json"
-PROGRESS_KEY = "_progress.json"  # the step the training code reached, at most progress_every_seconds old
+MARKER_RE = checkpoint_marker.MARKER_KEY_RE
 MAX_MARKER_READS = 20  # newest steps looked at per check
 
 
@@ -67,11 +63,15 @@ def list_prefix(s3: Any, uri: str) -> dict[str, dict[str, Any]]:
     return out
 
 
-def _read_json(s3: Any, uri: str, relative: str) -> Any:
+def _read(s3: Any, uri: str, relative: str) -> bytes:
     bucket, prefix = _split(uri)
+    return s3.get_object(Bucket=bucket, Key=prefix + relative)["Body"].read()
+
+
+def _read_marker(s3: Any, uri: str, relative: str) -> dict[str, Any] | None:
     try:
-        return json.loads(s3.get_object(Bucket=bucket, Key=prefix + relative)["Body"].read())
-    except (ValueError, KeyError):
+        return checkpoint_marker.parse_marker(_read(s3, uri, relative))
+    except (checkpoint_marker.MarkerError, KeyError):
         return None
 
 
@@ -105,7 +105,7 @@ def last_durable(s3: Any, uri: str) -> dict[str, Any] | None:
             markers_by_step[int(match.group(1))].append(key)
     pending = []
     for step in sorted(markers_by_step, reverse=True)[:MAX_MARKER_READS]:
-        markers = [_read_json(s3, uri, key) for key in sorted(markers_by_step[step])]
+        markers = [_read_marker(s3, uri, key) for key in sorted(markers_by_step[step])]
         problem = durable_verdict(step, markers, listing)
         if problem:
             pending.append({"step": step, "reason": problem})
@@ -119,21 +119,20 @@ def last_durable(s3: Any, uri: str) -> dict[str, Any] | None:
 
 
 def read_history(s3: Any, uri: str) -> dict[str, Any]:
-    """The training code's `_history.json` (starts, interruptions) from the checkpoint prefix, or {}."""
+    """The training code's history file (starts, interruptions) from the checkpoint prefix, or {}."""
     try:
-        value = _read_json(s3, uri, HISTORY_KEY)
+        value = run_history.parse_history(_read(s3, uri, run_history.HISTORY_FILE))
     except Exception:  # noqa: BLE001 - a missing or unreadable history only leaves the summary shorter
         return {}
-    return value if isinstance(value, dict) else {}
+    return value or {}
 
 
 def read_progress(s3: Any, uri: str) -> dict[str, Any] | None:
-    """The training code's `_progress.json` (the step reached) from the checkpoint prefix, or None."""
+    """The training code's progress file (the step reached) from the checkpoint prefix, or None."""
     try:
-        value = _read_json(s3, uri, PROGRESS_KEY)
+        return run_history.parse_progress(_read(s3, uri, run_history.PROGRESS_FILE))
     except Exception:  # noqa: BLE001 - unknown progress is said as unknown
         return None
-    return value if isinstance(value, dict) else None
 
 
 def training_since(desc: dict[str, Any]) -> datetime | None:

@@ -1,10 +1,10 @@
 """The stall watch from outside the job: for the case the job cannot report a stall itself (a frozen instance,
 a dead host, a watchdog that could not act). Pure, except `read_heartbeat`.
 
-The training code's stall watchdog on global rank 0 (training_code/hftrain/stall/watchdog.py) rewrites
-`<checkpoint prefix>/_heartbeat.json` every 30 s: `{job, step, phase, kind, moved_at, at, limit_seconds}`
-(`moved_at`: the last progress, `limit_seconds`: the in-job limit in effect), which SageMaker's checkpoint sync
-uploads. CheckJob reads it while the job is Training: when this job's last progress is older than the in-job
+The training code's stall watchdog on global rank 0 (training_code/hftrain/stall/watchdog.py) rewrites the
+heartbeat file beside the checkpoints every 30 s (contract/heartbeat.py: `{job, step, phase, kind, moved_at, at,
+limit_seconds}`; `moved_at`: the last progress, `limit_seconds`: the in-job limit in effect), which SageMaker's
+checkpoint sync uploads. CheckJob reads it while the job is Training: when this job's last progress is older than the in-job
 limit plus `MARGIN_MINUTES` (upload delay, the in-job watchdog's own time to act), or when no heartbeat of this
 job's current Training period (a spot restart begins a new one) arrived for `stall.startup_minutes` plus the
 margin after that period began, the job is stopped as
@@ -13,23 +13,22 @@ retryable, saying why. The state between looks travels in the state machine's `$
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
 from typing import Any
 
-HEARTBEAT_KEY = "_heartbeat.json"
+from contract import heartbeat as heartbeat_file
+from contract import stall_records
+
 MARGIN_MINUTES = 5.0
-REASON_PREFIX = "stall watchdog: (from outside the job, CheckJob) "
 
 
 def read_heartbeat(s3: Any, checkpoint_uri: str) -> dict[str, Any] | None:
     bucket, _, prefix = checkpoint_uri.removeprefix("s3://").partition("/")
-    key = (prefix.rstrip("/") + "/" if prefix else "") + HEARTBEAT_KEY
     try:
-        value = json.loads(s3.get_object(Bucket=bucket, Key=key)["Body"].read())
+        body = s3.get_object(Bucket=bucket, Key=heartbeat_file.key(prefix))["Body"].read()
     except Exception:  # noqa: BLE001 - none yet, or unreadable: the watch then counts from the Training start
         return None
-    return value if isinstance(value, dict) else None
+    return heartbeat_file.parse_heartbeat(body)
 
 
 def watch(previous: dict[str, Any] | None, heartbeat: dict[str, Any] | None, *, job_name: str, now: datetime,
@@ -57,9 +56,9 @@ def watch(previous: dict[str, Any] | None, heartbeat: dict[str, Any] | None, *, 
                   step=(mine or {}).get("step"))
     if quiet <= limit + margin or prev.get("stopped_at"):
         return report, False
-    reason = (f"{REASON_PREFIX}job {job_name} made no progress for {quiet / 60:.1f} min {where}, while it says "
-              f"Training (limit {limit / 60:.1f} min + {MARGIN_MINUTES:g} min margin); the job could not report it "
-              "itself (a frozen instance or a dead host?): stopped so that the next attempt resumes from the last "
-              "durable checkpoint")
+    reason = stall_records.outside_message(
+        f"job {job_name} made no progress for {quiet / 60:.1f} min {where}, while it says Training (limit "
+        f"{limit / 60:.1f} min + {MARGIN_MINUTES:g} min margin); the job could not report it itself (a frozen "
+        "instance or a dead host?): stopped so that the next attempt resumes from the last durable checkpoint")
     report.update(stopped_at=now.strftime("%Y-%m-%dT%H:%M:%SZ"), stop_reason=reason)
     return report, True

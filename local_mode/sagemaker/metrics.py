@@ -1,4 +1,4 @@
-"""Reading the leader host's log: PROGRESS lines and the job's MetricDefinitions regexes.
+"""Reading the leader host's log as SageMaker reads it: the job's MetricDefinitions regexes.
 
 SageMaker applies each MetricDefinitions regex to the job's log and takes the first capture group as the
 value; FinalMetricDataList holds the last value seen per metric. Values that are not finite numbers are
@@ -12,21 +12,6 @@ import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
-
-PROGRESS = re.compile(r"PROGRESS global_step=(\d+)(?: max_steps=(\d+))?")
-
-
-@dataclass(frozen=True)
-class Progress:
-    global_step: int
-    max_steps: int | None
-
-
-def parse_progress(line: str) -> Progress | None:
-    match = PROGRESS.search(line)
-    if not match:
-        return None
-    return Progress(int(match.group(1)), int(match.group(2)) if match.group(2) else None)
 
 
 @dataclass

@@ -16,9 +16,7 @@ goodput ledger (lambda/goodput/ledger.py) splits the same seconds the job report
 from __future__ import annotations
 
 import copy
-import json
 import math
-import re
 import shutil
 import signal
 import time
@@ -28,6 +26,8 @@ from typing import Any
 
 import botocore.exceptions
 
+from contract import goodput_line, progress_lines, stall_records
+from contract.progress_lines import Progress
 from local_mode.sagemaker.checkpoint_sync import CheckpointSync
 from local_mode.sagemaker.container_layout import (
     DEFAULT_CHECKPOINT_PATH,
@@ -37,17 +37,13 @@ from local_mode.sagemaker.container_layout import (
 )
 from local_mode.sagemaker.host_processes import signal_host
 from local_mode.sagemaker.job import JobSetupError, LocalJob, now, output_members, truncate
-from local_mode.sagemaker.metrics import MetricTracker, Progress, parse_progress
+from local_mode.sagemaker.metrics import MetricTracker
 from local_mode.sagemaker.s3_channels import ChannelError, parse_s3_uri, tar_folder, upload_folder
 from local_mode.sagemaker.settings import Interruption
 from local_mode.sagemaker.training_hosts import training_processes
 from local_mode.sagemaker.training_inputs import checkpoint_sync, download_channels, install_training_code
 
 TRAINING_MEMBERS = output_members("DescribeTrainingJob")
-WINDOW_PREFIXES = ("[train] ", "[eval] ", "[setup] ")  # the training code's start-up and logging-window lines
-SAVE_BEGIN = '"event":"save_begin"'  # the training code's GOODPUT line before a checkpoint save
-STALL_LINE = "stall watchdog: rank "  # the training code's stall watchdog declaring a stall (hftrain/stall/watchdog.py)
-GOODPUT_PID = re.compile(r'^GOODPUT \{.*?"pid":(\d+)')  # the process that writes them (global rank 0)
 UNBILLED = ("Starting", "Interrupted")  # provisioning and the waits for spot capacity
 END_STATES = {
     "stopped": ("Stopped", "Training job stopped"),
@@ -56,11 +52,20 @@ END_STATES = {
 }
 
 
-def _saving_step(line: str) -> int:
+def _saving_step(report: dict[str, Any] | None) -> int | None:
+    """The step a GOODPUT `save_begin` report begins to save (-1 when it says none); None for any other line."""
+    if not report or report.get("event") != goodput_line.SAVE_BEGIN:
+        return None
     try:
-        return int(json.loads(line[line.index("{"):]).get("saving_step", -1))
-    except (ValueError, TypeError, AttributeError):
+        return int(report.get("saving_step", -1))
+    except (TypeError, ValueError):
         return -1
+
+
+def _leader_pid(line: str, report: dict[str, Any] | None) -> int | None:
+    """The process that writes the GOODPUT reports (global rank 0), from a line that is one."""
+    pid = (report or {}).get("pid") if line.startswith(goodput_line.PREFIX) else None
+    return pid if isinstance(pid, int) and not isinstance(pid, bool) and pid >= 0 else None
 
 
 class TrainingJob(LocalJob):
@@ -251,20 +256,21 @@ class TrainingJob(LocalJob):
 
     def _on_line(self, host: str, line: str) -> None:
         self.ship_line(host, line)
-        if line.startswith(STALL_LINE) and self._stall_seen != self.attempt:  # every rank says it: shown once
+        if line.startswith(stall_records.RANK_LINE_PREFIX) and self._stall_seen != self.attempt:  # every rank says it: shown once
             self._stall_seen = self.attempt
             self.emit("status", f"{line} (seen on {host})")
         if host != self._leader:
             return
-        progress = parse_progress(line)
-        pid = GOODPUT_PID.match(line)
+        progress = progress_lines.parse_progress(line)
+        report = goodput_line.parse_line(line)
+        pid = _leader_pid(line, report)
         with self.lock:
             if progress:
                 self.progress = progress
-            if pid:
-                self._leader_pid = int(pid.group(1))
+            if pid is not None:
+                self._leader_pid = pid
             metrics = self.metrics.feed(line)
-            due = self._due(progress, line)
+            due = self._due(progress, report)
         if due is not None and due.abrupt:
             # The instance is lost now, not at the next poll: the process that printed the line first (a save that
             # just began must not complete), then every process of every host.
@@ -276,7 +282,7 @@ class TrainingJob(LocalJob):
             )
         for name, value in metrics:
             self.emit("metric", line, metric_name=name, metric_value=value, host=host)
-        if line.startswith(WINDOW_PREFIXES):
+        if progress_lines.is_window_line(line):
             self.emit("window", line, host=host)
         if self.settings.stream_logs:
             self.emit("log", line, host=host)
@@ -291,13 +297,14 @@ class TrainingJob(LocalJob):
             return "max_wait"
         return None
 
-    def _due(self, progress: Progress | None, line: str) -> Interruption | None:
+    def _due(self, progress: Progress | None, report: dict[str, Any] | None) -> Interruption | None:
         """Under the lock: the interruption this leader line makes due (it is removed from the list)."""
         if self._interrupted_attempt == self.attempt or not self._interruptions:
             return None
         rule = self._interruptions[0]
         if rule.during_save:
-            reached = SAVE_BEGIN in line and _saving_step(line) >= rule.at_step
+            saving = _saving_step(report)
+            reached = saving is not None and saving >= rule.at_step
         else:
             reached = progress is not None and progress.global_step >= rule.at_step
         if not reached:

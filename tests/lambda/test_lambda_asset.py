@@ -20,7 +20,8 @@ HANDLERS = ("trigger", "prepare", "start_processing", "start_training", "check_j
 
 
 def test_modules_import_only_the_standard_library_boto3_and_each_other():
-    allowed = set(sys.stdlib_module_names) | {"boto3", "botocore", "hfsm_lambda"}
+    """...and the training code's packages the asset carries (training_contract.PACKAGES: the wire formats)."""
+    allowed = set(sys.stdlib_module_names) | {"boto3", "botocore", "hfsm_lambda", *training_contract.PACKAGES}
     for path in LAMBDA.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
             names = []
@@ -89,9 +90,12 @@ def test_without_the_asset_copies_or_a_checkout_the_error_says_where_it_looked(t
     package.mkdir(parents=True)
     for name in ("__init__.py", "training_contract.py"):
         (package / name).write_bytes((LAMBDA / name).read_bytes())
-    # -S: no site-packages, so no installed checkout either; the asset folder is the working directory of -c
-    result = subprocess.run([sys.executable, "-S", "-E", "-c", "import hfsm_lambda.training_contract"],
+    # -S: no site-packages, so no installed checkout either; the asset folder is the working directory of -c.
+    # Importing the module finds nothing yet (nothing is loaded at import time); the first use looks.
+    result = subprocess.run([sys.executable, "-S", "-E", "-c", "import hfsm_lambda.training_contract as t\n"
+                             "print('imported', flush=True)\nt.SCHEMA_FILE"],
                             cwd=package.parent, capture_output=True, text=True)
+    assert result.stdout == "imported\n", result.stderr
     assert result.returncode == 1
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith("hfsm_lambda.training_contract.MissingTrainingContract: training_hyperparameters.json "
@@ -100,12 +104,23 @@ def test_without_the_asset_copies_or_a_checkout_the_error_says_where_it_looked(t
 
 
 def test_the_durability_watchdog_reads_the_training_codes_marker_names():
-    """One declaration of the checkpoint and marker names (hftrain/checkpoint/marker_format.py): the watchdog finds in S3
+    """One declaration of the checkpoint and marker names (contract/checkpoint_marker.py): the watchdog finds in S3
     exactly what the training code writes."""
+    from contract import checkpoint_marker
     from hfsm_lambda.watch import durability
     from hftrain.checkpoint import manager as checkpoints
 
-    assert durability.MARKER_FORMAT == checkpoints.MARKER_FORMAT
+    assert durability.MARKER_FORMAT == checkpoints.MARKER_FORMAT == checkpoint_marker.MARKER_FORMAT
     key = f"{checkpoints.checkpoint_name(7)}/{checkpoints.marker_name('algo-2')}"
     assert durability.MARKER_RE.fullmatch(key).groups() == ("7", "algo-2")
-    assert training_contract.checkpoint_marker is sys.modules["hftrain.checkpoint.marker_format"]
+    assert checkpoints.marker_name is checkpoint_marker.marker_name and durability.MARKER_RE is \
+        checkpoint_marker.MARKER_KEY_RE
+
+
+def test_the_training_contract_loads_nothing_when_imported():
+    """SCHEMA_FILE and the rules modules are found on first use, not at import (a module `__getattr__`)."""
+    code = ("import sys, hfsm_lambda.training_contract as t\n"
+            "assert 'hftrain.hp_rules' not in sys.modules and 'tokenizer_mr.tokenizer_rules' not in sys.modules\n"
+            "assert t.hp_rules is sys.modules['hftrain.hp_rules']\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr

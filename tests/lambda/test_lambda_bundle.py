@@ -1,6 +1,6 @@
 """The synthesized Lambda asset (stacks/assets/lambda_asset.py): lambda/ plus the training code's hyperparameter schema and
-rules and its tokenizer rules, copied at synth; its handlers validate a run spec from the asset alone; its hash
-follows the copied files."""
+rules and its tokenizer rules, copied at synth, and the wire-format package `contract` beside it; its handlers
+validate a run spec from the asset alone; its hash follows the copied files."""
 
 from __future__ import annotations
 
@@ -32,6 +32,7 @@ from hfsm_lambda import handlers
 from hfsm_lambda.spec import run_spec
 from hfsm_lambda import settings
 from hfsm_lambda import training_contract
+from hfsm_lambda.watch import durability, stalls
 spec = json.load(open(sys.argv[1]))
 run = run_spec.parse_spec(spec, settings.load_settings())
 refused = []
@@ -67,7 +68,12 @@ def synthesize(tmp_path: Path, training_code: Path = TRAINING_CODE) -> Path:
 def test_the_asset_holds_the_training_codes_files_byte_for_byte(tmp_path):
     assert {"training_hyperparameters.json", "hp_rules.py", "tokenizer_rules.py"} <= set(training_contract.FILES)
     asset = synthesize(tmp_path)
-    assert {p.name for p in asset.iterdir()} == {PACKAGE}  # the handlers' package, nothing beside it
+    # the handlers' package and the training code's packages it imports (the wire formats), nothing else
+    assert {p.name for p in asset.iterdir()} == {PACKAGE, *training_contract.PACKAGES}
+    for name in training_contract.PACKAGES:
+        source = {p.relative_to(TRAINING_CODE / name) for p in (TRAINING_CODE / name).rglob("*.py")}
+        assert source == {p.relative_to(asset / name) for p in (asset / name).rglob("*")} and source, name
+        assert all((asset / name / p).read_bytes() == (TRAINING_CODE / name / p).read_bytes() for p in source)
     for name, relative in training_contract.FILES.items():
         assert (asset / PACKAGE / name).read_bytes() == (TRAINING_CODE / relative).read_bytes(), name
     shipped = {p.name for p in (asset / PACKAGE).iterdir()}
@@ -92,6 +98,8 @@ def test_the_handlers_validate_a_run_spec_from_the_asset_alone(tmp_path):
     assert Path(out["files"][f"{PACKAGE}.tokenizer_rules"]) == package / "tokenizer_rules.py"
     for name in ("handlers", "spec.hyperparameters", "spec.run_spec", "training_contract"):
         assert Path(out["files"][f"{PACKAGE}.{name}"]) == package.joinpath(*name.split(".")).with_suffix(".py"), name
+    for name in ("contract.checkpoint_marker", "contract.heartbeat", "contract.run_history"):  # the wire formats
+        assert Path(out["files"][name]) == asset.joinpath(*name.split(".")).with_suffix(".py"), name
     from_checkout = [f for f in out["files"].values() if f.startswith((str(REPO / "lambda"), str(TRAINING_CODE)))]
     assert not from_checkout
     # the schema (unknown name), hp_rules' bounds (learning_rate) and rules (fp16 with bf16) all answered
@@ -116,6 +124,8 @@ def training_copy(tmp_path: Path) -> Path:
     for relative in training_contract.FILES.values():
         (copy / relative).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(TRAINING_CODE / relative, copy / relative)
+    for name in training_contract.PACKAGES:
+        shutil.copytree(TRAINING_CODE / name, copy / name, ignore=shutil.ignore_patterns("__pycache__"))
     return copy
 
 
@@ -146,6 +156,17 @@ def test_the_asset_hash_changes_with_the_schema_and_with_the_rules(tmp_path, tra
 def test_a_missing_training_code_file_stops_the_synth_naming_it(tmp_path, training_copy):
     (training_copy / "hftrain" / "hp_rules.py").unlink()
     with pytest.raises(Exception, match=r"the Lambda asset needs .*hp_rules\.py"):
+        synthesize(tmp_path, training_copy)
+
+
+def test_the_asset_hash_changes_with_the_wire_formats_and_a_missing_package_stops_the_synth(tmp_path, training_copy):
+    same = synthesize(tmp_path, training_copy).name
+    heartbeat = training_copy / "contract" / "heartbeat.py"
+    heartbeat.write_text(heartbeat.read_text() + "\n# edited\n")
+    after = synthesize(tmp_path, training_copy)
+    assert after.name != same and (after / "contract" / "heartbeat.py").read_text().endswith("# edited\n")
+    shutil.rmtree(training_copy / "contract")
+    with pytest.raises(Exception, match=r"the Lambda asset needs the package .*contract"):
         synthesize(tmp_path, training_copy)
 
 

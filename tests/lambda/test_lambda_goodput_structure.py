@@ -23,7 +23,7 @@ LAMBDA = Path(__file__).resolve().parents[2] / "lambda"
 
 
 def test_goodput_still_offers_every_name_it_offered_before_the_split():
-    used = {"FORMAT", "PARTS", "LEADER", "GOODPUT_PREFIX", "PROGRESS_PREFIX", "ledger", "attempts_of",
+    used = {"FORMAT", "PARTS", "LEADER", "ledger", "attempts_of",
             "summary_lines", "interruption_line"}  # by messages.py, goodput_sources.py, runctl and the tests
     assert used <= set(goodput.__all__)
     assert all(hasattr(goodput, name) for name in goodput.__all__)

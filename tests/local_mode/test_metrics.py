@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from local_mode.sagemaker.metrics import MetricTracker, parse_progress
+from contract.progress_lines import parse_progress
+from local_mode.sagemaker.metrics import MetricTracker
 
 DEFINITIONS = [
     {"Name": "train_loss", "Regex": "METRIC train_loss=([-+0-9.eE]+|nan|inf)"},

@@ -22,7 +22,7 @@ import pytest
 from hftrain_testkit import layout_job, to_argv
 from safetensors.torch import load_file, save_file
 
-from hftrain.checkpoint import history as run_history
+from contract import run_history
 from hftrain.checkpoint import manager as ck
 from local_mode import synthetic as synth
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import datasets
 import pytest
 
+from contract import goodput_line
 from hftrain.args import DataArguments
 from hftrain.checkpoint import history as run_history
 from hftrain.checkpoint import interval as save_interval
@@ -54,7 +55,8 @@ def test_the_clock_splits_time_into_startup_steps_evaluation_and_saves():
     with timer.final("save"):
         clock.now += 0.5
     timer.end()
-    records = [goodput.parse_line(line) for line in out.getvalue().splitlines() if line.startswith("GOODPUT ")]
+    records = [goodput_line.parse_line(line) for line in out.getvalue().splitlines()
+               if line.startswith(goodput_line.PREFIX)]
     assert [r["event"] for r in records] == ["startup", "beat", "eval_begin", "eval", "save_begin", "save", "beat",
                                             "end"]
     last = records[-1]

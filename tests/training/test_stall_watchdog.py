@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from contract import heartbeat as heartbeat_file
+from contract import stall_records
 from hftrain.run.failure import failure_path
 from hftrain.stall import injection as stall_injection
 from hftrain.stall import watchdog as stall
@@ -138,7 +140,7 @@ def test_the_watchdog_thread_dumps_stacks_writes_the_failure_and_the_record_then
     monkeypatch.setenv("SAGEMAKER_BASE_DIR", str(tmp_path / "ml"))
     checkpoints = tmp_path / "checkpoints"
     checkpoints.mkdir()
-    (checkpoints / stall.STALLS_FILE).write_text(json.dumps({"stalls": [{"job": "earlier", "detected_at": 1}]}))
+    (checkpoints / stall_records.FILE_NAME).write_text(json.dumps({"stalls": [{"job": "earlier", "detected_at": 1}]}))
     heart = stall.Heart()
     heart.mark("train", "train")  # training from the first look on (the heartbeat file below says its limit)
     exits: list[int] = []
@@ -165,11 +167,11 @@ def test_the_watchdog_thread_dumps_stacks_writes_the_failure_and_the_record_then
     first = failure_path().read_text().splitlines()[0]
     assert first.startswith("stall watchdog: rank 0 (algo-1, local rank 0) made no progress for 0.0 min at step 10; "
                             "last in test_the_watchdog_thread_dumps_stacks_writes_the_failure_and_the_record_then_exits")
-    records = json.loads((checkpoints / stall.STALLS_FILE).read_text())["stalls"]
+    records = json.loads((checkpoints / stall_records.FILE_NAME).read_text())["stalls"]
     assert [r["job"] for r in records] == ["earlier", "job-1"] and records[1]["step"] == 10
-    stacks = (checkpoints / stall.STACKS_DIR / "job-1" / "rank-0.txt").read_text()
+    stacks = (checkpoints / stall_records.STACKS_DIR / "job-1" / "rank-0.txt").read_text()
     assert "test_stall_watchdog.py" in stacks and "stall/watchdog.py" in stacks  # this thread's and the watchdog's
-    heartbeat = json.loads((checkpoints / stall.HEARTBEAT_FILE).read_text())
+    heartbeat = json.loads((checkpoints / heartbeat_file.FILE_NAME).read_text())
     assert heartbeat["job"] == "job-1" and heartbeat["limit_seconds"] == pytest.approx(1.2)
 
 

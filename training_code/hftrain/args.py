@@ -21,6 +21,7 @@ from typing import Any
 
 from transformers import Seq2SeqTrainingArguments
 
+from contract import intervals, run_history
 from hftrain import hp_rules, smenv
 from hftrain.data import files as data
 
@@ -269,7 +270,8 @@ class SageMakerTrainingArguments(Seq2SeqTrainingArguments):
     progress_every_seconds: float = field(
         default=30.0,
         metadata={
-            "help": "How often global rank 0 records the step reached in checkpoint_dir/_progress.json, from which "
+            "help": f"How often global rank 0 records the step reached in checkpoint_dir/{run_history.PROGRESS_FILE}, "
+            "from which "
             "the next start reports the work an interruption lost; 0 = at every step."
         },
     )
@@ -279,7 +281,7 @@ class SageMakerTrainingArguments(Seq2SeqTrainingArguments):
             "help": "fixed: save_steps and save_every_minutes as given; auto: the time between checkpoints is "
             "sqrt(2 x C x M), C the blocking save time measured in this run (first save, then the running median), "
             "M the mean time between interruptions seen in this run's history, else interruption_prior_hours; "
-            "clamped to [5, 60] minutes, every change logged (the pipeline sets it from checkpoint.every_minutes "
+            f"clamped to {intervals.describe_checkpoint_bounds()} minutes, every change logged (the pipeline sets it from checkpoint.every_minutes "
             "\"auto\").",
             "choices": ["fixed", "auto"],
         },

@@ -1,48 +1,43 @@
 """What the run did across restarts, kept beside the checkpoints (so it reaches S3 with them).
 
-- `_progress.json` (global rank 0, at most every `progress_every_seconds` and at every save): the step this
+- the progress file (global rank 0, at most every `progress_every_seconds` and at every save): the step this
   process reached and when, where it started, and the blocking time of the run's recent saves (for
   `save_interval auto`). After an interruption it tells the next start how far the lost attempt got, as far as
   it knows: a process interrupted before its first beat left only its start, and then the step reached is
   recorded as unknown (None), never as the start step. The run summary takes the step reached from the
   attempt's own log instead (lambda/goodput/ledger.py).
-- `_history.json` (global rank 0, at every start): one record per start (job, hosts, world size, the checkpoint
+- the history file (global rank 0, at every start): one record per start (job, hosts, world size, the checkpoint
   resumed from, the checkpoints rejected and why, the verification time, the decision taken) and one record
   per interruption: the step reached, the step resumed from, and the work lost in steps and minutes (lost steps
   times the lost attempt's measured time per step). The pipeline's finish step copies the interruptions into the
   run summary.
 
-Both live at the top of the checkpoint dir, outside every `checkpoint-<step>/`, so checkpoint discovery never
+Their names and formats: contract/run_history.py. Both live at the top of the checkpoint dir, outside every `checkpoint-<step>/`, so checkpoint discovery never
 reads them. They are small and rewritten atomically.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import time
 from typing import Any
 
+from contract import run_history
 from hftrain.checkpoint.manager import LocalStorage, utc_iso
 
 logger = logging.getLogger(__name__)
 
-PROGRESS_FILE = "_progress.json"
-HISTORY_FILE = "_history.json"
-MAX_RECORDS = 200
 
 
-def _read(storage: LocalStorage, path: str) -> dict[str, Any] | None:
+def _read(storage: LocalStorage, path: str, parse) -> dict[str, Any] | None:
     text = storage.read_text(path)
     if not text:
         return None
-    try:
-        value = json.loads(text)
-    except ValueError:
+    value = parse(text)
+    if value is None:
         logger.warning("ignoring unreadable %s", path)
-        return None
-    return value if isinstance(value, dict) else None
+    return value
 
 
 def interruption_record(previous: dict[str, Any] | None, *, resumed_step: int | None, job: str,
@@ -86,7 +81,7 @@ def interruption_record(previous: dict[str, Any] | None, *, resumed_step: int | 
 
 
 class RunHistory:
-    """Global rank 0's view of `_progress.json` and `_history.json` (other ranks never write)."""
+    """Global rank 0's view of the progress and history files (other ranks never write)."""
 
     def __init__(self, root: str, *, job: str, host: str, every_seconds: float = 30.0,
                  storage: LocalStorage | None = None, clock=time.time) -> None:
@@ -106,36 +101,32 @@ class RunHistory:
 
     @property
     def progress_path(self) -> str:
-        return os.path.join(self.root, PROGRESS_FILE)
+        return os.path.join(self.root, run_history.PROGRESS_FILE)
 
     @property
     def history_path(self) -> str:
-        return os.path.join(self.root, HISTORY_FILE)
+        return os.path.join(self.root, run_history.HISTORY_FILE)
 
     def read_history(self) -> dict[str, Any]:
-        history = _read(self.storage, self.history_path) or {}
-        history.setdefault("format", 1)
-        history.setdefault("starts", [])
-        history.setdefault("interruptions", [])
-        return history
+        return run_history.with_defaults(_read(self.storage, self.history_path, run_history.parse_history))
 
     def record_start(self, start: dict[str, Any], *, resumed_step: int | None) -> dict[str, Any] | None:
         """Append this start (and the interruption it follows, if any) to the history; returns the interruption."""
         now = self.clock()
         if not self._started:  # a second start of this process (a fallback after a load error) amends the first
-            self._previous = _read(self.storage, self.progress_path)
+            self._previous = _read(self.storage, self.progress_path, run_history.parse_progress)
             carried = (self._previous or {}).get("save_seconds")
             self.save_seconds = [float(x) for x in carried if isinstance(x, int | float)][-20:] if isinstance(
                 carried, list) else []
         interruption = interruption_record(self._previous, resumed_step=resumed_step, job=self.job, now=now)
         history = self.read_history()
-        history["starts"] = [*history["starts"], {"job": self.job, "at": utc_iso(now), **start}][-MAX_RECORDS:]
+        history["starts"] = [*history["starts"], {"job": self.job, "at": utc_iso(now), **start}]
         if interruption:
             earlier = history["interruptions"][:-1] if self._started and history["interruptions"] else \
                 history["interruptions"]
-            history["interruptions"] = [*earlier, interruption][-MAX_RECORDS:]
+            history["interruptions"] = [*earlier, interruption]
         self._started = True
-        self.storage.write_text_atomic(self.history_path, json.dumps(history, indent=1))
+        self.storage.write_text_atomic(self.history_path, run_history.format_history(history))
         self._started_step = resumed_step or 0
         self._started_at = now
         self._beats = -1  # the start's own record below is not a progress beat
@@ -156,6 +147,6 @@ class RunHistory:
                     "finished": finished, "beats": self._beats, "every_seconds": self.every_seconds,
                     "save_seconds": self.save_seconds}
         try:
-            self.storage.write_text_atomic(self.progress_path, json.dumps(progress))
-        except OSError as err:  # progress is informative: never stop training for it
+            self.storage.write_text_atomic(self.progress_path, run_history.format_progress(progress))
+        except (OSError, ValueError) as err:  # progress is informative: never stop training for it
             logger.warning("could not write %s: %s", self.progress_path, err)

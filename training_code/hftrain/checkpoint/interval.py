@@ -11,7 +11,7 @@ wastes recomputation (half an interval per interruption, on average).
   interruptions recorded, once there is at least one; else the prior the pipeline passes for the instance type
   and capacity (`interruption_prior_hours`, lambda/plan/checkpoint_interval.py, a documented conservative guess); else
   `DEFAULT_PRIOR_HOURS`.
-- The interval is clamped to [5, 60] minutes. Every change is logged with C, M and the interval.
+- The interval is clamped to the bounds of contract/intervals.py ([5, 60] minutes). Every change is logged with C, M and the interval.
 """
 
 from __future__ import annotations
@@ -24,10 +24,12 @@ from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any
 
+from contract import intervals
+
 logger = logging.getLogger("hftrain")
 
-MIN_MINUTES = 5.0
-MAX_MINUTES = 60.0
+MIN_MINUTES = float(intervals.CHECKPOINT_MIN_MINUTES)
+MAX_MINUTES = float(intervals.CHECKPOINT_MAX_MINUTES)
 DEFAULT_PRIOR_HOURS = 24.0  # when the pipeline passes no prior (a run outside the pipeline): a guess
 MAX_SAMPLES = 20
 
@@ -38,7 +40,7 @@ def young_daly_seconds(save_seconds: float, mtbi_seconds: float) -> float:
 
 
 def clamp_minutes(minutes: float) -> float:
-    return min(MAX_MINUTES, max(MIN_MINUTES, minutes))
+    return intervals.clamp_checkpoint_minutes(minutes)
 
 
 def interval_minutes(save_seconds: float | None, mtbi_seconds: float) -> float:

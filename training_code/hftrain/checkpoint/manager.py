@@ -37,7 +37,6 @@ import hashlib
 import json
 import logging
 import os
-import re
 import tempfile
 import time
 from collections.abc import Iterable, Sequence
@@ -45,20 +44,24 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from hftrain.checkpoint.marker_format import (  # noqa: F401 - importable from here
+from contract.checkpoint_marker import (  # noqa: F401 - importable from here
     MARKER_FORMAT,
     MARKER_PREFIX,
     MARKER_SUFFIX,
     PREFIX,
+    MarkerError,
     checkpoint_name,
+    format_marker,
+    is_marker_name,
     marker_name,
+    parse_marker,
+    step_of,
 )
 from hftrain.checkpoint.storage import LocalStorage, hash_algorithm, hash_file  # noqa: F401 - importable from here
 
 logger = logging.getLogger(__name__)
 
 QUARANTINE_TAG = ".unverified-"
-_STEP_RE = re.compile(r"^checkpoint-(\d+)$")
 
 # What a resume needs, by role: any one name of each group (directories hold FSDP's sharded state).
 WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
@@ -120,11 +123,6 @@ def same_identity(a: dict[str, Any], b: dict[str, Any]) -> bool:
     return a.get("task") == b.get("task") and a.get("model_fingerprint") == b.get("model_fingerprint")
 
 
-def step_of(name: str) -> int | None:
-    match = _STEP_RE.match(name)
-    return int(match.group(1)) if match else None
-
-
 def is_marker(name: str) -> bool:
     base = name.rsplit("/", 1)[-1]
     return base.startswith(MARKER_PREFIX) and (base.endswith(MARKER_SUFFIX) or base.endswith(".tmp"))
@@ -178,7 +176,7 @@ def write_node_marker(
         "hash_seconds": round(time.perf_counter() - started, 4),
         "files": files,
     }
-    storage.write_text_atomic(os.path.join(checkpoint_path, marker_name(host)), json.dumps(marker, indent=1))
+    storage.write_text_atomic(os.path.join(checkpoint_path, marker_name(host)), format_marker(marker))
     return marker
 
 
@@ -225,16 +223,13 @@ class Verdict:
 def read_markers(checkpoint_path: str, storage: LocalStorage) -> tuple[list[dict], str]:
     """(markers, problem): every `_complete.<host>.json` at the top of the directory, parsed."""
     present = storage.list_files(checkpoint_path)
-    names = sorted(n for n in present if "/" not in n and n.startswith(MARKER_PREFIX) and n.endswith(MARKER_SUFFIX))
+    names = sorted(n for n in present if "/" not in n and is_marker_name(n))
     markers = []
     for name in names:
         try:
-            marker = json.loads(storage.read_text(os.path.join(checkpoint_path, name)) or "")
-        except ValueError:
-            return [], f"marker {name} is not valid JSON"
-        if not isinstance(marker, dict):
-            return [], f"marker {name} is not a JSON object"
-        markers.append(marker)
+            markers.append(parse_marker(storage.read_text(os.path.join(checkpoint_path, name))))
+        except MarkerError as err:
+            return [], f"marker {name} {err}"
     return markers, ""
 
 

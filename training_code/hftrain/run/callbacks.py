@@ -11,6 +11,7 @@ import time
 
 from transformers import TrainerCallback
 
+from contract import progress_lines
 from hftrain.checkpoint import history as run_history
 from hftrain.checkpoint import manager as checkpoints
 from hftrain.parallel import process_group as distributed
@@ -18,21 +19,11 @@ from hftrain.parallel import process_group as distributed
 logger = logging.getLogger(__name__)
 
 
-def format_metric(value: float) -> str:
-    if math.isnan(value):
-        return "nan"
-    if math.isinf(value):
-        return "inf" if value > 0 else "-inf"
-    return repr(float(value))
-
-
 def emit_metrics(metrics: dict, stream=None) -> None:
-    """`METRIC <name>=<float>` one a line (numbers only), as the pipeline's metric definitions expect."""
+    """A METRIC line per number (contract/progress_lines.py), as the pipeline's metric definitions expect."""
     stream = stream or sys.stdout
-    for name, value in metrics.items():
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            continue
-        stream.write(f"METRIC {name}={format_metric(float(value))}\n")
+    for line in progress_lines.metric_lines(metrics):
+        stream.write(line + "\n")
     stream.flush()
 
 
@@ -46,7 +37,7 @@ class LogLinesCallback(TrainerCallback):
     def on_step_end(self, args, state, control, **kwargs):
         if state.is_world_process_zero:
             stream = self.stream or sys.stdout
-            stream.write(f"PROGRESS global_step={state.global_step} max_steps={state.max_steps}\n")
+            stream.write(progress_lines.progress_line(state.global_step, state.max_steps) + "\n")
             stream.flush()
 
     def on_log(self, args, state, control, logs=None, **kwargs):

@@ -1,6 +1,6 @@
 """Where this training process spends its time, reported for the pipeline's goodput ledger (lambda/goodput/ledger.py).
 
-Global rank 0 prints one `GOODPUT {json}` line (CONTRACTS.md) at each event below; every line carries the
+Global rank 0 prints one GOODPUT line (its format: contract/goodput_line.py) at each event below; every line carries the
 running totals, so the last line of a log stream says everything up to it, and the `save` lines say how much
 step time lay before each checkpoint (what an interrupted attempt keeps when the next one resumes from it):
 
@@ -20,13 +20,12 @@ per-step callbacks), `eval_seconds`, `save_seconds` (the Trainer's save plus the
 the time the loop blocked), `final_seconds` (final evaluation and model write, also in eval_ and save_seconds),
 `steps` (optimizer steps run by this process). Times are Unix seconds from this host's clock.
 
-The same numbers go to SageMaker's metric charts as `METRIC startup_seconds=`, `METRIC startup_<phase>_seconds=`
-and `METRIC step_seconds=` (the mean step time since the previous beat).
+The same numbers go to SageMaker's metric charts as METRIC lines (contract/progress_lines.py) `startup_seconds`,
+`startup_<phase>_seconds` and `step_seconds` (the mean step time since the previous beat).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import sys
@@ -37,10 +36,10 @@ from typing import Any
 
 from transformers import TrainerCallback
 
+from contract import goodput_line, progress_lines
+
 logger = logging.getLogger(__name__)
 
-LINE_PREFIX = "GOODPUT "
-FORMAT = 1
 STARTUP_PHASES = ("imports", "setup", "data_load", "model_load", "tokenize", "layout", "resume_verify", "restore")
 BEAT_SECONDS = 60.0
 
@@ -109,7 +108,7 @@ class GoodputClock:
         self.first_step_at = self._cursor = now
         self._last_beat = now
         self._beat_window = (0, 0.0)
-        self.emit("startup")
+        self.emit(goodput_line.STARTUP)
         metrics = {"startup_seconds": now - self.script_started_at,
                    **{f"startup_{name}_seconds": seconds for name, seconds in self.startup.items()}}
         self._metric_lines(metrics)
@@ -133,7 +132,7 @@ class GoodputClock:
         if self.steps > steps0:
             self._metric_lines({"step_seconds": (self.step_seconds - seconds0) / (self.steps - steps0)})
         self._beat_window = (self.steps, self.step_seconds)
-        self.emit("beat")
+        self.emit(goodput_line.BEAT)
 
     def _close_interval(self) -> float:
         """Time since the last accounted moment (logging between a step end and a save) is step time."""
@@ -145,7 +144,7 @@ class GoodputClock:
 
     def save_begins(self, step: int) -> None:
         self._save_started = self._close_interval()
-        self.emit("save_begin", saving_step=step)
+        self.emit(goodput_line.SAVE_BEGIN, saving_step=step)
 
     def save_ends(self, step: int) -> None:
         if self._save_started is None:
@@ -157,13 +156,13 @@ class GoodputClock:
         self._save_started = None
         if self._cursor is not None:
             self._cursor = now
-        self.emit("save", saved_step=step, save_seconds_last=round(seconds, 4))
+        self.emit(goodput_line.SAVE, saved_step=step, save_seconds_last=round(seconds, 4))
         for hook in self.on_save:
             hook(seconds)
 
     def eval_begins(self) -> None:
         self._eval_started = self._close_interval()
-        self.emit("eval_begin")
+        self.emit(goodput_line.EVAL_BEGIN)
 
     def eval_ends(self) -> None:
         if self._eval_started is None:
@@ -174,7 +173,7 @@ class GoodputClock:
         self._eval_started = None
         if self._cursor is not None:
             self._cursor = now
-        self.emit("eval")
+        self.emit(goodput_line.EVAL)
 
     @contextmanager
     def final(self, kind: str) -> Iterator[None]:
@@ -191,7 +190,7 @@ class GoodputClock:
                 self.save_seconds += seconds
 
     def end(self) -> None:
-        self.emit("end")
+        self.emit(goodput_line.END)
 
     # --- output ------------------------------------------------------------------------------------------
     def record(self, event: str, **extra: Any) -> dict[str, Any]:
@@ -199,7 +198,8 @@ class GoodputClock:
             return None if x is None else round(x, 3)
 
         return {
-            "v": FORMAT, "event": event, "job": self.job, "host": self.host, "pid": os.getpid(), "at": r(self.clock()),
+            "v": goodput_line.FORMAT, "event": event, "job": self.job, "host": self.host, "pid": os.getpid(),
+            "at": r(self.clock()),
             "script_started_at": r(self.script_started_at), "start_step": self.start_step, "step": self.step,
             "steps": self.steps, "first_step_at": r(self.first_step_at), "last_step_at": r(self.last_step_at),
             "startup": {k: round(v, 3) for k, v in self.startup.items()}, "tokenize_cache": self.tokenize_cache,
@@ -212,28 +212,17 @@ class GoodputClock:
         if not self.enabled:
             return
         stream = self.stream or sys.stdout
-        stream.write(LINE_PREFIX + json.dumps(self.record(event, **extra), separators=(",", ":")) + "\n")
+        stream.write(goodput_line.format_line(self.record(event, **extra)) + "\n")
         stream.flush()
 
     def _metric_lines(self, metrics: dict[str, float]) -> None:
         if not self.enabled:
             return
         stream = self.stream or sys.stdout
-        for name, value in metrics.items():
-            stream.write(f"METRIC {name}={float(value)!r}\n")
+        for line in progress_lines.metric_lines(metrics):
+            stream.write(line + "\n")
         stream.flush()
 
-
-def parse_line(line: str) -> dict[str, Any] | None:
-    """The record of a GOODPUT line (None for other lines or bad JSON)."""
-    at = line.find(LINE_PREFIX)
-    if at < 0:
-        return None
-    try:
-        value = json.loads(line[at + len(LINE_PREFIX):])
-    except ValueError:
-        return None
-    return value if isinstance(value, dict) else None
 
 
 class GoodputCallback(TrainerCallback):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 
+from contract.checkpoint_marker import checkpoint_name
 from hftrain.checkpoint import resume, volume
 from hftrain.data import packing
 from hftrain.parallel import fsdp
@@ -102,7 +103,7 @@ def make_trainer_class(base):
                 stall.HEART.mark("train", "train")
                 return result
             except Exception as err:  # a full volume says so (checkpoint/volume.py); anything else as it is
-                full = volume.save_failure(err, self.args.checkpoint_dir, f"checkpoint-{self.state.global_step}",
+                full = volume.save_failure(err, self.args.checkpoint_dir, checkpoint_name(self.state.global_step),
                                            lambda: volume.state_bytes(self.model, self.optimizer))
                 if full is None:
                     raise

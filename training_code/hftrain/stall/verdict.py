@@ -6,11 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from contract.stall_records import MESSAGE_PREFIX, STACKS_DIR
+
 if TYPE_CHECKING:
     from hftrain.stall.watchdog import Limits
-
-MESSAGE_PREFIX = "stall watchdog: "
-STACKS_DIR = "_stalls"
 
 
 @dataclass

@@ -47,15 +47,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from contract import heartbeat, stall_records
 from hftrain.stall.boards import LocalBoard, StoreBoard, board_from_env  # noqa: F401 - importable from here
 from hftrain.stall.verdict import MESSAGE_PREFIX, STACKS_DIR, Verdict, judge  # noqa: F401 - importable from here
 
 logger = logging.getLogger("hftrain")
 
 EXIT_CODE = 75  # EX_TEMPFAIL: the job stopped making progress; the pipeline retries it
-STALLS_FILE = "_stalls.json"
-HEARTBEAT_FILE = "_heartbeat.json"  # global rank 0's progress for CheckJob's outside watch (lambda/watch/stalls.py)
-HEARTBEAT_FILE_SECONDS = 30.0
 KEY = "hftrain-stall/"
 ACK_SECONDS = 15.0
 LONG_KINDS = ("startup", "eval", "save", "final")
@@ -325,22 +323,22 @@ class Watchdog(threading.Thread):
         self.exit(EXIT_CODE)
 
     def _write_heartbeat(self, beat: dict[str, Any]) -> None:
-        """`<checkpoint_dir>/_heartbeat.json` every HEARTBEAT_FILE_SECONDS (SageMaker syncs it to S3): what the
+        """The heartbeat file (contract/heartbeat.py) every heartbeat.WRITE_SECONDS (SageMaker syncs it to S3): what the
         pipeline's outside watch reads when the job cannot report a stall itself (a frozen instance)."""
         now = beat["alive_at"]
         if not self.who.checkpoint_dir or (self._file_beat_at is not None and
-                                           now - self._file_beat_at < HEARTBEAT_FILE_SECONDS):
+                                           now - self._file_beat_at < heartbeat.WRITE_SECONDS):
             return
         self._file_beat_at = now
-        record = {"job": self.who.job, "step": beat["step"], "phase": beat["phase"], "kind": beat["kind"],
-                  "moved_at": round(beat["moved_at"], 3), "at": round(now, 3),
-                  "limit_seconds": round(self.limits.seconds(beat["kind"], beat["median_step"]), 1)}
-        path = Path(self.who.checkpoint_dir) / HEARTBEAT_FILE
+        record = heartbeat.record(job=self.who.job, step=beat["step"], phase=beat["phase"], kind=beat["kind"],
+                                  moved_at=beat["moved_at"], at=now,
+                                  limit_seconds=self.limits.seconds(beat["kind"], beat["median_step"]))
+        path = Path(self.who.checkpoint_dir) / heartbeat.FILE_NAME
         try:
-            tmp = path.with_name(f".{HEARTBEAT_FILE}.{os.getpid()}")
-            tmp.write_text(json.dumps(record))
+            tmp = path.with_name(f".{heartbeat.FILE_NAME}.{os.getpid()}")
+            tmp.write_text(heartbeat.format_heartbeat(record))
             os.replace(tmp, path)
-        except OSError:
+        except (OSError, ValueError):
             pass
 
     def _write_stacks(self) -> str | None:
@@ -349,7 +347,7 @@ class Watchdog(threading.Thread):
         folder = Path(self.who.checkpoint_dir) / STACKS_DIR / self.who.job
         try:
             folder.mkdir(parents=True, exist_ok=True)
-            path = folder / f"rank-{self.who.rank}.txt"
+            path = folder / stall_records.stacks_file(self.who.rank)
             with path.open("w") as handle:
                 dump_stacks(handle)
             return str(path)
@@ -360,19 +358,17 @@ class Watchdog(threading.Thread):
         """The stall record beside the checkpoints (the claimant only), appended to earlier attempts' records."""
         if not self.who.checkpoint_dir:
             return
-        path = Path(self.who.checkpoint_dir) / STALLS_FILE
+        path = Path(self.who.checkpoint_dir) / stall_records.FILE_NAME
         try:
-            existing = json.loads(path.read_text()) if path.is_file() else {}
-        except (OSError, ValueError):
-            existing = {}
-        stalls = [s for s in (existing.get("stalls") if isinstance(existing, dict) else None) or []
-                  if isinstance(s, dict)]
+            stalls = stall_records.parse_records(path.read_text()) or [] if path.is_file() else []
+        except OSError:
+            stalls = []
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(f".{STALLS_FILE}.{os.getpid()}")
-            tmp.write_text(json.dumps({"stalls": [*stalls, record][-100:]}, indent=1))
+            tmp = path.with_name(f".{stall_records.FILE_NAME}.{os.getpid()}")
+            tmp.write_text(stall_records.format_records([*stalls, record]))
             os.replace(tmp, path)
-        except OSError as err:
+        except (OSError, ValueError) as err:
             logger.warning("stall watchdog: could not write %s: %s", path, err)
 
 
