@@ -45,6 +45,15 @@ FAMILIES: dict[str, GpuFamily] = {
 }
 
 
+# Families without an NVIDIA GPU (CPU, or accelerators without CUDA): no bf16 or TF32 for the Trainer's GPU paths
+# (transformers refuses `tf32` without an Ampere GPU). GPUs: none, so `gpus` stays None (not checked).
+CPU_FAMILIES = ("ml.t2", "ml.t3", "ml.m4", "ml.m5", "ml.m5d", "ml.m6i", "ml.m6id", "ml.m7i", "ml.c4", "ml.c5",
+                "ml.c5d", "ml.c5n", "ml.c6i", "ml.c6id", "ml.c7i", "ml.r5", "ml.r5d", "ml.r6i", "ml.r7i",
+                "ml.trn1", "ml.trn1n", "ml.trn2", "ml.inf2")
+FAMILIES.update({name: GpuFamily("no NVIDIA GPU", "CPU" if not name.startswith(("ml.trn", "ml.inf")) else "Neuron",
+                                 bf16=False) for name in CPU_FAMILIES})
+
+
 def _sizes(family: str, counts: dict[str, int]) -> dict[str, int]:
     return {f"{family}.{size}": gpus for size, gpus in counts.items()}
 
@@ -90,6 +99,8 @@ def has_bf16(instance_type: str) -> bool:
 
 def describe(instance_type: str) -> str:
     known, count = FAMILIES.get(family(instance_type)), gpus(instance_type)
+    if known is not None and family(instance_type) in CPU_FAMILIES:
+        return f"{instance_type} ({known.architecture}, no NVIDIA GPU)"
     if known is None or count is None:
         return instance_type
     return f"{instance_type} ({count} x {known.gpu}, {known.architecture})"

@@ -289,6 +289,7 @@ def check(run: Run, requests: list[tuple[str, dict[str, Any]]], settings: Settin
     problems += spend.cost_problems(run, requests, settings)
     if s3 is not None:
         problems += storage_problems(spec, settings, s3)
+        problems += folder_named_like_object_problems(spec, settings, s3)
         problems += data_preflight.problems(spec, settings, s3)
     if sagemaker is not None:
         problems += job_name_problems(run, sagemaker)
@@ -296,4 +297,29 @@ def check(run: Run, requests: list[tuple[str, dict[str, Any]]], settings: Settin
         problems += subnet_problems(requests, ec2)
     if stepfunctions is not None and not problems:  # the run could start: does the environment have room for it?
         problems += spend.concurrency_problems(settings, stepfunctions, run.execution_arn)
+    return problems
+
+
+def folder_named_like_object_problems(spec: RunSpec, settings: Settings, s3: Any) -> list[str]:
+    """A location read as a folder (the '/' is added: run_spec._in_data_bucket) whose name, without the '/', is an
+    object: the spec named a file and the job would read another set of objects (the folder's, or none). Said with
+    what was understood, before any job starts (issue 36). One HeadObject per location."""
+    checks = [(f"data.{name}.s3", channel.s3) for name, channel in spec.data.channels().items()
+              if channel.s3 is not None]
+    if spec.model_in_s3 and spec.model.endswith("/"):
+        checks.append(("model", spec.model))
+    problems: list[str] = []
+    for path, uri in checks:
+        bucket, prefix = parse_s3_uri(uri)
+        key = prefix.rstrip("/")
+        if bucket != settings.data_bucket or not key or key == prefix:
+            continue  # Prepare reads the data bucket only (the model registry's copies are folders it wrote)
+        try:
+            with aws_errors():
+                s3.head_object(Bucket=bucket, Key=key)
+        except ClientError:
+            continue  # no such object (or not readable: storage_problems says so)
+        problems.append(f"{path}: s3://{bucket}/{key} is an object, but {path.split('.')[0]} is read as the folder "
+                        f"{uri} (the '/' is added: a prefix would also read its siblings); give the folder the "
+                        "file is in, or move the file into a folder of its own")
     return problems

@@ -44,7 +44,7 @@ def runtime_fits(spec: dict[str, Any], ctx: Context) -> None:
     """`max_runtime_seconds` (and `spot.max_wait_seconds` when an attempt uses spot) cover the job's start-up
     (600 s) plus the first checkpoint interval (`checkpoint.every_minutes`; 5 min for auto)."""
     checkpoint, spot, fallback = spec.get("checkpoint"), spec.get("spot"), spec.get("fallback")
-    every = checkpoint.get("every_minutes") if valid(checkpoint) else None
+    every = checkpoint.get("every_minutes") if isinstance(checkpoint, dict) else None
     if not valid(every):
         return
     least = floor(every)
@@ -53,10 +53,10 @@ def runtime_fits(spec: dict[str, Any], ctx: Context) -> None:
     runtime = spec.get("max_runtime_seconds")
     if valid(runtime) and isinstance(runtime, int) and runtime < least:
         ctx.problems.add("max_runtime_seconds", f"{runtime} is below {least} s: {_why(every)}{fix}")
-    options = fallback.get("options") if valid(fallback) else None
-    uses_spot = valid(spot) and (spot.get("enabled") is True or (
-        valid(options) and any(isinstance(o, dict) and o.get("spot") is True for o in options)))
-    wait = spot.get("max_wait_seconds") if valid(spot) else None
+    options = fallback.get("options") if isinstance(fallback, dict) else None
+    uses_spot = isinstance(spot, dict) and (spot.get("enabled") is True or (
+        isinstance(options, list) and any(isinstance(o, dict) and o.get("spot") is True for o in options)))
+    wait = spot.get("max_wait_seconds") if isinstance(spot, dict) else None
     if uses_spot and valid(wait) and isinstance(wait, int) and wait < least:
         ctx.problems.add("spot.max_wait_seconds", f"{wait} is below {least} s: {_why(every)}{fix}")
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from hfsm_lambda.errors import PreflightError
-from hfsm_lambda.plan import job_requests, planning, preflight
+from hfsm_lambda.errors import PreflightError, SpecError
+from hfsm_lambda.plan import environment_limits, job_requests, planning, preflight
 from hfsm_lambda.plan.run import Run
 from hfsm_lambda.settings import Settings
 from hfsm_lambda.spec import run_spec, typed
@@ -33,7 +33,11 @@ def prepare_run(
     Without `s3` / `sagemaker` / `ec2` / `stepfunctions` clients the storage, job-name, EFA subnet and concurrent-run
     checks are skipped (pure use).
     """
-    spec = typed.from_json(run_spec.parse_spec(raw, settings))
+    try:
+        spec = typed.from_json(run_spec.parse_spec(raw, settings))
+    except SpecError as err:  # every phase's problems, the environment's limits too (issue 36)
+        raise SpecError(environment_limits.with_spec_problems(err.problems, raw, settings),
+                        omitted=err.omitted) from None
     run = planning.plan_run(spec, settings, run_id=run_id, execution=execution, source=source, created_at=now)
     requests = job_requests.build_requests(run, settings)
     problems = preflight.check(run, requests, settings, s3=s3, sagemaker=sagemaker, ec2=ec2,

@@ -284,7 +284,22 @@ def rule_problems(spec: dict[str, Any]) -> list[tuple[str, str]]:
         if old_gpus and any("@bf16_gpu" in c for c in rule["then"]):
             message += f" ({', '.join(map(instance_types.describe, old_gpus))}: no bf16 or TF32)"
         problems.append((paths[0], message))
+        if old_gpus and any("@bf16_gpu" in c for c in rule["then"]):
+            problems += bf16_option_problems(spec, paths[0])
     return problems
+
+
+def bf16_option_problems(spec: dict[str, Any], field: str) -> list[tuple[str, str]]:
+    """The fallback options whose instance type lacks bf16/TF32, each named by its own path, for a `field`
+    (e.g. hyperparameters.bf16) that needs them on every attempt (issue 36: name the option, not only the field)."""
+    out = []
+    for i, option in enumerate(spec["fallback"]["options"]):
+        kind = option.get("instance_type")
+        if kind and not instance_types.has_bf16(kind):
+            out.append((f"fallback.options[{i}].instance_type",
+                        f"{instance_types.describe(kind)} has no bf16 or TF32, which {field} needs on every "
+                        "attempt; choose an Ampere-or-newer GPU type for this option or drop the setting"))
+    return out
 
 
 # --- the code-execution policy: what the hyperparameters may make a job import, fetch or send out ---------------

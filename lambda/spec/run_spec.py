@@ -478,7 +478,19 @@ def parse_spec(raw: Any, settings: Settings) -> dict[str, Any]:
     spec = SPEC.check(raw, "", ctx)
     if valid(spec) and isinstance(spec, dict):
         for rule in RULES:
-            rule(spec, ctx)
+            apply_rule(rule, spec, ctx)
     if ctx.problems or not isinstance(spec, dict):
         raise SpecError(ctx.problems.lines, omitted=ctx.problems.omitted)
     return spec
+
+
+def apply_rule(rule: Any, spec: dict[str, Any], ctx: Context) -> None:
+    """Run one rule across fields. A rule skips the fields that failed their own check (INVALID); should it still
+    stumble over one (a `null` or a number where it expects an object: TypeError, AttributeError, KeyError...),
+    that field's problem is reported already and the spec is refused with it: the rule adds nothing, and the spec
+    error stays the one answer (issue 36). On a spec without problems the exception is a bug and propagates."""
+    try:
+        rule(spec, ctx)
+    except (TypeError, AttributeError, KeyError, IndexError, ValueError):
+        if not ctx.problems:
+            raise

@@ -113,6 +113,7 @@ def principal_calls(fsx: bool, create_sagemaker_log_groups: bool) -> dict[str, l
             ("s3:GetObject", "{data}/runs/*", "code:handlers.get_object"),
             ("s3:GetObjectVersion", "{data}/runs/*", "code:handlers.get_object"),
             ("s3:GetObject", "{data}/*", "code:data.preflight.get_object"),
+            ("s3:GetObject", "{data}/*", "code:plan.preflight.head_object"),
             ("s3:GetObject", "{arts}/outputs/*", "code:data.preflight.get_object"),
             ("s3:ListBucket", "{data}", "code:plan.preflight.get_paginator"),
             ("s3:ListBucket", "{arts}", "code:plan.preflight.get_paginator"),

@@ -488,7 +488,7 @@ def parse_args(argv: list[str] | None = None, environ: dict[str, str] | None = N
             raise ArgumentError(f"{name} cannot be set as a hyperparameter: {hp_rules.UNSETTABLE[name]}")
     model_args, data_args, training_args = parser.parse_args_into_dataclasses(args=argv)
     values = {**vars(model_args), **vars(data_args), **vars(training_args)}
-    problems = [f"{name} {message}" for name in sorted(hp_rules.BOUNDS)
+    problems = [f"{name} {message}" for name in sorted(set(hp_rules.BOUNDS) | set(names))
                 if (message := hp_rules.bound_problem(name, values.get(name)))]
     facts = {"validation_data": _has_validation_data(data_args, environ)}
     problems += [message for _, message in hp_rules.broken_rules(values, facts, owners=("hftrain",))]

@@ -39,6 +39,7 @@ FACTS = {
     "watchdog_stop": "the durability watchdog stops a job whose checkpoints stall (checkpoint.watchdog.action stop)",
 }
 
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1  # every integer hyperparameter, besides its BOUNDS (issue 36)
 BOUNDS: dict[str, dict[str, float]] = {
     "max_seq_length": {"minimum": 8},
     "doc_stride": {"minimum": 1},
@@ -50,8 +51,9 @@ BOUNDS: dict[str, dict[str, float]] = {
     "max_train_samples": {"minimum": 1},
     "max_eval_samples": {"minimum": 1},
     "save_steps": {"exclusiveMinimum": 0},
-    "per_device_train_batch_size": {"minimum": 1},
-    "per_device_eval_batch_size": {"minimum": -1},  # -1: auto (twice the training batch, at least 8); 0: a rule
+    "per_device_train_batch_size": {"minimum": 1, "maximum": 2**31 - 1},
+    "per_device_eval_batch_size": {"minimum": -1, "maximum": 2**31 - 1},  # -1: auto (twice the training batch, at
+    # least 8: a training batch beyond 2**62 would overflow it); 0: a rule
     "gradient_accumulation_steps": {"minimum": 1},
     "eval_accumulation_steps": {"minimum": 1},
     "dataloader_num_workers": {"minimum": -1},  # -1: auto
@@ -74,6 +76,7 @@ BOUNDS: dict[str, dict[str, float]] = {
     "ddp_timeout": {"minimum": 1, "maximum": 2**31 - 1},
     "ddp_bucket_cap_mb": {"maximum": 2**31 - 1},
     "save_total_limit": {"minimum": 1},
+    "label_smoothing_factor": {"minimum": 0, "maximum": 1},
 }
 BOUND_REASONS: dict[str, str] = {
     "adam_beta1": "torch's Adam/AdamW refuse a beta outside [0, 1) when the optimizer is created",
@@ -87,6 +90,11 @@ BOUND_REASONS: dict[str, str] = {
                    "clock",
     "ddp_bucket_cap_mb": "torch's DDP reducer takes the bucket size in bytes as a 64-bit integer",
     "save_total_limit": "transformers reads 0 or less as no limit; leave it unset to keep every checkpoint",
+    "per_device_train_batch_size": "torch indexes a batch with 32-bit sizes on the GPU; the automatic evaluation "
+                                   "batch is twice this one",
+    "per_device_eval_batch_size": "torch indexes a batch with 32-bit sizes on the GPU",
+    "label_smoothing_factor": "the target mixes (1 - factor) x the label with factor x the uniform distribution: "
+                              "outside [0, 1] a class gets a negative weight and the loss has no lower bound",
 }
 
 UNSETTABLE = {
@@ -235,6 +243,11 @@ def bound_problem(name: str, value: Any) -> str | None:
     limits = BOUNDS.get(name, {})
     if value is None or isinstance(value, bool) or not isinstance(value, int | float):
         return None
+    # A whole number beyond int64 (an integer, or a float transformers turns into one, e.g. logging_steps 1e300).
+    if (value == value and abs(value) != float("inf") and value == int(value)
+            and not INT64_MIN <= int(value) <= INT64_MAX):
+        return (f"must fit a 64-bit integer ({INT64_MIN} to {INT64_MAX}), got {value}: torch, numpy and the "
+                "step arithmetic store it in one")
     # Written as "not inside" so that NaN (which argparse's float() reads) is outside every bound.
     if "minimum" in limits and not value >= limits["minimum"]:
         return _because(name, f"must be >= {limits['minimum']}, got {value}")
