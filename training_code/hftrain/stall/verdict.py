@@ -4,10 +4,9 @@ the `_stalls.json` record."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from hftrain.stall.watchdog import Limits
+from hftrain.stall.limits import Limits
 
 MESSAGE_PREFIX = "stall watchdog: "
 STACKS_DIR = "_stalls"
