@@ -13,7 +13,7 @@ from typing import Any
 import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 
-from hfsm_lambda.goodput import ledger as goodput
+from hfsm_lambda.goodput import text as goodput
 from hfsm_lambda.runs import verdict
 from pipeline_runs.clients import Clients
 from pipeline_runs.listing import list_runs

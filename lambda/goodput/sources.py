@@ -18,6 +18,8 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from hfsm_lambda.goodput import ledger as goodput
+from hfsm_lambda.goodput.evidence import GOODPUT_PREFIX, PROGRESS_PREFIX
+from hfsm_lambda.goodput.values import LEADER
 
 logger = logging.getLogger("hfsm")
 
@@ -34,7 +36,7 @@ def _code(err: Exception) -> str:
 
 def leader_streams(logs: Any, job_name: str) -> list[dict[str, Any]]:
     """The leader host's streams of one job, with their GOODPUT and PROGRESS lines (goodput.ledger's format)."""
-    prefix = f"{job_name}/{goodput.LEADER}-"
+    prefix = f"{job_name}/{LEADER}-"
     try:
         pages = logs.get_paginator("describe_log_streams").paginate(logGroupName=LOG_GROUP,
                                                                     logStreamNamePrefix=prefix)
@@ -68,7 +70,7 @@ def _events(logs: Any, stream: str) -> list[list[Any]]:
         page = logs.get_log_events(**kwargs)
         for event in page.get("events", []):
             message = event.get("message", "")
-            if goodput.GOODPUT_PREFIX in message or goodput.PROGRESS_PREFIX in message:
+            if GOODPUT_PREFIX in message or PROGRESS_PREFIX in message:
                 events.append([event["timestamp"] / 1000, message])
         token = page.get("nextForwardToken")
         if not page.get("events") or not token or token == kwargs.get("nextToken") or \
