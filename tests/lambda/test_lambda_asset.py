@@ -103,9 +103,9 @@ def test_the_durability_watchdog_reads_the_training_codes_marker_names():
     """One declaration of the checkpoint and marker names (hftrain/checkpoint/marker_format.py): the watchdog finds in S3
     exactly what the training code writes."""
     from hfsm_lambda.watch import durability
-    from hftrain.checkpoint import manager as checkpoints
+    from hftrain.checkpoint.marker_format import MARKER_FORMAT, checkpoint_name, marker_name
 
-    assert durability.MARKER_FORMAT == checkpoints.MARKER_FORMAT
-    key = f"{checkpoints.checkpoint_name(7)}/{checkpoints.marker_name('algo-2')}"
+    assert durability.MARKER_FORMAT == MARKER_FORMAT
+    key = f"{checkpoint_name(7)}/{marker_name('algo-2')}"
     assert durability.MARKER_RE.fullmatch(key).groups() == ("7", "algo-2")
     assert training_contract.checkpoint_marker is sys.modules["hftrain.checkpoint.marker_format"]

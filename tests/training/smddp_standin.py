@@ -63,6 +63,7 @@ def main() -> None:
     install_standin()
     dist.init_process_group("smddp")
     from hftrain.checkpoint import manager as checkpoints
+    from hftrain.checkpoint.marker_format import marker_name
     from hftrain.data import sharding
     from hftrain.parallel import process_group as distributed
     from hftrain.run import runner
@@ -130,7 +131,7 @@ def main() -> None:
     state = SimpleNamespace(global_step=12, is_world_process_zero=rank == 0)
     callback.on_save(None, state, control)
     distributed.barrier()
-    out["checkpoint_marked"] = (saved / checkpoints.marker_name("algo-1")).exists()
+    out["checkpoint_marked"] = (saved / marker_name("algo-1")).exists()
     out["calls"] = sorted(set(CALLS))
     # one file per rank: two ranks printing to the one stdout torchrun shares can interleave their lines
     results = Path(os.environ["STANDIN_RESULTS"]) if os.environ.get("STANDIN_RESULTS") else None

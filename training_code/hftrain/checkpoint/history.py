@@ -24,7 +24,8 @@ import os
 import time
 from typing import Any
 
-from hftrain.checkpoint.manager import LocalStorage, utc_iso
+from hftrain.checkpoint.manager import utc_iso
+from hftrain.checkpoint.storage import LocalStorage
 
 logger = logging.getLogger(__name__)
 

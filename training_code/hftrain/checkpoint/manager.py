@@ -45,15 +45,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from hftrain.checkpoint.marker_format import (  # noqa: F401 - importable from here
+from hftrain.checkpoint.marker_format import (
     MARKER_FORMAT,
     MARKER_PREFIX,
     MARKER_SUFFIX,
     PREFIX,
-    checkpoint_name,
     marker_name,
 )
-from hftrain.checkpoint.storage import LocalStorage, hash_algorithm, hash_file  # noqa: F401 - importable from here
+from hftrain.checkpoint.storage import LocalStorage, hash_algorithm
 
 logger = logging.getLogger(__name__)
 

@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hftrain.checkpoint import manager as checkpoints
+from hftrain.checkpoint.marker_format import MARKER_FORMAT, checkpoint_name
+from hftrain.checkpoint.storage import LocalStorage
 from hftrain.parallel import process_group as distributed
 
 logger = logging.getLogger("hftrain")
@@ -95,7 +97,7 @@ def probe_weights(path: str, model) -> str:
     return ""
 
 
-def probe_trainer_state(path: str, step: int | None, storage: checkpoints.LocalStorage) -> str:
+def probe_trainer_state(path: str, step: int | None, storage: LocalStorage) -> str:
     text = storage.read_text(os.path.join(path, checkpoints.TRAINER_STATE_FILE))
     try:
         state = json.loads(text or "")
@@ -131,11 +133,11 @@ class ResumePlanner:
     """Runs on every rank; node leaders (local rank 0) read and hash, all ranks take the same decisions."""
 
     def __init__(self, root: str, identity: dict[str, Any], *, model=None,
-                 storage: checkpoints.LocalStorage | None = None) -> None:
+                 storage: LocalStorage | None = None) -> None:
         self.root = root
         self.identity = identity
         self.model = model
-        self.storage = storage or checkpoints.LocalStorage()
+        self.storage = storage or LocalStorage()
         self.rejected: list[dict[str, Any]] = []
         self.verify_seconds = 0.0
         self._candidates: list[int] = []
@@ -147,9 +149,9 @@ class ResumePlanner:
         return distributed.local_rank() == 0
 
     def _check(self, step: int) -> checkpoints.Verdict:
-        path = os.path.join(self.root, checkpoints.checkpoint_name(step))
+        path = os.path.join(self.root, checkpoint_name(step))
         if not self.storage.exists(path):
-            return checkpoints.Verdict(checkpoints.checkpoint_name(step), step, "incomplete",
+            return checkpoints.Verdict(checkpoint_name(step), step, "incomplete",
                                        "not present on this node")
         return self._verify_and_stage(path, step)
 
@@ -223,7 +225,7 @@ class ResumePlanner:
 
     def next_after(self, failed_step: int, reason: str) -> ResumeDecision:
         """After the Trainer failed to load `failed_step` (every rank calls this together)."""
-        self._reject(checkpoints.checkpoint_name(failed_step), "unusable", f"loading failed: {reason}")
+        self._reject(checkpoint_name(failed_step), "unusable", f"loading failed: {reason}")
         return self._next(below=failed_step)
 
     def verify_explicit(self, path: str) -> ResumeDecision:
@@ -247,7 +249,7 @@ class ResumePlanner:
         out = []
         for entry in self._entries:
             markers, _ = checkpoints.read_markers(entry.path, self.storage)
-            marker = next((m for m in markers if m.get("format") == checkpoints.MARKER_FORMAT), None)
+            marker = next((m for m in markers if m.get("format") == MARKER_FORMAT), None)
             if marker and not checkpoints.same_identity(marker, self.identity):
                 saved = {"task": marker.get("task"), "model_fingerprint": marker.get("model_fingerprint"),
                          "model": marker.get("model")}
@@ -266,18 +268,18 @@ class ResumePlanner:
             verdict = self._check(step) if self._leader() else None
             verdicts = self._gather(None if verdict is None else (verdict.kind, verdict.reason))
             failing = [(kind, reason) for kind, reason in verdicts if kind != "ok"]
-            path = os.path.join(self.root, checkpoints.checkpoint_name(step))
+            path = os.path.join(self.root, checkpoint_name(step))
             if failing:
                 if verdict is not None and verdict.ok:  # verified here, not on another node
                     checkpoints.release_view(self._view(path), self.storage)
-                self._reject(checkpoints.checkpoint_name(step), *failing[0])
+                self._reject(checkpoint_name(step), *failing[0])
                 continue
             meta = self._gather(None if verdict is None else (verdict.lineage, verdict.saved_at_unix,
                                                                verdict.world_size))[0]
             lineage, saved_at, saved_world = meta
             self._log_unlisted(path)
             ours = self._ours(lineage, step)
-            decision = f"resume from {checkpoints.checkpoint_name(step)}"
+            decision = f"resume from {checkpoint_name(step)}"
             if distributed.rank() == 0:
                 logger.info("resuming from %s (verified on %d node(s) in %.2f s; %d newer checkpoint(s) rejected)",
                             path, len(verdicts), self.verify_seconds, len(self.rejected))
