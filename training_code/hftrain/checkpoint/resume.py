@@ -42,6 +42,20 @@ class CheckpointLoadError(RuntimeError):
         self.reason = reason
 
 
+def guarded_load(what: str, checkpoint, load) -> None:
+    """Run one load (the Trainer's, of a verified checkpoint) on every rank; if it fails on any, all raise
+    CheckpointLoadError together, so that the runner falls back to an older checkpoint instead of crashing or
+    hanging."""
+    error = None
+    try:
+        load()
+    except Exception as err:  # noqa: BLE001 - any load failure is a reason to fall back
+        error = err
+    if distributed.any_rank(error is not None):
+        reason = f"{what}: {type(error).__name__}: {error}" if error else f"{what} failed on another rank"
+        raise CheckpointLoadError(str(checkpoint), reason) from error
+
+
 _LEGACY_SUFFIXES = (("LayerNorm.gamma", "LayerNorm.weight"), ("LayerNorm.beta", "LayerNorm.bias"))
 
 

@@ -15,6 +15,7 @@ import math
 import os
 import shutil
 from collections.abc import Callable
+from typing import NoReturn
 
 from hftrain.checkpoint import manager as checkpoints
 from hftrain.checkpoint.storage import LocalStorage
@@ -75,6 +76,15 @@ def state_bytes(model, optimizer) -> int:
         for state in getattr(optimizer, "state", {}).values():
             total += sum(v.numel() * v.element_size() for v in state.values() if hasattr(v, "numel"))
     return int(total)
+
+
+def raise_save_failure(err: BaseException, root: str, name: str, estimate: Callable[[], int]) -> NoReturn:
+    """In the handler of a failed save of checkpoint `name`: raises the VolumeFullError that says so (from `err`)
+    when the volume is full, else `err` as it is."""
+    full = save_failure(err, root, name, estimate)
+    if full is None:
+        raise err
+    raise full from err
 
 
 def save_failure(err: BaseException, root: str, name: str, estimate: Callable[[], int]) -> VolumeFullError | None:
