@@ -65,8 +65,8 @@ def main() -> None:
     from hftrain.checkpoint import manager as checkpoints
     from hftrain.checkpoint.marker_format import marker_name
     from hftrain.data import sharding
+    from hftrain.data.raw import gather_sharded
     from hftrain.parallel import process_group as distributed
-    from hftrain.run import runner
     from hftrain.run.callbacks import CheckpointCallback, SigtermCallback
 
     rank, world = dist.get_rank(), dist.get_world_size()
@@ -112,7 +112,7 @@ def main() -> None:
     # a sharded validation channel: every rank gets every host's rows
     import datasets
 
-    gathered = runner.gather_sharded(datasets.Dataset.from_list([{"x": rank}]))
+    gathered = gather_sharded(datasets.Dataset.from_list([{"x": rank}]))
     out["validation_rows"] = sorted(gathered["x"])
 
     # SIGTERM on one rank: all stop at the same step and save together
