@@ -9,7 +9,7 @@ export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: setup synth test test-fast lint demo bench clean
+.PHONY: setup synth test test-fast lint docs demo bench clean
 
 # Set-up is stamped on the requirement files: it re-runs only when a pin changes.
 # The tokenizer's native merge loop is installed from its source folder: a change to it re-installs.
@@ -49,6 +49,15 @@ synth: setup
 
 lint: setup
 	$(VENV)/bin/ruff check .
+
+# Every generated doc and schema, from its one declaration (the tests fail while any is stale):
+# training_code/hyperparameters.json, docs/training.md's hyperparameter tables, docs/run_spec.md,
+# docs/run-spec.schema.json and CONTRACTS.md's settings and state tables. The generators are build-time tools
+# (tools/), in neither the Lambda asset nor the training code bundle.
+docs: setup
+	$(PY) -m hftrain.args --write
+	$(PY) -m tools.hp_docs --write
+	$(PY) -m tools.spec_docs --write
 
 # The whole suite, slow tests included (CI runs this).
 test: setup lint

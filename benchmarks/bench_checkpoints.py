@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 from hftrain.checkpoint import manager as ck
+from hftrain.checkpoint.storage import hash_file
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -74,7 +75,7 @@ def main() -> int:
             started = time.perf_counter()
             for path in sorted(d.rglob("*")):
                 if path.is_file() and not ck.is_marker(path.name):
-                    ck.hash_file(str(path), algorithm)
+                    hash_file(str(path), algorithm)
             timings[algorithm] = time.perf_counter() - started
         started = time.perf_counter()
         marker = ck.write_node_marker(str(d), host="algo-1", hosts=["algo-1"], step=10, world_size=1,

@@ -185,8 +185,8 @@ def evaluate(task: str, model, tokenizer, eval_rows: list[dict], *, max_seq_leng
 
     from hftrain.args import DataArguments
     from hftrain.scoring import squad as metrics_qa
+    from hftrain.scoring.rouge import rouge
     from hftrain.tasks import get_task
-    from hftrain.tasks.summarization import rouge
 
     args = Seq2SeqTrainingArguments(output_dir=str(work), per_device_eval_batch_size=batch_size, report_to="none",
                                     disable_tqdm=True, predict_with_generate=task == "summarization",

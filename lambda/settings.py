@@ -3,7 +3,7 @@
 Each field's type and its constraints (field metadata: pattern, minimum, item counts, doc) drive `from_dict` (the
 Lambdas' validation, every problem listed), `to_dict` (what stacks/pipeline_stack.py serializes: it builds a
 `Settings` with `Settings.build`, which takes every field, so a field added here fails `cdk synth` until the
-stack sets it) and the settings table in CONTRACTS.md (`python -m hfsm_lambda.spec.docs --write`). Rules across
+stack sets it) and the settings table in CONTRACTS.md (`make docs`). Rules across
 fields: `RULES`. Pure: no AWS calls.
 """
 

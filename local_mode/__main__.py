@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from local_mode.cloud_assembly import AssemblyError
+from cloud_assembly.reader import AssemblyError
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -180,7 +180,7 @@ def _run_example(session: LocalSession, name: str, work_dir: Path, *, verbose: b
 def generate_data(task: str, folder: Path, cdk_out: Path, *, family: str | None = None,
                   train_rows: int = spec_inputs.TRAIN_ROWS) -> Path:
     """Data + a tiny model for a task under folder, and a spec that uses them; returns the spec's path."""
-    from local_mode.cloud_assembly import AssemblyError, CloudAssembly
+    from cloud_assembly.reader import AssemblyError, CloudAssembly
 
     task_cls = task_registry.task_class(task)
     if task_cls is None:

@@ -23,14 +23,16 @@ from typing import Any
 import boto3
 from moto import mock_aws
 
+from cloud_assembly.reader import AssemblyError, CloudAssembly
 from contract import summary as run_summary
 from contract.checkpoint_marker import checkpoint_name
 from local_mode.aws.emulator import Deployment, Emulator, copy_tree_to_s3
-from local_mode.cloud_assembly import AssemblyError, CloudAssembly
 from local_mode.sagemaker.backend import LocalSageMaker, local_sagemaker
 from local_mode.sagemaker.s3_channels import safe_extract
 from local_mode.sagemaker.settings import Interruption, JobEvent, LocalSageMakerSettings
 from local_mode.sagemaker.stall_faults import describe_stall
+from pipeline_runs import record as run_record
+from pipeline_runs.clients import Clients
 
 LOSS_METRICS = ("loss",)  # per logging step; train_loss is the whole run's average
 MOTO_CONFIG = {"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}}
@@ -339,12 +341,10 @@ class LocalSession:
 
     def keep_for_runctl(self, outcome: RunOutcome, report: Path) -> Path:
         """What `runctl list/status/logs --local` print for this run, asked of the emulator while it is up
-        (runctl/local_runs.py), written beside the report."""
-        from runctl import core, local_runs
-
-        clients = core.Clients(boto3.session.Session(region_name=self.dep.region))
-        record = local_runs.capture(clients, self.dep.fine_tune_arn, outcome.execution_arn, report)
-        return local_runs.write(report.parent, record)
+        (pipeline_runs/record.py), written beside the report."""
+        clients = Clients(boto3.session.Session(region_name=self.dep.region))
+        record = run_record.capture(clients, self.dep.fine_tune_arn, outcome.execution_arn, report)
+        return run_record.write(report.parent, record)
 
     def sagemaker_client(self) -> Any:
         return boto3.client("sagemaker", region_name=self.dep.region)

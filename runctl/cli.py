@@ -13,8 +13,12 @@ from typing import Any
 import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 
-from hfsm_lambda.goodput import ledger as goodput
+from hfsm_lambda.goodput import text as goodput
 from hfsm_lambda.runs import verdict
+from pipeline_runs.clients import Clients
+from pipeline_runs.listing import list_runs
+from pipeline_runs.status import RunNotFound
+from pipeline_runs.status import status as run_status
 from runctl import core, local_runs, observe
 
 NOT_BEATEN, NOT_BEATEN_PHRASE = verdict.NOT_BEATEN, verdict.NOT_BEATEN_PHRASE
@@ -75,8 +79,8 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _clients(args: argparse.Namespace) -> core.Clients:
-    return core.Clients(boto3.session.Session(profile_name=args.profile, region_name=args.region))
+def _clients(args: argparse.Namespace) -> Clients:
+    return Clients(boto3.session.Session(profile_name=args.profile, region_name=args.region))
 
 
 def _print(args: argparse.Namespace, data: dict[str, Any], lines: list[str]) -> None:
@@ -160,7 +164,7 @@ def _plan_deployed(args: argparse.Namespace) -> bool:
     return bool(args.deployed or args.state_machine_arn or os.environ.get(core.ARN_ENV))
 
 
-def _plan(args: argparse.Namespace, clients: core.Clients | None, arn: str | None) -> int:
+def _plan(args: argparse.Namespace, clients: Clients | None, arn: str | None) -> int:
     from runctl import plan
 
     spec = core.load_spec(args.spec, args.name)
@@ -184,12 +188,12 @@ def _plan(args: argparse.Namespace, clients: core.Clients | None, arn: str | Non
     return 0 if result["ok"] else 1
 
 
-def _stage_model(args: argparse.Namespace, clients: core.Clients | None) -> int:
+def _stage_model(args: argparse.Namespace, clients: Clients | None) -> int:
     from runctl import stage_model
 
     environment = args.env or os.environ.get(core.ENVIRONMENT_ENV, "dev")
     bucket, region = (args.bucket, args.region) if args.bucket else stage_model.data_bucket(args.cdk_out, environment)
-    clients = clients or core.Clients(boto3.session.Session(profile_name=args.profile, region_name=args.region or
+    clients = clients or Clients(boto3.session.Session(profile_name=args.profile, region_name=args.region or
                                                             region))
     result = stage_model.stage(clients, bucket, args.hub_id, revision=args.revision, from_dir=args.from_dir,
                                say=(lambda _: None) if args.json else print)
@@ -215,7 +219,7 @@ def _local(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None, clients: core.Clients | None = None) -> int:
+def main(argv: list[str] | None = None, clients: Clients | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         if getattr(args, "local", False):
@@ -231,7 +235,7 @@ def main(argv: list[str] | None = None, clients: core.Clients | None = None) -> 
         if args.command == "plan":
             return _plan(args, clients, arn)
         if args.command == "list":
-            rows = observe.list_runs(clients, arn, limit=args.limit)
+            rows = list_runs(clients, arn, limit=args.limit)
             _print(args, {"runs": rows}, observe.list_lines(rows))
         elif args.command == "logs":
             observe.follow_logs(clients, core.execution_arn_for(arn, args.run), follow=args.follow,
@@ -243,7 +247,7 @@ def main(argv: list[str] | None = None, clients: core.Clients | None = None) -> 
                                    f"Console:    {started['console_url']}",
                                    f"Follow it:  python -m runctl status {started['run_id']}"])
         elif args.command == "status":
-            info = core.status(clients, core.execution_arn_for(arn, args.run))
+            info = run_status(clients, core.execution_arn_for(arn, args.run))
             _print(args, info, _status_lines(info))
         else:
             result = core.stop(clients, core.execution_arn_for(arn, args.run), keep_jobs=args.keep_jobs,
@@ -253,7 +257,7 @@ def main(argv: list[str] | None = None, clients: core.Clients | None = None) -> 
             lines += [f"Stopped job {name}" for name in result["stopped_jobs"]]
             lines.append(f"Console:    {result['console_url']}")
             _print(args, result, lines)
-    except core.RunctlError as err:
+    except (core.RunctlError, RunNotFound) as err:
         print(f"runctl: error: {err}", file=sys.stderr)
         return 2
     except (ClientError, BotoCoreError) as err:

@@ -1,10 +1,9 @@
 """`runctl list/status/logs --local`: local runs (`python -m local_mode ...`, under .local-runs/) read as runs in
 AWS are, with the same output.
 
-The emulator of a local run is gone when `local_mode` exits, so each local run keeps what these commands need:
-while its session is still up, `capture` asks the emulated AWS exactly what `list`, `status` and `logs` ask a
-deployed environment (runctl's own functions against the emulator's clients) and `local_mode` writes the answers
-to `<run folder>/report/runctl.json`. The commands here print them with the same formatting functions.
+Each local run keeps what these commands need (pipeline_runs/record.py: asked of its emulator, with the functions
+that read a deployed environment, before `local_mode` exits) in `<run folder>/report/runctl.json`. The commands here
+print them with the same formatting functions.
 """
 
 from __future__ import annotations
@@ -14,28 +13,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from pipeline_runs.record import RECORD
 from runctl import core, observe
 
 DEFAULT_ROOT = Path(".local-runs")
-RECORD = "runctl.json"
-
-
-def capture(clients: core.Clients, state_machine_arn: str, execution_arn: str, report: Path) -> dict[str, Any]:
-    """What list/status/logs would print for this run, asked of the (emulated) AWS it ran in."""
-    info = core.status(clients, execution_arn)
-    info["report"] = str(report)
-    name = execution_arn.rsplit(":", 1)[-1]
-    rows = [r for r in observe.list_runs(clients, state_machine_arn, limit=1000) if r["execution"] == name]
-    _, jobs = observe.run_jobs(clients, execution_arn)
-    events = observe.LogReader(clients.logs, jobs).read_new()
-    return {"execution_arn": execution_arn, "status": info, "row": rows[0] if rows else None,
-            "jobs": [list(job) for job in jobs], "log_events": [list(event) for event in events]}
-
-
-def write(folder: Path, record: dict[str, Any]) -> Path:
-    path = folder / RECORD
-    path.write_text(json.dumps(record, indent=1, default=str))
-    return path
 
 
 def _runs(root: Path) -> list[tuple[Path, dict[str, Any]]]:

@@ -18,8 +18,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from cloud_assembly.reader import AssemblyError, CloudAssembly
 from hfsm_lambda.spec.run_spec import HUB_ID
-from local_mode.cloud_assembly import AssemblyError, CloudAssembly
 from runctl.core import Clients, RunctlError
 
 PREFIX = "base-models/"

@@ -4,7 +4,7 @@
 stack's template, a `Fn::Join` of literals and references. A reference is resolved the way CloudFormation will
 (a role's ARN from its name, a topic's ARN from its name, a bucket's name, another stack's export); the ids AWS
 assigns only at deploy time (the KMS key id, subnet and security group ids) become `<...>` placeholders that say
-what they stand for. cdk.out is read with the local mode's reader (local_mode/cloud_assembly.py, standard library),
+what they stand for. cdk.out is read with the reader local mode uses too (cloud_assembly/reader.py, standard library),
 which needs no AWS either.
 """
 
@@ -14,9 +14,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+from cloud_assembly.intrinsics import Resolver, UnresolvedReference
+from cloud_assembly.reader import AssemblyError, CloudAssembly, StackArtifact
 from hfsm_lambda import HANDLER_MODULE
-from local_mode.cloud_assembly import AssemblyError, CloudAssembly, StackArtifact
-from local_mode.intrinsics import Resolver, UnresolvedReference
 from runctl.core import RunctlError
 
 PLACEHOLDER = "<{what} of {stack}/{lid}, assigned at deploy>"

@@ -13,7 +13,6 @@ from constructs import Construct
 
 from hfsm_lambda import HANDLER_MODULE
 from stacks import names
-from stacks.assets.lambda_asset import lambda_code
 from stacks.common import removal_policy, retention
 from stacks.settings.environment import EnvironmentConfig
 
@@ -61,5 +60,3 @@ class PipelineFunction(Construct):
                     on_failure=lambda_.CfnEventInvokeConfig.OnFailureProperty(destination=on_failure.queue_arn)))
             invoke_config.node.add_dependency(self.role)  # Lambda checks the role may send to the queue
 
-
-__all__ = ["PipelineFunction", "lambda_code"]

@@ -28,8 +28,9 @@ from stacks import names
 from stacks.assets import job_wheels
 from stacks.assets.code_asset import build_code_bundle
 from stacks.assets.image_uris import ImageUris
+from stacks.assets.lambda_asset import lambda_code
 from stacks.common import removal_policy, retention
-from stacks.pipeline_functions import PipelineFunction, lambda_code
+from stacks.pipeline_functions import PipelineFunction
 from stacks.sagemaker_role import SageMakerExecutionRole
 from stacks.settings.environment import EnvironmentConfig
 from stacks.settings.pipeline import FsxSettings, Settings, settings_json

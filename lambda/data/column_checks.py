@@ -62,7 +62,7 @@ def resolve_columns(task: str, channel: Channel, given: dict[str, Any], defaults
 
 
 def _label_key(value: Any) -> str:
-    """As hftrain.tasks.classification.label_key: 1, '1' and 1.0 are one label."""
+    """As hftrain.scoring.classification.label_key: 1, '1' and 1.0 are one label."""
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     return str(value)
@@ -91,7 +91,7 @@ def _label_problems(path: str, column: str, samples: list[Sample], num_labels: A
 
 
 def _answers_problem(value: Any) -> str | None:
-    """Why `value` is not SQuAD answers as the job reads them (hftrain.tasks.qa._answers), or None."""
+    """Why `value` is not SQuAD answers as the job reads them (hftrain.scoring.squad.answers), or None."""
     if value is None:
         return None
     if isinstance(value, str):

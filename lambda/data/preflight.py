@@ -37,15 +37,12 @@ from botocore.exceptions import ClientError
 
 from hfsm_lambda.aws import aws_errors
 from hfsm_lambda.data import parquet_footer
-from hfsm_lambda.data.column_checks import column_problems, sample_problems, task_columns
+from hfsm_lambda.data.column_checks import column_problems, sample_problems
 from hfsm_lambda.data.sample import READ_CHANNELS, Channel, Sample, printable
 from hfsm_lambda.data.sample_parsing import SAMPLE_BYTES, csv_rows, decode, json_document, json_lines
 from hfsm_lambda.settings import Settings
 from hfsm_lambda.spec import hyperparameters
 from hfsm_lambda.spec.typed import RunSpec
-
-__all__ = ["SAMPLE_BYTES", "SAMPLE_OBJECTS", "Channel", "Sample", "extensions", "printable", "problems",
-           "read_sample", "task_columns"]
 
 LIST_KEYS = 1000  # one listing page
 SAMPLE_OBJECTS = 3  # data files read per channel

@@ -59,7 +59,7 @@ and start-up). When the log cannot tell, the value is None and `unknown` says wh
 Modules: values.py (part names, lenient time and number readers), attempts.py (attempts from the
 transitions), evidence.py (an attempt's log lines), split.py (one attempt's parts),
 interruptions.py (the interruption records), text.py (the words); this module adds them up into
-the ledger and re-exports the names the other modules and the tests use.
+the ledger.
 """
 
 from __future__ import annotations
@@ -68,26 +68,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from hfsm_lambda.goodput.attempts import END_STATUSES, RUNNING, UNBILLED, Attempt, Segment, attempts_of
-from hfsm_lambda.goodput.evidence import (
-    STREAM_SLACK_SECONDS,
-    Evidence,
-    assign_streams,
-    evidence_from,
-    parse_progress,
-    parse_report,
-)
+from hfsm_lambda.goodput.attempts import RUNNING, Attempt, attempts_of
+from hfsm_lambda.goodput.evidence import Evidence, assign_streams
 from hfsm_lambda.goodput.interruptions import interruption
 from hfsm_lambda.goodput.split import Split, split_attempt
-from hfsm_lambda.goodput.text import SHOW_SHARE, interruption_line, summary_lines
-from hfsm_lambda.goodput.values import BEFORE_TRAINING, LEADER, PARTS, epoch, iso, number
-
-__all__ = [
-    "BEFORE_TRAINING", "END_STATUSES", "FORMAT", "LEADER", "PARTS", "SHOW_SHARE",
-    "STREAM_SLACK_SECONDS", "UNBILLED", "Attempt", "Evidence", "Segment", "Split", "assign_streams", "attempts_of",
-    "epoch", "evidence_from", "interruption_line", "ledger", "parse_progress", "parse_report", "split_attempt",
-    "summary_lines",
-]
+from hfsm_lambda.goodput.values import PARTS, epoch, iso, number
 
 FORMAT = 1
 

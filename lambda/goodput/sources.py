@@ -18,6 +18,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from contract import goodput_line, progress_lines, stall_records
 from hfsm_lambda.goodput import ledger as goodput
+from hfsm_lambda.goodput.values import LEADER
 
 logger = logging.getLogger("hfsm")
 
@@ -33,7 +34,7 @@ def _code(err: Exception) -> str:
 
 def leader_streams(logs: Any, job_name: str) -> list[dict[str, Any]]:
     """The leader host's streams of one job, with their GOODPUT and PROGRESS lines (goodput.ledger's format)."""
-    prefix = f"{job_name}/{goodput.LEADER}-"
+    prefix = f"{job_name}/{LEADER}-"
     try:
         pages = logs.get_paginator("describe_log_streams").paginate(logGroupName=LOG_GROUP,
                                                                     logStreamNamePrefix=prefix)

@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from hfsm_lambda import naming
-from hfsm_lambda.goodput import ledger as goodput
+from hfsm_lambda.goodput import text as goodput
 from hfsm_lambda.plan.run import Run
 from hfsm_lambda.runs import summary_text, verdict
 from hfsm_lambda.settings import Settings

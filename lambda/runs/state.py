@@ -3,7 +3,7 @@
 Declared once, here: each key's type and what it holds (`Annotated` with a `Key`), the objects under `job` and
 `status`, and the inputs each handler gets. stacks/state_machines.py builds its JSONPaths with `path()` (an
 undeclared key fails synth), the handlers read optional parts with `section()`, and CONTRACTS.md's state table is
-generated from `ExecutionState` (`python -m hfsm_lambda.spec.docs --write`; a test fails when it is stale).
+generated from `ExecutionState` (`make docs`; a test fails when it is stale).
 """
 
 from __future__ import annotations

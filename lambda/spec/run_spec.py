@@ -2,7 +2,7 @@
 fields in `RULES`. Pure: no AWS calls.
 
 From this declaration come Prepare's validator (`parse_spec`), the field table in docs/run_spec.md and
-docs/run-spec.schema.json (both written by `python -m hfsm_lambda.spec.docs --write`; a test fails when they are
+docs/run-spec.schema.json (both written by `make docs`; a test fails when they are
 stale). `parse_spec` returns the *resolved* spec, the input with every default filled in (so
 `parse_spec(parse_spec(x)) == parse_spec(x)`), or raises one `SpecError` whose problems each start with the
 JSON path of their field. Adding a field: one entry in `SPEC` (and a rule in `RULES` if it depends on other

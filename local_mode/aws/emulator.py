@@ -33,10 +33,10 @@ from typing import Any
 
 import boto3
 
+from cloud_assembly.intrinsics import Physical, Resolver, references
+from cloud_assembly.reader import CloudAssembly, StackArtifact
 from local_mode.aws import invocation_env
 from local_mode.aws.invocation_env import invocation_environment
-from local_mode.cloud_assembly import CloudAssembly, StackArtifact
-from local_mode.intrinsics import Physical, Resolver, references
 
 FAKE_ID_TYPES = {"AWS::EC2::VPC": "vpc", "AWS::EC2::Subnet": "subnet", "AWS::EC2::SecurityGroup": "sg",
                  "AWS::EC2::RouteTable": "rtb", "AWS::EC2::VPCEndpoint": "vpce", "AWS::EC2::NatGateway": "nat",

@@ -11,7 +11,7 @@ import pytest
 
 from local_mode import spec_inputs
 from local_mode.session import LocalSession
-from runctl import core
+from pipeline_runs.clients import Clients
 from runctl.cli import main as runctl
 
 pytestmark = pytest.mark.slow
@@ -26,7 +26,7 @@ def _spec(bucket: str) -> dict:
             "hyperparameters": {"max_steps": 6, "logging_steps": 2, "per_device_train_batch_size": 8}}
 
 
-def _assert_list_shows_the_run(clients: core.Clients, common: list[str], run_id: str, capsys) -> None:
+def _assert_list_shows_the_run(clients: Clients, common: list[str], run_id: str, capsys) -> None:
     # list: the run, its state, duration and cost
     assert runctl(["list", *common], clients=clients) == 0
     out = capsys.readouterr().out.splitlines()
@@ -35,7 +35,7 @@ def _assert_list_shows_the_run(clients: core.Clients, common: list[str], run_id:
     assert " SUCCEEDED " in row and "$" in row and ":" in row
 
 
-def _assert_logs_merged_in_time_order(clients: core.Clients, common: list[str], execution: str, capsys) -> None:
+def _assert_logs_merged_in_time_order(clients: Clients, common: list[str], execution: str, capsys) -> None:
     assert runctl(["logs", execution, *common], clients=clients) == 0
     lines = capsys.readouterr().out.splitlines()
     marked = [line for line in lines if "[train attempt 0, algo-1] " in line]
@@ -45,7 +45,7 @@ def _assert_logs_merged_in_time_order(clients: core.Clients, common: list[str], 
     assert stamps == sorted(stamps) and len(stamps) == len(lines)
 
 
-def _assert_plan_checks_and_starts_nothing(s: LocalSession, clients: core.Clients, common: list[str], spec: dict,
+def _assert_plan_checks_and_starts_nothing(s: LocalSession, clients: Clients, common: list[str], spec: dict,
                                            tmp_path: Path, capsys) -> None:
     # plan: the deployed settings (read from the Prepare function), storage checked, nothing started
     jobs_before = len(s.sagemaker.jobs)
@@ -76,7 +76,7 @@ def test_list_logs_and_plan_against_the_emulator(dev_outdir: Path, tmp_path: Pat
         run_id = outcome.output["result"]["run_id"]
         capsys.readouterr()
         region = s.dep.region
-        clients = core.Clients(boto3.session.Session(region_name=region))
+        clients = Clients(boto3.session.Session(region_name=region))
         common = ["--state-machine-arn", s.dep.fine_tune_arn, "--region", region]
 
         _assert_list_shows_the_run(clients, common, run_id, capsys)

@@ -3,7 +3,8 @@ checked against (tests/infra/test_policy_walk.py).
 
 Evidence kinds:
   `code:<module>.<method>`  the Lambda asset calls boto3 `<method>` in lambda/<module path>.py (checked: the call is
-                            in the source), or `runctl:<method>` in runctl/core.py for the run-submitter role;
+                            in the source), or `runctl:<method>` in runctl/ or pipeline_runs/ (what runctl reads
+                            a run with) for the run-submitter role;
   `sdk:<text>`             a call made for the principal by an AWS service or library (SageMaker for its jobs,
                             S3 SSE-KMS, Lambda's runtime, CDK's providers), with the public source that says so.
 Resources are fnmatch patterns over tests/infra/policy_walk.normalize output, with {data}, {arts} (bucket ARNs),

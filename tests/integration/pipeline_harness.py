@@ -19,8 +19,8 @@ from moto.core.responses import EmptyResult
 from moto.sagemaker.models import SageMakerModelBackend
 from moto.sagemaker.responses import SageMakerResponse
 
+from cloud_assembly.reader import CloudAssembly
 from local_mode.aws.emulator import Deployment, Emulator
-from local_mode.cloud_assembly import CloudAssembly
 
 COMPLETED = {"TrainingJobStatus": "Completed", "SecondaryStatus": "Completed", "BillableTimeInSeconds": 600,
              "TrainingTimeInSeconds": 1800,

@@ -107,14 +107,13 @@ def test_the_durability_watchdog_reads_the_training_codes_marker_names():
     """One declaration of the checkpoint and marker names (contract/checkpoint_marker.py): the watchdog finds in S3
     exactly what the training code writes."""
     from contract import checkpoint_marker
+    from contract.checkpoint_marker import MARKER_FORMAT, checkpoint_name, marker_name
     from hfsm_lambda.watch import durability
-    from hftrain.checkpoint import manager as checkpoints
 
-    assert durability.MARKER_FORMAT == checkpoints.MARKER_FORMAT == checkpoint_marker.MARKER_FORMAT
-    key = f"{checkpoints.checkpoint_name(7)}/{checkpoints.marker_name('algo-2')}"
+    assert durability.MARKER_FORMAT == MARKER_FORMAT == checkpoint_marker.MARKER_FORMAT
+    key = f"{checkpoint_name(7)}/{marker_name('algo-2')}"
     assert durability.MARKER_RE.fullmatch(key).groups() == ("7", "algo-2")
-    assert checkpoints.marker_name is checkpoint_marker.marker_name and durability.MARKER_RE is \
-        checkpoint_marker.MARKER_KEY_RE
+    assert durability.MARKER_RE is checkpoint_marker.MARKER_KEY_RE
 
 
 def test_the_training_contract_loads_nothing_when_imported():

@@ -173,7 +173,7 @@ def test_the_asset_hash_changes_with_the_wire_formats_and_a_missing_package_stop
 @pytest.mark.slow
 def test_every_pipeline_function_of_the_app_runs_the_bundled_asset(dev_outdir):
     """The app's functions (what `make synth` writes and local mode runs) take the asset lambda_code() stages."""
-    from local_mode.cloud_assembly import CloudAssembly
+    from cloud_assembly.reader import CloudAssembly
 
     assembly = CloudAssembly(dev_outdir)
     code_dirs = {assembly.asset_path(props["Code"]["S3Key"])

@@ -10,6 +10,8 @@ from hypothesis import strategies as st
 
 from hfsm_lambda.data import column_checks as data_column_checks
 from hfsm_lambda.data import preflight as data_preflight
+from hfsm_lambda.data.column_checks import task_columns
+from hfsm_lambda.data.sample import Channel, Sample
 from hfsm_lambda.spec import hyperparameters
 from hftrain.args import DataArguments
 from hftrain.data.files import DataError
@@ -22,7 +24,7 @@ POOL = sorted({c for cols in column_declarations().values() for col in cols for 
 
 
 def test_the_lambda_reads_the_registry_s_declaration():
-    assert {task: data_preflight.task_columns(task) for task in REGISTRY} == column_declarations()
+    assert {task: task_columns(task) for task in REGISTRY} == column_declarations()
     assert data_preflight.extensions() == hyperparameters.schema()["data_format"]["extensions"]
 
 
@@ -45,9 +47,9 @@ def cases(draw):
 @given(cases())
 def test_prepare_and_the_training_code_resolve_the_same_columns(case):
     task_name, columns, given_hp = case
-    sample = data_preflight.Sample(uri="s3://b/train/a.jsonl", fmt="jsonl", columns=columns,
+    sample = Sample(uri="s3://b/train/a.jsonl", fmt="jsonl", columns=columns,
                                    rows=[dict.fromkeys(columns, "x")])
-    channel = data_preflight.Channel("train", "s3://b/train/", [sample])
+    channel = Channel("train", "s3://b/train/", [sample])
     resolved, problems = data_column_checks.resolve_columns(task_name, channel, given_hp, DEFAULTS)
 
     task = get_task(task_name, DataArguments(task=task_name, **given_hp))

@@ -13,6 +13,7 @@ from lambda_testlib import SETTINGS
 
 from hfsm_lambda import aws
 from hfsm_lambda.data import preflight as data_preflight
+from hfsm_lambda.data.sample_parsing import SAMPLE_BYTES
 from hfsm_lambda.errors import PreflightError
 from hfsm_lambda.runs.prepare import prepare_run
 
@@ -210,7 +211,7 @@ def test_the_sample_is_bounded(aws_account, settings, monkeypatch):
     monkeypatch.setattr(s3, "get_object", recording)
     assert prepare_run(spec(), settings, s3=s3)
     assert len(ranges) == data_preflight.SAMPLE_OBJECTS + 1 and "whole object" not in ranges
-    assert all(r == f"bytes=0-{data_preflight.SAMPLE_BYTES - 1}" for r in ranges)
+    assert all(r == f"bytes=0-{SAMPLE_BYTES - 1}" for r in ranges)
 
 
 def test_without_an_s3_client_nothing_is_read(settings):

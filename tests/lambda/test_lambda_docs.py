@@ -12,8 +12,8 @@ import jsonschema
 import pytest
 
 from hfsm_lambda import settings
-from hfsm_lambda.spec import docs as spec_docs
 from hfsm_lambda.spec import run_spec
+from tools import spec_docs
 
 REPO = Path(__file__).resolve().parents[2]
 DOC = (REPO / "docs" / "run_spec.md").read_text()
@@ -46,13 +46,13 @@ def _paths(value, prefix=""):
 
 
 def test_generated_docs_and_schema_are_current():
-    assert spec_docs.render_doc(DOC) == DOC, "stale: run python -m hfsm_lambda.spec.docs --write"
-    assert spec_docs.json_schema() == SCHEMA, "stale: run python -m hfsm_lambda.spec.docs --write"
+    assert spec_docs.render_doc(DOC) == DOC, "stale: run make docs"
+    assert spec_docs.json_schema() == SCHEMA, "stale: run make docs"
 
 
 def test_contracts_settings_table_is_the_declaration(monkeypatch):
     text = (REPO / "CONTRACTS.md").read_text()
-    assert spec_docs.render_contracts(text) == text, "stale: run python -m hfsm_lambda.spec.docs --write"
+    assert spec_docs.render_contracts(text) == text, "stale: run make docs"
     table = spec_docs.settings_table()
     for f in dataclasses.fields(settings.Settings):
         assert f"| `{f.name}` |" in table, f.name

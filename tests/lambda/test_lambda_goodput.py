@@ -9,6 +9,9 @@ from typing import Any
 import pytest
 
 from hfsm_lambda.goodput import ledger as goodput
+from hfsm_lambda.goodput.attempts import attempts_of
+from hfsm_lambda.goodput.text import interruption_line, summary_lines
+from hfsm_lambda.goodput.values import PARTS
 
 JOB = "hfsm-dev-run-20260101000000-0123456789abcdef-train0"
 T = 1_800_000_000.0  # epoch seconds
@@ -86,7 +89,7 @@ def assert_adds_up(ledger: dict[str, Any]) -> None:
     assert sum(ledger["parts"].values()) == pytest.approx(ledger["billed_seconds"], abs=1e-3)
     for row in ledger["attempts"]:
         assert sum(row["parts"].values()) == pytest.approx(row["billed_seconds"], abs=1e-3)
-        assert set(row["parts"]) == set(goodput.PARTS)
+        assert set(row["parts"]) == set(PARTS)
 
 
 def test_a_run_without_interruption_splits_every_billed_second():
@@ -138,7 +141,7 @@ def test_an_abrupt_interruption_before_the_first_checkpoint_loses_its_steps_and_
     assert record["step_reached"] == 13 and record["resumed_from_step"] == 0 and record["lost_steps"] == 13
     assert record["how"] == "spot interruption" and record["unknown"] is None
     assert record["restart_seconds"] == pytest.approx(1 + 10.5)  # download and start-up again
-    assert "step 13 reached, restarted from scratch (step 0)" in goodput.interruption_line(record)
+    assert "step 13 reached, restarted from scratch (step 0)" in interruption_line(record)
     assert ledger["waiting_seconds"] == pytest.approx(1 + 4 + 1)
 
 
@@ -158,7 +161,7 @@ def test_a_kill_during_a_save_counts_the_save_and_keeps_what_the_older_checkpoin
     assert lost["parts"]["productive"] == pytest.approx(10) and lost["parts"]["replayed"] == pytest.approx(10)
     (record,) = ledger["interruptions"]
     assert record["during_save"] and record["step_reached"] == 20 and record["resumed_from_step"] == 10
-    assert "(during a checkpoint save)" in goodput.interruption_line(record)
+    assert "(during a checkpoint save)" in interruption_line(record)
 
 
 def test_the_step_reached_is_unknown_when_the_lost_attempt_left_no_log():
@@ -171,7 +174,7 @@ def test_the_step_reached_is_unknown_when_the_lost_attempt_left_no_log():
     (record,) = ledger["interruptions"]
     assert record["step_reached"] is None and record["lost_steps"] is None and record["lost_minutes"] is None
     assert "no algo-1 log stream" in record["unknown"]
-    assert "step reached unknown" in goodput.interruption_line(record)
+    assert "step reached unknown" in interruption_line(record)
     lost = ledger["attempts"][0]
     assert lost["parts"]["unaccounted"] == pytest.approx(2 * 28)  # its Training could not be split
     assert any("not split" in note for note in ledger["notes"])
@@ -208,21 +211,21 @@ def test_a_stall_record_fills_stalled_from_the_last_progress_to_the_end_of_train
     assert stalled["stalled"] == pytest.approx(300) and stalled["replayed"] == pytest.approx(10)
     # the interruption says what ended the attempt (it said "Failed of <job>" for a stalled job)
     assert without["interruptions"][0]["how"] == "spot interruption"
-    assert goodput.interruption_line(ledger["interruptions"][0]).startswith(f"stall of {JOB}: step 10 reached")
+    assert interruption_line(ledger["interruptions"][0]).startswith(f"stall of {JOB}: step 10 reached")
 
 
 def test_attempts_follow_the_status_transitions_and_unknown_statuses_are_billed():
     desc = describe([("Starting", 0, 10), ("Downloading", 10, 12), ("PreparingTrainingStack", 12, 13),
                      ("SomethingNew", 13, 14), ("Training", 14, 20), ("Interrupted", 20, 25), ("Starting", 25, 40),
                      ("Training", 40, 50), ("MaxWaitTimeExceeded", 50, 50)], status="Stopped")
-    attempts, waiting_after = goodput.attempts_of(desc, now=T + 60)
+    attempts, waiting_after = attempts_of(desc, now=T + 60)
     assert [(a.restart, round(a.billed_wall, 3), a.waiting_before, a.ended) for a in attempts] == [
         (0, 9.0, 11.0, "Interrupted"), (1, 10.0, 20.0, "MaxWaitTimeExceeded")]
     assert attempts[0].window("downloading") == pytest.approx(3.0) and waiting_after == 0
     # no capacity after the interruption: the job ends waiting
     desc = describe([("Starting", 0, 10), ("Training", 10, 20), ("Interrupted", 20, 25), ("Starting", 25, 45),
                      ("MaxWaitTimeExceeded", 45, 45)], status="Stopped")
-    attempts, waiting_after = goodput.attempts_of(desc, now=T + 60)
+    attempts, waiting_after = attempts_of(desc, now=T + 60)
     assert len(attempts) == 1 and attempts[0].ended == "Interrupted, then MaxWaitTimeExceeded" and \
         waiting_after == 25
 
@@ -231,7 +234,7 @@ def test_a_running_job_is_billed_up_to_now():
     desc = describe([("Starting", 0, 5), ("Downloading", 5, 8), ("Training", 8, 8)], status="InProgress")
     desc["SecondaryStatusTransitions"][-1].pop("EndTime")
     desc.pop("TrainingEndTime")
-    (attempt,), _ = goodput.attempts_of(desc, now=T + 20)
+    (attempt,), _ = attempts_of(desc, now=T + 20)
     assert attempt.billed_wall == pytest.approx(15) and attempt.ended == "running"
 
 
@@ -240,9 +243,9 @@ def test_summary_lines_show_the_goodput_and_the_parts_over_five_percent():
     done = lines[-1][0] - T + 1
     desc = describe([("Downloading", 0, 2), ("Training", 2, done), ("Uploading", done, done + 1),
                      ("Completed", done + 1, done + 1)], count=1)
-    text = goodput.summary_lines(goodput.ledger([desc], {JOB: [stream("1", lines)]}))
+    text = summary_lines(goodput.ledger([desc], {JOB: [stream("1", lines)]}))
     assert text[0].startswith("Goodput: ") and "was productive training (1 attempt(s)" in text[0]
     shown = [line.split()[0] for line in text[1:]]
     assert shown == ["startup", "productive", "unaccounted"]  # downloading 1.7%, checkpointing 3.4%: not shown
     assert "tokenize 2 s" in text[1] and "launch 1 s" in text[1]
-    assert goodput.summary_lines({"format": 1, "error": "x"}) == []
+    assert summary_lines({"format": 1, "error": "x"}) == []

@@ -81,6 +81,7 @@ COPY_SIGNATURES = {
 
 def test_the_cli_the_config_and_the_spec_use_naming_s_objects():
     from hfsm_lambda.spec import run_spec
+    from pipeline_runs.status import console_url
     from runctl import core
     from stacks.settings import environment as config
 
@@ -89,13 +90,13 @@ def test_the_cli_the_config_and_the_spec_use_naming_s_objects():
     assert run_spec.NAME is naming.NAME and run_spec.INSTANCE_TYPE is naming.INSTANCE_TYPE
     arn = "arn:aws:states:eu-west-1:111111111111:stateMachine:hfsm-dev-fine-tune"
     assert core.execution_arn_for(arn, "r1") == naming.execution_arn(arn, "r1")
-    assert core.console_url(naming.execution_arn(arn, "r1")) == naming.execution_url(
+    assert console_url(naming.execution_arn(arn, "r1")) == naming.execution_url(
         "eu-west-1", naming.execution_arn(arn, "r1"))
 
 
 def test_no_copy_of_a_naming_pattern_outside_naming_py():
     repo = Path(__file__).resolve().parents[2]
-    sources = [p for d in ("lambda", "runctl", "stacks", "local_mode", "benchmarks") for p in (repo / d).rglob("*.py")]
+    sources = [p for d in ("lambda", "runctl", "pipeline_runs", "cloud_assembly", "stacks", "local_mode", "benchmarks") for p in (repo / d).rglob("*.py")]
     sources.append(repo / "app.py")
     copies = [f"{p.relative_to(repo)}: {what}" for p in sources if p.name != "naming.py"
               for what, fragment in COPY_SIGNATURES.items() if fragment in p.read_text()]

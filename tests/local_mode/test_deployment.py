@@ -26,7 +26,7 @@ def test_a_missing_output_is_named() -> None:
 
 
 def test_the_pipeline_stack_has_every_output_local_mode_reads(dev_outdir) -> None:
-    from local_mode.cloud_assembly import CloudAssembly
+    from cloud_assembly.reader import CloudAssembly
 
     outputs = {name for stack in CloudAssembly(dev_outdir).stacks for name in stack.template.get("Outputs", {})}
     assert set(OUTPUTS.values()) <= outputs, set(OUTPUTS.values()) - outputs

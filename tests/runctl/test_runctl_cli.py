@@ -12,6 +12,8 @@ import pytest
 from moto import mock_aws
 from moto.sagemaker.models import sagemaker_backends
 
+from pipeline_runs.clients import Clients
+from pipeline_runs.status import status
 from runctl import core
 from runctl.cli import main
 
@@ -175,7 +177,7 @@ def test_stop_ends_the_execution_and_the_jobs_prepare_planned(aws, spec_file, ca
     run = _planned(started["run_id"])
     other = "hfsm-other-20200101000000-ffff0000ffff0000-train0"
     _in_progress_jobs(aws, [run["job_names"]["train"][0], run["job_names"]["tokenizer_map"], other])
-    clients = core.Clients(sfn=_PlannedSfn(aws["sfn"], run), sagemaker=_RecordingSageMaker(aws["sagemaker"]),
+    clients = Clients(sfn=_PlannedSfn(aws["sfn"], run), sagemaker=_RecordingSageMaker(aws["sagemaker"]),
                            cloudformation=aws["cloudformation"])
     code, out, _ = run_cli(capsys, "stop", started["run_id"], "--state-machine-arn", aws["arn"], *COMMON,
                            clients=clients)
@@ -202,7 +204,7 @@ def test_a_crafted_execution_input_cannot_make_status_or_stop_act_on_another_run
     _in_progress_jobs(aws, [victim["job_names"]["train"][0], victim["job_names"]["tokenizer_map"]])
     arn = aws["sfn"].start_execution(stateMachineArn=aws["arn"], name=VICTIM,  # the victim's id as its name too
                                      input=json.dumps({"spec": {}, "run": victim}))["executionArn"]
-    clients = core.Clients(sfn=_PlannedSfn(aws["sfn"], None, {"spec": {}, "run": victim}),
+    clients = Clients(sfn=_PlannedSfn(aws["sfn"], None, {"spec": {}, "run": victim}),
                            sagemaker=_RecordingSageMaker(aws["sagemaker"]), cloudformation=aws["cloudformation"])
     code, out, _ = run_cli(capsys, "status", arn, "--state-machine-arn", aws["arn"], *COMMON, clients=clients)
     assert code == 0 and "Run:        (not planned yet)" in out and VICTIM not in out.split("Execution:")[0]
@@ -259,7 +261,7 @@ def test_status_shows_the_last_durable_checkpoint_and_interruptions(capsys):
              "status": {"state": "running", "status": "InProgress", "durability": durability}}
     sm = type("SM", (), {"describe_training_job": lambda self, **kw: {"TrainingJobStatus": "InProgress",
                                                                         "SecondaryStatus": "Training"}})()
-    clients = core.Clients(sfn=_HistorySfn(state), sagemaker=sm, cloudformation=None)
+    clients = Clients(sfn=_HistorySfn(state), sagemaker=sm, cloudformation=None)
     arn = "arn:aws:states:us-east-1:123456789012:stateMachine:hfsm-dev-fine-tune"
     code, out, _ = run_cli(capsys, "status", "tickets-20250601120000-abcd", "--state-machine-arn", arn,
                            clients=clients)
@@ -268,7 +270,7 @@ def test_status_shows_the_last_durable_checkpoint_and_interruptions(capsys):
     assert "Warning:    no new checkpoint within 30 min (warned)" in out
     summary = {"result": {"model_uri": "s3://m", "interruptions": [
         {"step_reached": 104, "resumed_from_step": 80, "lost_steps": 24, "lost_minutes": 6.0}]}}
-    clients = core.Clients(sfn=_HistorySfn(state, "SUCCEEDED", summary), sagemaker=sm, cloudformation=None)
+    clients = Clients(sfn=_HistorySfn(state, "SUCCEEDED", summary), sagemaker=sm, cloudformation=None)
     code, out, _ = run_cli(capsys, "status", "tickets-20250601120000-abcd", "--json", "--state-machine-arn", arn,
                            clients=clients)
     info = json.loads(out)
@@ -290,7 +292,7 @@ def test_log_lines_and_reasons_reach_the_terminal_without_control_characters(cap
     state = {"run": {"run_id": "tickets-20250601120000-abcd"}, "attempt": 0, "job": {"job_name": "j0"},
              "status": {"state": "failed", "status": "Failed", "failure_reason": f"AlgorithmError: {hostile}"}}
     arn = "arn:aws:states:us-east-1:123456789012:stateMachine:hfsm-dev-fine-tune"
-    clients = core.Clients(sfn=_HistorySfn(state, "FAILED"), sagemaker=None, cloudformation=None)
+    clients = Clients(sfn=_HistorySfn(state, "FAILED"), sagemaker=None, cloudformation=None)
     code, out, _ = run_cli(capsys, "status", "tickets-20250601120000-abcd", "--state-machine-arn", arn,
                            clients=clients)
     assert code == 0 and "Reason:     AlgorithmError: loss=0.1\\x1b[2J" in out
@@ -310,7 +312,7 @@ def test_status_shows_the_goodput_ledger_finished_and_live(capsys):
         {"step_reached": None, "resumed_from_step": 0, "lost_steps": None, "lost_minutes": None,
          "unknown": "no algo-1 log stream of j0 for this attempt"}]}}
     state = {"run": {"run_id": "tickets-20250601120000-abcd"}, "attempt": 0, "job": {"job_name": "j0"}}
-    clients = core.Clients(sfn=_HistorySfn(state, "SUCCEEDED", summary), cloudformation=None)
+    clients = Clients(sfn=_HistorySfn(state, "SUCCEEDED", summary), cloudformation=None)
     code, out, _ = run_cli(capsys, "status", "tickets-20250601120000-abcd", "--state-machine-arn", arn,
                            clients=clients)
     assert code == 0 and "Goodput: 50.0% of 3.3 min billed instance time was productive training (2 attempt(s)" in out
@@ -351,7 +353,7 @@ def test_status_shows_the_goodput_ledger_finished_and_live(capsys):
                        "uris": {"checkpoint": "s3://b/checkpoints/tickets/"}}, "attempt": 0,
                "job": {"job_name": "j0"}}
     sm = type("SM", (), {"describe_training_job": lambda self, **kw: desc})()
-    clients = core.Clients(sfn=_HistorySfn(running), sagemaker=sm, cloudformation=None, logs=Logs(), s3=S3())
+    clients = Clients(sfn=_HistorySfn(running), sagemaker=sm, cloudformation=None, logs=Logs(), s3=S3())
     code, out, _ = run_cli(capsys, "status", "tickets-20250601120000-abcd", "--state-machine-arn", arn,
                            clients=clients)
     assert code == 0 and "Goodput so far: " in out and "(1 attempt(s);" in out
@@ -367,17 +369,17 @@ def test_status_shows_each_part_only_when_the_run_has_it():
     unknown_job = type("SM", (), {"describe_training_job": lambda self, **kw: {}})()
     base = ["execution_arn", "status", "started", "stopped", "run_id", "attempt", "job", "console_url"]
 
-    running = core.status(core.Clients(sfn=_HistorySfn({"run": run, "job": {"job_name": "j0"}}),
+    running = status(Clients(sfn=_HistorySfn({"run": run, "job": {"job_name": "j0"}}),
                                        sagemaker=unknown_job), arn, live_ledger=False)
     assert list(running) == [*base, "job_status"] and running["job_status"] is None and running["job"] == "j0"
 
-    failed = core.status(core.Clients(sfn=_HistorySfn({"run": run, "status": {"state": "failed", "x": 1}}, "FAILED")),
+    failed = status(Clients(sfn=_HistorySfn({"run": run, "status": {"state": "failed", "x": 1}}, "FAILED")),
                          arn)
     assert list(failed) == [*base, "job_status"]
     assert failed["job_status"] == {"state": "failed", "status": None, "secondary_status": None,
                                     "failure_reason": None}
 
-    done = core.status(core.Clients(sfn=_HistorySfn({"run": run, "job": "not a dict"}, "SUCCEEDED",
+    done = status(Clients(sfn=_HistorySfn({"run": run, "job": "not a dict"}, "SUCCEEDED",
                                                     {"result": {"cost": 1.5}})), arn)
     assert list(done) == [*base, "result"] and done["job"] is None and done["result"]["cost"] == 1.5
-    assert "result" not in core.status(core.Clients(sfn=_HistorySfn({"run": run}, "SUCCEEDED", {"result": 1})), arn)
+    assert "result" not in status(Clients(sfn=_HistorySfn({"run": run}, "SUCCEEDED", {"result": 1})), arn)

@@ -14,7 +14,8 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from runctl import core, observe, stage_model
+from pipeline_runs.clients import Clients
+from runctl import observe, stage_model
 from runctl.cli import _status_lines, main
 
 REPO = Path(__file__).resolve().parents[2]
@@ -87,7 +88,7 @@ def test_stage_model_downloads_with_huggingface_hub_and_uploads_under_base_model
     with mock_aws():
         s3 = boto3.client("s3", region_name="us-east-1")
         s3.create_bucket(Bucket="hfsm-dev-data")
-        clients = core.Clients(sfn=object(), s3=s3)
+        clients = Clients(sfn=object(), s3=s3)
         code = main(["stage-model", "google-bert/bert-base-uncased", "--bucket", "hfsm-dev-data"], clients=clients)
         out = capsys.readouterr().out
         assert code == 0, out

@@ -13,10 +13,11 @@ from hypothesis import strategies as st
 from tokenizer_testlib import prefixed_order, reference
 
 from tokenizer_mr import bpe, bpe_merge
-from tokenizer_mr.bpe import BpeConfig, learn_bpe
+from tokenizer_mr.bpe import learn_bpe
 from tokenizer_mr.counts import count_words
 from tokenizer_mr.jobs import bpe_config
 from tokenizer_mr.settings import TokenizerSettings
+from tokenizer_mr.vocab import BpeConfig
 
 ALPHABETS = ["ab", "aab", "abc", "ab-.", "xyzé日", "aAbB1 "]
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from tokenizer_mr.settings import MAX_VOCAB_SIZE, SettingsError, TokenizerSettings
+from tokenizer_mr.settings import SettingsError, TokenizerSettings
+from tokenizer_mr.tokenizer_rules import MAX_VOCAB_SIZE
 
 BYTES = "the 256-symbol byte-level alphabet plus"
 ERRORS = [

@@ -62,10 +62,11 @@ def install_standin() -> None:
 def main() -> None:
     install_standin()
     dist.init_process_group("smddp")
+    from contract.checkpoint_marker import marker_name
     from hftrain.checkpoint import manager as checkpoints
     from hftrain.data import sharding
+    from hftrain.data.raw import gather_sharded
     from hftrain.parallel import process_group as distributed
-    from hftrain.run import runner
     from hftrain.run.callbacks import CheckpointCallback, SigtermCallback
 
     rank, world = dist.get_rank(), dist.get_world_size()
@@ -111,7 +112,7 @@ def main() -> None:
     # a sharded validation channel: every rank gets every host's rows
     import datasets
 
-    gathered = runner.gather_sharded(datasets.Dataset.from_list([{"x": rank}]))
+    gathered = gather_sharded(datasets.Dataset.from_list([{"x": rank}]))
     out["validation_rows"] = sorted(gathered["x"])
 
     # SIGTERM on one rank: all stop at the same step and save together
@@ -130,7 +131,7 @@ def main() -> None:
     state = SimpleNamespace(global_step=12, is_world_process_zero=rank == 0)
     callback.on_save(None, state, control)
     distributed.barrier()
-    out["checkpoint_marked"] = (saved / checkpoints.marker_name("algo-1")).exists()
+    out["checkpoint_marked"] = (saved / marker_name("algo-1")).exists()
     out["calls"] = sorted(set(CALLS))
     # one file per rank: two ranks printing to the one stdout torchrun shares can interleave their lines
     results = Path(os.environ["STANDIN_RESULTS"]) if os.environ.get("STANDIN_RESULTS") else None

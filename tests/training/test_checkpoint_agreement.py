@@ -130,14 +130,9 @@ def test_a_foreign_checkpoint_stops_every_rank_before_training(monkeypatch):
 def test_a_load_failure_on_one_rank_makes_every_rank_fall_back_together(monkeypatch):
     """The Trainer's loads are guarded by one all-reduce: a failure on any rank raises on all (no rank trains on
     while another waits in a collective)."""
-    from transformers import Trainer
-
-    from hftrain.run.runner import make_trainer_class
-
     world = FakeWorld(["a", "b"])
     world.install(monkeypatch)
     monkeypatch.setattr(distributed, "any_rank", lambda flag: any(world.all_gather(bool(flag))))
-    trainer_cls = make_trainer_class(Trainer)
 
     def load_on(rank):
         def load():
@@ -147,7 +142,7 @@ def test_a_load_failure_on_one_rank_makes_every_rank_fall_back_together(monkeypa
 
     def guarded(rank):
         try:
-            trainer_cls._guarded_load(object(), "optimizer/scheduler", "/ckpt/checkpoint-8", load_on(rank))
+            resume.guarded_load("optimizer/scheduler", "/ckpt/checkpoint-8", load_on(rank))
         except resume.CheckpointLoadError as err:
             return err.reason
         return "no error"
@@ -156,4 +151,4 @@ def test_a_load_failure_on_one_rank_makes_every_rank_fall_back_together(monkeypa
     reasons = world.run(guarded)
     assert reasons[0].startswith("optimizer/scheduler: ValueError: loaded state dict")
     assert reasons[1] == "optimizer/scheduler failed on another rank"
-    assert world.run(lambda rank: trainer_cls._guarded_load(object(), "x", "c", lambda: None)) == [None, None]
+    assert world.run(lambda rank: resume.guarded_load("x", "c", lambda: None)) == [None, None]

@@ -378,11 +378,11 @@ def test_a_pickled_file_swapped_after_verification_is_not_what_the_trainer_loads
     """Issue 23: the hashes are verified before anything pickled is opened, on the very files then loaded. Here
     optimizer.pt is swapped (a new file under the same name) after the resume decision and before the Trainer
     loads: the Trainer still loads the verified bytes, never the swapped file."""
-    from hftrain.run import startup as run_startup
+    from hftrain.run import runner
 
     base = interrupted_copy(saved_run, tmp_path)
     swapped = ckpt(base, 8) / "optimizer.pt"
-    decide = run_startup.decide_resume
+    decide = runner.decide_resume
     swaps = []
 
     def decide_then_swap(*args, **kwargs):
@@ -393,7 +393,7 @@ def test_a_pickled_file_swapped_after_verification_is_not_what_the_trainer_loads
         os.replace(replacement, swapped)
         return planned
 
-    monkeypatch.setattr(run_startup, "decide_resume", decide_then_swap)
+    monkeypatch.setattr(runner, "decide_resume", decide_then_swap)
     with opened_files() as opened:
         code, log = train(base, saved_run[1])
     assert code == 0, log[-3000:]

@@ -10,7 +10,9 @@ from types import SimpleNamespace
 
 import pytest
 
+from contract.checkpoint_marker import marker_name
 from hftrain.checkpoint import manager as ck
+from hftrain.checkpoint.storage import LocalStorage
 from hftrain.parallel import process_group as distributed
 from hftrain.run.callbacks import CheckpointCallback
 
@@ -20,7 +22,7 @@ RESUMABLE = {"model.safetensors": "weights", "optimizer.pt": "optim", "scheduler
              "trainer_state.json": "{}"}
 
 
-class FakeStorage(ck.LocalStorage):
+class FakeStorage(LocalStorage):
     """An in-memory file tree: path -> text; hashes are sha256 of the text."""
 
     def __init__(self):
@@ -95,7 +97,7 @@ def save(storage, root, step, *, hosts=("algo-1",), markers=None, identity=IDENT
         if markers is None or host in markers:
             ck.write_node_marker(d, host=host, hosts=list(hosts), step=step, world_size=len(hosts),
                                  identity=identity, lineage=lineage, storage=scratch)
-            storage.add(f"{d}/{ck.marker_name(host)}", scratch.files[f"{d}/{ck.marker_name(host)}"])
+            storage.add(f"{d}/{marker_name(host)}", scratch.files[f"{d}/{marker_name(host)}"])
     return d
 
 

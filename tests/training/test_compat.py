@@ -84,7 +84,7 @@ def test_evaluation_keeps_feature_order_under_group_by_length(tmp_path):
     import datasets
     from transformers import Trainer
 
-    from hftrain.run.runner import make_trainer_class
+    from hftrain.run.trainer import make_trainer_class
 
     ds = datasets.Dataset.from_list([{"input_ids": [1] * ((i * 7) % 23 + 1)} for i in range(40)])
     args = _args(tmp_path, train_sampling_strategy="group_by_length")
@@ -114,7 +114,7 @@ def test_accelerator_divides_the_accumulated_gradient_again(tmp_path):
     the Accelerator, whose backward divides again (loss_scaling.settle sets it to 1)."""
     from transformers import BertConfig, BertForSequenceClassification, Trainer
 
-    from hftrain.run.runner import make_trainer_class
+    from hftrain.run.trainer import make_trainer_class
 
     args = _args(tmp_path, gradient_accumulation_steps=4)
     stock = Trainer(model=BertForSequenceClassification(BertConfig(**TINY_BERT)), args=args)

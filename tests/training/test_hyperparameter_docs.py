@@ -1,4 +1,4 @@
-"""docs/training.md's hyperparameter tables are generated from the argument dataclasses (hftrain/args_docs.py):
+"""docs/training.md's hyperparameter tables are generated from the argument dataclasses (tools/hp_docs.py):
 the test fails when the committed tables differ from what the dataclasses say."""
 
 from __future__ import annotations
@@ -11,16 +11,16 @@ from pathlib import Path
 import pytest
 
 from hftrain import args as hp
-from hftrain import args_docs
+from tools import hp_docs
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "training.md"
-STALE = "stale: run cd training_code && python -m hftrain.args_docs --write"
+STALE = "stale: run make docs"
 
 
 def test_the_docs_tables_are_the_generated_ones():
     text = DOC.read_text()
-    assert args_docs.render_doc(text) == text, STALE
-    assert text.count(args_docs.BEGIN) == text.count(args_docs.END) == 1
+    assert hp_docs.render_doc(text) == text, STALE
+    assert text.count(hp_docs.BEGIN) == text.count(hp_docs.END) == 1
 
 
 def test_every_hyperparameter_hftrain_declares_has_a_row():
@@ -38,13 +38,13 @@ def test_a_new_field_makes_the_tables_stale(monkeypatch):
 
     text = DOC.read_text()
     monkeypatch.setattr(hp, "training_args_class", lambda: WithNewKnob)
-    assert args_docs.render_doc(text) != text
-    assert "| `new_knob` | integer: `3`, `4` | `3` | A new knob \\| with a pipe. |" in args_docs.render_table()
+    assert hp_docs.render_doc(text) != text
+    assert "| `new_knob` | integer: `3`, `4` | `3` | A new knob \\| with a pipe. |" in hp_docs.render_table()
 
 
 def test_missing_markers_are_an_error():
     with pytest.raises(SystemExit, match="markers"):
-        args_docs.render_doc("# no table here\n")
+        hp_docs.render_doc("# no table here\n")
 
 
 @pytest.mark.parametrize(("cpus", "local", "workers"), [(8, 1, 4), (4, 1, 3), (8, 4, 1), (2, 2, 0)])

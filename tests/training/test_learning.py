@@ -12,7 +12,7 @@ import pytest
 from hftrain_testkit import layout_job
 
 from hftrain.scoring import squad as metrics_qa
-from hftrain.tasks.summarization import rouge
+from hftrain.scoring.rouge import rouge
 from local_mode import synthetic as synth
 
 SUMM_MODEL, SUMM_STEPS = "bart", 500

@@ -162,7 +162,7 @@ def test_a_head_that_uses_num_items_keeps_token_weighting_and_the_gradient_scale
     over the whole step, as the stock Trainer at accumulation 1) and the gradient is not divided again."""
     from transformers import Trainer
 
-    from hftrain.run.runner import make_trainer_class
+    from hftrain.run.trainer import make_trainer_class
 
     whole_batch, _ = _causal_lm_step(Trainer, 1, tmp_path)
     ours, accepts = _causal_lm_step(make_trainer_class(Trainer), 4, tmp_path)

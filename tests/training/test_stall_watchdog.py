@@ -16,6 +16,9 @@ from contract import stall_records
 from hftrain.run.failure import failure_path
 from hftrain.stall import injection as stall_injection
 from hftrain.stall import watchdog as stall
+from hftrain.stall.boards import LocalBoard
+from hftrain.stall.limits import Limits, parse_minutes
+from hftrain.stall.verdict import judge
 
 NOW = 10_000.0
 
@@ -31,12 +34,12 @@ def beat(rank: int, *, moved: float, alive: float | None = None, step: int | Non
 
 # --- limits ------------------------------------------------------------------------------------------------------
 def test_auto_limit_is_twenty_median_steps_with_a_floor_and_startup_has_its_own():
-    limits = stall.Limits(minutes=None, startup_minutes=60, floor_minutes=10)
+    limits = Limits(minutes=None, startup_minutes=60, floor_minutes=10)
     assert limits.seconds("train", None) == 600 and limits.seconds("train", 12.0) == 600
     assert limits.seconds("train", 60.0) == 1200  # 20 x 60 s
     for kind in ("startup", "eval", "save", "final"):
         assert limits.seconds(kind, 60.0) == 3600
-    assert stall.Limits(minutes=12).seconds("train", 600.0) == 720  # a number is a fixed limit
+    assert Limits(minutes=12).seconds("train", 600.0) == 720  # a number is a fixed limit
 
 
 def test_healthy_but_slower_steps_are_not_a_stall_while_a_fixed_limit_of_the_same_size_would_fire():
@@ -50,30 +53,30 @@ def test_healthy_but_slower_steps_are_not_a_stall_while_a_fixed_limit_of_the_sam
         clock_now[0] += 5.0
         heart.step_ends(step)
     assert heart.median_step() == pytest.approx(1.0)
-    auto = stall.Limits(minutes=None, floor_minutes=0.01)  # floor 0.6 s: the measured steps decide
+    auto = Limits(minutes=None, floor_minutes=0.01)  # floor 0.6 s: the measured steps decide
     beats = {r: beat(r, moved=NOW - 4.9, median=heart.median_step()) for r in range(4)}  # mid-step: 4.9 s quiet
-    assert stall.judge(beats, auto, now=NOW, started_at=0, poll=1) is None
-    fixed = stall.Limits(minutes=4 / 60)  # a fixed 4 s would call the slower steps a stall
-    assert stall.judge(beats, fixed, now=NOW, started_at=0, poll=1) is not None
+    assert judge(beats, auto, now=NOW, started_at=0, poll=1) is None
+    fixed = Limits(minutes=4 / 60)  # a fixed 4 s would call the slower steps a stall
+    assert judge(beats, fixed, now=NOW, started_at=0, poll=1) is not None
     beats = {r: beat(r, moved=NOW - 25, median=heart.median_step()) for r in range(4)}  # 25 s > 20 x 1 s
-    assert stall.judge(beats, auto, now=NOW, started_at=0, poll=1) is not None
+    assert judge(beats, auto, now=NOW, started_at=0, poll=1) is not None
 
 
 def test_parse_minutes():
-    assert stall.parse_minutes("auto") == (True, None) and stall.parse_minutes("0.1") == (True, 0.1)
-    assert stall.parse_minutes("off") == (False, None)
+    assert parse_minutes("auto") == (True, None) and parse_minutes("0.1") == (True, 0.1)
+    assert parse_minutes("off") == (False, None)
     for bad in ("-1", "soon", "nan0"):
         with pytest.raises(ValueError, match="stall_minutes: expected 'auto', 'off' or minutes > 0"):
-            stall.parse_minutes(bad)
+            parse_minutes(bad)
 
 
 # --- the verdict -------------------------------------------------------------------------------------------------
 def test_the_rank_not_waiting_in_a_collective_is_named_with_host_step_and_function():
-    limits = stall.Limits(minutes=10)
+    limits = Limits(minutes=10)
     beats = {r: beat(r, moved=NOW - 700, host=f"algo-{r // 2 + 1}", local_rank=r % 2) for r in range(4)}
     beats[3].update(waiting=False, moved_at=NOW - 680,
                     frames=["_try_get_data (torch/utils/data/dataloader.py:1133)", "_next_data (x.py:2)"])
-    verdict = stall.judge(beats, limits, now=NOW, started_at=0, poll=10)
+    verdict = judge(beats, limits, now=NOW, started_at=0, poll=10)
     first = verdict.message.splitlines()[0]
     assert first == ("stall watchdog: rank 3 (algo-2, local rank 1) made no progress for 11.3 min at step 57; last "
                      "in _try_get_data (torch/utils/data/dataloader.py:1133) <- _next_data (x.py:2)")
@@ -85,7 +88,7 @@ def test_the_rank_not_waiting_in_a_collective_is_named_with_host_step_and_functi
 def test_the_culprit_is_named_even_when_a_waiting_rank_crosses_the_limit_first():
     beats = {r: beat(r, moved=NOW - 601) for r in range(4)}
     beats[2].update(waiting=False, moved_at=NOW - 590, frames=["hang (hftrain/stall/injection.py:1)"])
-    verdict = stall.judge(beats, stall.Limits(minutes=10), now=NOW, started_at=0, poll=10)
+    verdict = judge(beats, Limits(minutes=10), now=NOW, started_at=0, poll=10)
     assert verdict.record["rank"] == 2 and verdict.record["ranks"] == [2]
 
 
@@ -93,7 +96,7 @@ def test_a_frozen_rank_is_named_first_and_said_to_be_frozen():
     beats = {r: beat(r, moved=NOW - 700) for r in range(4)}
     beats[1].update(alive_at=NOW - 650, waiting=False)  # its watchdog stopped publishing too (SIGSTOP)
     beats[2].update(waiting=False)
-    verdict = stall.judge(beats, stall.Limits(minutes=10), now=NOW, started_at=0, poll=10)
+    verdict = judge(beats, Limits(minutes=10), now=NOW, started_at=0, poll=10)
     assert verdict.record["rank"] == 1 and verdict.record["frozen"]
     assert "stopped responding (its process is frozen or SIGSTOPped" in verdict.message.splitlines()[0]
 
@@ -102,35 +105,35 @@ def test_a_rank_frozen_late_is_waited_for_then_named_even_if_it_moved_last():
     """A SIGSTOP that lands a moment after the rank's last step (CI: the others were named, the frozen rank was
     not): at the limit its watchdog has missed a few beats but is not yet clearly frozen, and it may even have
     moved last (it began the next step). The verdict waits, then names it."""
-    limits = stall.Limits(minutes=0.1)  # 6 s
+    limits = Limits(minutes=0.1)  # 6 s
     beats = {r: beat(r, moved=NOW - 6.1, waiting=True) for r in range(4)}
     beats[2].update(moved_at=NOW - 4.0, alive_at=NOW - 3.0)  # moved 2 s after the others, silent for 3 s
-    assert stall.judge(beats, limits, now=NOW, started_at=0, poll=0.6) is None  # late, not yet frozen: wait
+    assert judge(beats, limits, now=NOW, started_at=0, poll=0.6) is None  # late, not yet frozen: wait
     for b in beats.values():
         if b["rank"] != 2:
             b["alive_at"] = NOW + 2.5  # the others go on publishing
-    verdict = stall.judge(beats, limits, now=NOW + 2.5, started_at=0, poll=0.6)
+    verdict = judge(beats, limits, now=NOW + 2.5, started_at=0, poll=0.6)
     assert verdict.record["rank"] == 2 and verdict.record["frozen"] and verdict.record["ranks"] == [2]
     # a watchdog that only missed beats for good (never frozen past the wait) does not hold the verdict forever
     beats[2].update(alive_at=NOW + 10.0)
     for b in beats.values():
         b["alive_at"] = min(b["alive_at"], NOW + 10.0)
     beats[0]["alive_at"] = NOW + 20 - 2.0  # a healthy watchdog 2 s late, 20 s after the last step
-    assert stall.judge(beats, limits, now=NOW + 20, started_at=0, poll=0.6) is not None
+    assert judge(beats, limits, now=NOW + 20, started_at=0, poll=0.6) is not None
 
 
 def test_start_up_evaluation_and_saves_use_the_longer_limit_and_a_rank_that_never_reported_is_named():
-    limits = stall.Limits(minutes=1, startup_minutes=30)
+    limits = Limits(minutes=1, startup_minutes=30)
     beats = {r: beat(r, moved=NOW - 20 * 60, kind="startup", step=None, phase="tokenize") for r in range(2)}
-    assert stall.judge(beats, limits, now=NOW, started_at=0, poll=10) is None
+    assert judge(beats, limits, now=NOW, started_at=0, poll=10) is None
     beats = {0: beat(0, moved=NOW - 20 * 60, kind="eval", phase="evaluation")}
-    assert stall.judge(beats, limits, now=NOW, started_at=0, poll=10) is None
+    assert judge(beats, limits, now=NOW, started_at=0, poll=10) is None
     beats = {0: beat(0, moved=NOW - 31 * 60, kind="startup", step=None, phase="layout", waiting=True), 1: None}
-    verdict = stall.judge(beats, limits, now=NOW, started_at=NOW - 31 * 60, poll=10)
+    verdict = judge(beats, limits, now=NOW, started_at=NOW - 31 * 60, poll=10)
     assert verdict.record["rank"] == 1 and "never reported" in verdict.message.splitlines()[0]
     beats = {0: beat(0, moved=NOW - 31 * 60, kind="startup", step=None, phase="layout", waiting=False,
                      frames=["hang (a.py:1)"])}
-    verdict = stall.judge(beats, limits, now=NOW, started_at=0, poll=10)
+    verdict = judge(beats, limits, now=NOW, started_at=0, poll=10)
     assert "made no progress for 31.0 min in start-up phase layout (before step 1); last in hang (a.py:1)" in \
         verdict.message and "stall.startup_minutes=30, for startup" in verdict.message
 
@@ -151,7 +154,7 @@ def test_the_watchdog_thread_dumps_stacks_writes_the_failure_and_the_record_then
         done.set()
 
     who = stall.Identity(rank=0, world=1, local_rank=0, host="algo-1", job="job-1", checkpoint_dir=str(checkpoints))
-    watchdog = stall.Watchdog(who, stall.Limits(minutes=0.02), heart=heart, poll=0.1, exit=exit_, ack_seconds=1)
+    watchdog = stall.Watchdog(who, Limits(minutes=0.02), heart=heart, poll=0.1, exit=exit_, ack_seconds=1)
     watchdog.start()
     try:
         for step in range(1, 11):  # healthy: a step every 0.1 s, limit 1.2 s
@@ -222,7 +225,7 @@ def test_without_the_store_a_rank_judges_itself_only(monkeypatch):
     heart.mark("train", "train")
     exits: list[int] = []
     who = stall.Identity(rank=0, world=4, local_rank=0, host="algo-1", job="job-1")
-    limits = stall.Limits(minutes=0.01, startup_minutes=0.01)  # 0.6 s
+    limits = Limits(minutes=0.01, startup_minutes=0.01)  # 0.6 s
     watchdog = stall.Watchdog(who, limits, heart=heart, poll=0.05, exit=exits.append, ack_seconds=0.1)
     watchdog.start()
     try:
@@ -232,7 +235,7 @@ def test_without_the_store_a_rank_judges_itself_only(monkeypatch):
     finally:
         watchdog.stop()
         watchdog.join(5)
-    assert isinstance(watchdog.board, stall.LocalBoard) and watchdog.ranks == [0] and exits == []
+    assert isinstance(watchdog.board, LocalBoard) and watchdog.ranks == [0] and exits == []
 
 
 def test_a_run_that_fails_leaves_no_watchdog_behind(tiny_models, tmp_path, run_inprocess):

@@ -1,10 +1,10 @@
 """Fine-tuning of Hugging Face models under the SageMaker training-container contract.
 
-`train.py` is the entry point; the modules here each own one concern:
-`smenv` (SageMaker environment), `args` (hyperparameters), `data` (loading inputs), `sharding`
-(who trains on what), `checkpoints` (spot-safe checkpoints), `callbacks` (log lines, SIGTERM),
-`metrics_qa` (SQuAD scoring), `tasks` (per-task preprocessing and metrics), `runner` (the whole run: its
-start-up phases in `run_startup`, the Trainer and outputs in `run_training`, with `model_loading` and `raw_data`).
+`train.py` is the entry point; each package here owns one concept: `run` (the whole run: `runner.TrainingRun` owns
+its phases; the Trainer subclass, callbacks, goodput and progress lines), `checkpoint` (spot-safe checkpoints and the
+resume decision), `data` (raw rows, sharding, batching, packing, the tokenized cache), `parallel` (process group,
+FSDP, NCCL, bandwidth), `stall` (the stall watchdog), `scoring` (metrics and trivial baselines), `tasks` (one module
+per task); `smenv` (SageMaker environment) and `args` (hyperparameters) sit beside them.
 """
 
 __all__ = ["__version__"]

@@ -24,6 +24,7 @@ from transformers import Seq2SeqTrainingArguments
 from contract import intervals, run_history
 from hftrain import hp_rules, smenv
 from hftrain.data import files as data
+from hftrain.stall.limits import parse_minutes
 
 from .tasks import REGISTRY, TASKS, column_declarations, metric_names, verdicts
 
@@ -405,8 +406,6 @@ def _check_padding_free_and_stall(args: SageMakerTrainingArguments) -> None:
     if args.padding_free not in PADDING_FREE:  # the parser checks choices; this guards direct construction
         raise ArgumentError(f"padding_free must be one of {PADDING_FREE}, got {args.padding_free!r}")
     try:
-        from hftrain.stall.watchdog import parse_minutes
-
         parse_minutes(args.stall_minutes)
     except ValueError as err:
         raise ArgumentError(str(err)) from None

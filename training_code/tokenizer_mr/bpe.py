@@ -51,19 +51,9 @@ import pyarrow.compute as pc
 
 from . import native_merge
 from .bpe_merge import _merge_native, _merge_python, _ranked_merges
+from .vocab import BpeConfig, Tokens
 
 log = logging.getLogger("tokenizer_mr.bpe")
-
-@dataclass(frozen=True)
-class BpeConfig:
-    vocab_size: int
-    min_frequency: int = 0
-    special_tokens: Sequence[str] = ()
-    limit_alphabet: int | None = None
-    initial_alphabet: Sequence[str] = ()
-    continuing_subword_prefix: str | None = None
-    end_of_word_suffix: str | None = None
-
 
 @dataclass
 class BpeResult:
@@ -179,7 +169,7 @@ def learn_bpe(
     """
     t0 = time.perf_counter()
     table = _WordTable.build(words, counts)
-    tokens = _Tokens()
+    tokens = Tokens()
     ids, word_start = _char_ids(table, cfg, tokens, prefixed_order)
     if check_initial is not None:
         check_initial(len(tokens))
@@ -208,25 +198,6 @@ def learn_bpe(
 
 
 # ---- steps 1-3: the vocabulary before any merge, the words as token ids -------------------------------------------
-class _Tokens:
-    """Token strings by id, and ids by string: adding an existing string returns its id (as tokenizers does)."""
-
-    def __init__(self) -> None:
-        self.ids: dict[str, int] = {}
-        self.strings: list[str] = []
-
-    def __len__(self) -> int:
-        return len(self.strings)
-
-    def add(self, tok: str) -> int:
-        idx = self.ids.get(tok)
-        if idx is None:
-            idx = len(self.strings)
-            self.ids[tok] = idx
-            self.strings.append(tok)
-        return idx
-
-
 @dataclass
 class _WordTable:
     """The non-empty words as code points (all words concatenated, uint32), their lengths and counts; their
@@ -280,7 +251,7 @@ def _code_points(arr: pa.Array) -> np.ndarray:
 def _char_ids(
     table: _WordTable,
     cfg: BpeConfig,
-    tokens: _Tokens,
+    tokens: Tokens,
     prefixed_order: Sequence[str] | None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Steps 1-3: the special tokens, the alphabet and the decorated characters get their ids; returns the id of
@@ -314,7 +285,7 @@ def _decorate(
     word_start: np.ndarray,
     prefix: str | None,
     suffix: str | None,
-    tokens: _Tokens,
+    tokens: Tokens,
     prefixed_order: Sequence[str] | None,
 ) -> None:
     """Step 3's `prefix + char` (every non-first character) and `char + suffix` (the last one): new tokens, in

@@ -9,14 +9,11 @@ from array import array
 from collections.abc import Callable
 from dataclasses import dataclass
 from heapq import heappop, heappush
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from . import native_merge
-
-if TYPE_CHECKING:
-    from .bpe import BpeConfig, _Tokens
+from .vocab import BpeConfig, Tokens
 
 log = logging.getLogger("tokenizer_mr.bpe")
 
@@ -57,7 +54,7 @@ def _ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
 # ---- steps 4-5, compiled (native/bpe_merge.c) ---------------------------------------------------------------------
 def _merge_native(
     cfg: BpeConfig,
-    tokens: _Tokens,
+    tokens: Tokens,
     ids: np.ndarray,
     word_start: np.ndarray,
     counts: np.ndarray,
@@ -101,7 +98,7 @@ def _merge_native(
 # ---- steps 4-5 in Python/NumPy (where the compiled loop is not installed; the tests compare both) -----------------
 def _merge_python(
     cfg: BpeConfig,
-    tokens: _Tokens,
+    tokens: Tokens,
     ids: np.ndarray,
     word_start: np.ndarray,
     counts: np.ndarray,
@@ -286,7 +283,7 @@ def _initial_entries(keys: np.ndarray, totals: np.ndarray, wrap: bool) -> tuple[
 # ---- step 5: the merge loop -------------------------------------------------------------------------------------
 def _merge_loop(
     cfg: BpeConfig,
-    tokens: _Tokens,
+    tokens: Tokens,
     symbols: _Symbols,
     queue: _MergeQueue,
     progress: Callable[[int], None],

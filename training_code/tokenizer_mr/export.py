@@ -19,7 +19,8 @@ from typing import Any
 from tokenizers import AddedToken, Tokenizer, models
 
 from .bpe import BpeResult
-from .settings import CONTINUING_SUBWORD_PREFIX, TokenizerSettings, decoder, post_processor
+from .settings import TokenizerSettings, decoder, post_processor
+from .tokenizer_rules import CONTINUING_SUBWORD_PREFIX
 
 # Special-token roles per style, from the conventional token strings.
 _ROLES = {

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import native_merge
-from .bpe import BpeConfig, learn_bpe, memory_estimate
+from .bpe import learn_bpe, memory_estimate
 from .container import (
     HostInfo,
     JobError,
@@ -30,6 +30,7 @@ from .counts import (
 )
 from .reader import ReadStats, iter_sequences, list_input_files
 from .settings import TokenizerSettings
+from .vocab import BpeConfig
 
 log = logging.getLogger("tokenizer_mr")
 

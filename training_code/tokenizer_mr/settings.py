@@ -14,7 +14,7 @@ from typing import Any
 
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 
-# The rules, declared once in a standard-library module the Lambda asset also carries (re-exported here).
+# The rules, declared once in a standard-library module the Lambda asset also carries.
 from .tokenizer_rules import (
     BYTE_LEVEL_ALPHABET_SIZE,
     CONTINUING_SUBWORD_PREFIX,

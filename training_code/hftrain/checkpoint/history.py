@@ -24,7 +24,8 @@ import time
 from typing import Any
 
 from contract import run_history
-from hftrain.checkpoint.manager import LocalStorage, utc_iso
+from hftrain.checkpoint.manager import utc_iso
+from hftrain.checkpoint.storage import LocalStorage
 
 logger = logging.getLogger(__name__)
 

@@ -44,20 +44,19 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from contract.checkpoint_marker import (  # noqa: F401 - importable from here
+from contract.checkpoint_marker import (
     MARKER_FORMAT,
     MARKER_PREFIX,
     MARKER_SUFFIX,
     PREFIX,
     MarkerError,
-    checkpoint_name,
     format_marker,
     is_marker_name,
     marker_name,
     parse_marker,
     step_of,
 )
-from hftrain.checkpoint.storage import LocalStorage, hash_algorithm, hash_file  # noqa: F401 - importable from here
+from hftrain.checkpoint.storage import LocalStorage, hash_algorithm
 
 logger = logging.getLogger(__name__)
 

@@ -21,7 +21,9 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from contract.checkpoint_marker import MARKER_FORMAT, checkpoint_name, step_of
 from hftrain.checkpoint import manager as checkpoints
+from hftrain.checkpoint.storage import LocalStorage
 from hftrain.parallel import process_group as distributed
 
 logger = logging.getLogger("hftrain")
@@ -38,6 +40,20 @@ class CheckpointLoadError(RuntimeError):
         super().__init__(f"loading {checkpoint} failed: {reason}")
         self.checkpoint = checkpoint
         self.reason = reason
+
+
+def guarded_load(what: str, checkpoint, load) -> None:
+    """Run one load (the Trainer's, of a verified checkpoint) on every rank; if it fails on any, all raise
+    CheckpointLoadError together, so that the runner falls back to an older checkpoint instead of crashing or
+    hanging."""
+    error = None
+    try:
+        load()
+    except Exception as err:  # noqa: BLE001 - any load failure is a reason to fall back
+        error = err
+    if distributed.any_rank(error is not None):
+        reason = f"{what}: {type(error).__name__}: {error}" if error else f"{what} failed on another rank"
+        raise CheckpointLoadError(str(checkpoint), reason) from error
 
 
 _LEGACY_SUFFIXES = (("LayerNorm.gamma", "LayerNorm.weight"), ("LayerNorm.beta", "LayerNorm.bias"))
@@ -95,7 +111,7 @@ def probe_weights(path: str, model) -> str:
     return ""
 
 
-def probe_trainer_state(path: str, step: int | None, storage: checkpoints.LocalStorage) -> str:
+def probe_trainer_state(path: str, step: int | None, storage: LocalStorage) -> str:
     text = storage.read_text(os.path.join(path, checkpoints.TRAINER_STATE_FILE))
     try:
         state = json.loads(text or "")
@@ -131,11 +147,11 @@ class ResumePlanner:
     """Runs on every rank; node leaders (local rank 0) read and hash, all ranks take the same decisions."""
 
     def __init__(self, root: str, identity: dict[str, Any], *, model=None,
-                 storage: checkpoints.LocalStorage | None = None) -> None:
+                 storage: LocalStorage | None = None) -> None:
         self.root = root
         self.identity = identity
         self.model = model
-        self.storage = storage or checkpoints.LocalStorage()
+        self.storage = storage or LocalStorage()
         self.rejected: list[dict[str, Any]] = []
         self.verify_seconds = 0.0
         self._candidates: list[int] = []
@@ -147,9 +163,9 @@ class ResumePlanner:
         return distributed.local_rank() == 0
 
     def _check(self, step: int) -> checkpoints.Verdict:
-        path = os.path.join(self.root, checkpoints.checkpoint_name(step))
+        path = os.path.join(self.root, checkpoint_name(step))
         if not self.storage.exists(path):
-            return checkpoints.Verdict(checkpoints.checkpoint_name(step), step, "incomplete",
+            return checkpoints.Verdict(checkpoint_name(step), step, "incomplete",
                                        "not present on this node")
         return self._verify_and_stage(path, step)
 
@@ -223,12 +239,12 @@ class ResumePlanner:
 
     def next_after(self, failed_step: int, reason: str) -> ResumeDecision:
         """After the Trainer failed to load `failed_step` (every rank calls this together)."""
-        self._reject(checkpoints.checkpoint_name(failed_step), "unusable", f"loading failed: {reason}")
+        self._reject(checkpoint_name(failed_step), "unusable", f"loading failed: {reason}")
         return self._next(below=failed_step)
 
     def verify_explicit(self, path: str) -> ResumeDecision:
         """resume_from_checkpoint given by the user: it must verify, or the run stops with the reason."""
-        step = checkpoints.step_of(os.path.basename(path.rstrip("/")))
+        step = step_of(os.path.basename(path.rstrip("/")))
         verdict = self._verify_and_stage(path, step) if self._leader() else None
         verdicts = self._gather(None if verdict is None else (verdict.kind, verdict.reason))
         bad = [reason for kind, reason in verdicts if kind != "ok"]
@@ -247,7 +263,7 @@ class ResumePlanner:
         out = []
         for entry in self._entries:
             markers, _ = checkpoints.read_markers(entry.path, self.storage)
-            marker = next((m for m in markers if m.get("format") == checkpoints.MARKER_FORMAT), None)
+            marker = next((m for m in markers if m.get("format") == MARKER_FORMAT), None)
             if marker and not checkpoints.same_identity(marker, self.identity):
                 saved = {"task": marker.get("task"), "model_fingerprint": marker.get("model_fingerprint"),
                          "model": marker.get("model")}
@@ -266,18 +282,18 @@ class ResumePlanner:
             verdict = self._check(step) if self._leader() else None
             verdicts = self._gather(None if verdict is None else (verdict.kind, verdict.reason))
             failing = [(kind, reason) for kind, reason in verdicts if kind != "ok"]
-            path = os.path.join(self.root, checkpoints.checkpoint_name(step))
+            path = os.path.join(self.root, checkpoint_name(step))
             if failing:
                 if verdict is not None and verdict.ok:  # verified here, not on another node
                     checkpoints.release_view(self._view(path), self.storage)
-                self._reject(checkpoints.checkpoint_name(step), *failing[0])
+                self._reject(checkpoint_name(step), *failing[0])
                 continue
             meta = self._gather(None if verdict is None else (verdict.lineage, verdict.saved_at_unix,
                                                                verdict.world_size))[0]
             lineage, saved_at, saved_world = meta
             self._log_unlisted(path)
             ours = self._ours(lineage, step)
-            decision = f"resume from {checkpoints.checkpoint_name(step)}"
+            decision = f"resume from {checkpoint_name(step)}"
             if distributed.rank() == 0:
                 logger.info("resuming from %s (verified on %d node(s) in %.2f s; %d newer checkpoint(s) rejected)",
                             path, len(verdicts), self.verify_seconds, len(self.rejected))
@@ -310,7 +326,7 @@ class ResumePlanner:
                                                                                            self.identity):
                     local.append(entry.step)
         per_node = self._gather(local)
-        rejected = {checkpoints.step_of(r["checkpoint"]) for r in self.rejected}
+        rejected = {step_of(r["checkpoint"]) for r in self.rejected}
         common = set.intersection(*[set(x) for x in per_node]) if per_node else set()
         return sorted((common - rejected) | {resumed})
 

@@ -15,8 +15,10 @@ import math
 import os
 import shutil
 from collections.abc import Callable
+from typing import NoReturn
 
 from hftrain.checkpoint import manager as checkpoints
+from hftrain.checkpoint.storage import LocalStorage
 
 GB = 1024**3
 MB = 1024**2
@@ -60,7 +62,7 @@ def _size(bytes_: float) -> str:
 def last_checkpoint_bytes(root: str) -> int | None:
     """The size of the newest checkpoint under root that has a marker (what the next save needs, about)."""
     for entry in reversed(checkpoints.discover(root)):
-        markers, _ = checkpoints.read_markers(entry.path, checkpoints.LocalStorage())
+        markers, _ = checkpoints.read_markers(entry.path, LocalStorage())
         sizes = [meta.get("size", 0) for m in markers for meta in m.get("files", {}).values()]
         if sizes:
             return int(sum(sizes))
@@ -76,6 +78,15 @@ def state_bytes(model, optimizer) -> int:
     return int(total)
 
 
+def raise_save_failure(err: BaseException, root: str, name: str, estimate: Callable[[], int]) -> NoReturn:
+    """In the handler of a failed save of checkpoint `name`: raises the VolumeFullError that says so (from `err`)
+    when the volume is full, else `err` as it is."""
+    full = save_failure(err, root, name, estimate)
+    if full is None:
+        raise err
+    raise full from err
+
+
 def save_failure(err: BaseException, root: str, name: str, estimate: Callable[[], int]) -> VolumeFullError | None:
     """A VolumeFullError describing the failed save of checkpoint `name` under `root`, or None when `err` is not
     a full volume (then the caller re-raises it as it is)."""
@@ -86,7 +97,7 @@ def save_failure(err: BaseException, root: str, name: str, estimate: Callable[[]
     except OSError:
         return None
     target = os.path.join(root, name)
-    written = sum(checkpoints.LocalStorage().list_files(target).values()) if os.path.isdir(target) else 0
+    written = sum(LocalStorage().list_files(target).values()) if os.path.isdir(target) else 0
     needed = last_checkpoint_bytes(root) or estimate()
     if free > max(needed - written, 0) + 16 * MB and not any(
             isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT) for e in _chain(err)):

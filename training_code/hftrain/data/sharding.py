@@ -228,6 +228,17 @@ class WeightedCollator:
         return batch
 
 
+def weighted_loss(out, weight, return_outputs: bool):
+    """The Trainer's compute_loss result (the loss, or (loss, outputs)) scaled by the batch's `loss_weight`
+    (WeightedCollator; None: a batch of real rows, left as it is)."""
+    if weight is None:
+        return out
+    if return_outputs:
+        loss, outputs = out
+        return loss * weight, outputs
+    return out * weight
+
+
 class EpochDataLoader(torch.utils.data.DataLoader):
     """A DataLoader whose `set_epoch` reaches the batch sampler (the Trainer calls it each epoch)."""
 

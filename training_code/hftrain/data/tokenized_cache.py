@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from hftrain.checkpoint import manager as checkpoints
+from hftrain.checkpoint.storage import LocalStorage, hash_algorithm, hash_file
 from hftrain.data.files import find_data_files
 
 logger = logging.getLogger("hftrain")
@@ -51,12 +52,12 @@ class CacheRefused(Exception):
 
 
 def _hash_file(path: str, algorithm: str) -> str:
-    return checkpoints.hash_file(path, algorithm)
+    return hash_file(path, algorithm)
 
 
 def data_files_fingerprint(sources: list[tuple[str, str]], data_format: str = "auto") -> list[dict[str, Any]]:
     """(which, path or 'hub:...') -> the files read, each with relative name, size and content hash."""
-    algorithm = checkpoints.hash_algorithm()
+    algorithm = hash_algorithm()
     out: list[dict[str, Any]] = []
     for which, source in sources:
         if source.startswith("hub:"):
@@ -139,12 +140,12 @@ class TokenizedCache:
     """One host's view of its cache directory; `writer` is False on hosts that only read (replicated data)."""
 
     def __init__(self, root: str, digest: str, inputs: dict[str, Any], *, writer: bool = True, host: str | None = None,
-                 storage: checkpoints.LocalStorage | None = None) -> None:
+                 storage: LocalStorage | None = None) -> None:
         self.root = os.path.join(root, CACHE_DIR)
         self.digest = digest
         self.inputs = inputs
         self.writer = writer
-        self.storage = storage or checkpoints.LocalStorage()
+        self.storage = storage or LocalStorage()
         # host: a sharded channel's cache is the host's own (two hosts never write one name to the shared prefix)
         self.path = os.path.join(self.root, digest[:20] + (f".{host}" if host else ""))
 
@@ -244,7 +245,7 @@ class TokenizedCache:
                 parts.append(name)
         if not parts:
             return
-        algorithm = checkpoints.hash_algorithm()
+        algorithm = hash_algorithm()
         files = {name: {"size": size, "hash": self.storage.hash_file(os.path.join(tmp, name), algorithm)}
                  for name, size in sorted(self.storage.list_files(tmp).items())}
         os.makedirs(self.root, exist_ok=True)

@@ -12,8 +12,10 @@ import time
 from transformers import TrainerCallback
 
 from contract import progress_lines
+from contract.checkpoint_marker import checkpoint_name
 from hftrain.checkpoint import history as run_history
 from hftrain.checkpoint import manager as checkpoints
+from hftrain.checkpoint.storage import LocalStorage
 from hftrain.parallel import process_group as distributed
 
 logger = logging.getLogger(__name__)
@@ -128,7 +130,7 @@ class CheckpointCallback(TrainerCallback):
         identity: dict,
         lineage: str,
         history: run_history.RunHistory | None = None,
-        storage: checkpoints.LocalStorage | None = None,
+        storage: LocalStorage | None = None,
     ) -> None:
         self.root = root
         self.host = host
@@ -139,7 +141,7 @@ class CheckpointCallback(TrainerCallback):
         self.identity = identity
         self.lineage = lineage
         self.history = history
-        self.storage = storage or checkpoints.LocalStorage()
+        self.storage = storage or LocalStorage()
         self.saved: list[int] = []
         self.deleted: list[str] = []
         self.moved: list[tuple[str, str]] = []
@@ -150,7 +152,7 @@ class CheckpointCallback(TrainerCallback):
     def on_step_end(self, args, state, control, **kwargs):
         # Runs after the flow callback and SigtermCallback decided whether to save at this step.
         if control.should_save:
-            name = checkpoints.checkpoint_name(state.global_step)
+            name = checkpoint_name(state.global_step)
             target = os.path.join(self.root, name)
             if self._node_leader() and self.storage.exists(target):
                 # An earlier attempt's partial or rejected save of this step, or someone's files: the Trainer
@@ -170,7 +172,7 @@ class CheckpointCallback(TrainerCallback):
 
     def on_save(self, args, state, control, **kwargs):
         step = state.global_step
-        path = os.path.join(self.root, checkpoints.checkpoint_name(step))
+        path = os.path.join(self.root, checkpoint_name(step))
         distributed.barrier()  # every rank has finished writing its files
         marker = None
         if self._node_leader():
@@ -190,7 +192,7 @@ class CheckpointCallback(TrainerCallback):
                 self.history.beat(step, force=True)
         victims = checkpoints.rotation_victims(self.ours, keep=self.keep, protected=self.protected)
         for victim in victims:
-            victim_path = os.path.join(self.root, checkpoints.checkpoint_name(victim))
+            victim_path = os.path.join(self.root, checkpoint_name(victim))
             if self._node_leader():
                 logger.info("deleting %s (rotation: save_total_limit=%s keeps the newest verified checkpoints "
                             "%s of this run)", victim_path, self.keep,
@@ -200,7 +202,7 @@ class CheckpointCallback(TrainerCallback):
                     logger.warning("%s: kept %d file(s) its markers do not list: %s (the checkpoint's own files "
                                    "are deleted; the directory stays for these)", victim_path, len(kept),
                                    ", ".join(kept[:10]) + (" ..." if len(kept) > 10 else ""))
-            self.deleted.append(checkpoints.checkpoint_name(victim))
+            self.deleted.append(checkpoint_name(victim))
         self.ours = [s for s in self.ours if s not in victims]
         return control
 

@@ -48,6 +48,14 @@ def cpu_map_location(args) -> Iterator[None]:
 _LEGACY_NAMES = (("LayerNorm.gamma", "LayerNorm.weight"), ("LayerNorm.beta", "LayerNorm.bias"))
 
 
+def reload_missed_weights(trainer, checkpoint: str, model=None) -> int:
+    """After the Trainer's `_load_from_checkpoint(checkpoint, model)`: the legacy-named weights it misses
+    (`reload_legacy_named_weights`), for loads of a plain state dict (FSDP and DeepSpeed load their own)."""
+    if trainer.is_fsdp_enabled or trainer.is_deepspeed_enabled:
+        return 0
+    return reload_legacy_named_weights(checkpoint, model if model is not None else trainer.model)
+
+
 def reload_legacy_named_weights(checkpoint: str, model) -> int:
     """Restore weights the Trainer's resume misses in transformers 5.3.
 

@@ -9,10 +9,10 @@ import logging
 
 from contract.checkpoint_marker import checkpoint_name
 from hftrain.checkpoint import resume, volume
-from hftrain.data import packing
+from hftrain.data import packing, sharding
 from hftrain.parallel import fsdp
-from hftrain.parallel import process_group as distributed
 from hftrain.run import compat
+from hftrain.run.goodput import GoodputClock
 from hftrain.run.loss_scaling import settle as settle_loss_scaling
 from hftrain.stall import watchdog as stall
 
@@ -26,7 +26,8 @@ def make_trainer_class(base):
 
         def __init__(self, *a, train_loader_factory=None, goodput_clock=None, **kw):
             self._train_loader_factory = train_loader_factory
-            self._goodput = goodput_clock  # goodput.py: save and evaluation time during training
+            # goodput.py: save and evaluation time during training (a clock that writes nothing unless given one)
+            self._goodput = goodput_clock or GoodputClock(enabled=False)
             super().__init__(*a, **kw)
             settle_loss_scaling(self)  # loss and gradient divided once by the accumulation (tasks/loss_scaling.py)
 
@@ -47,8 +48,6 @@ def make_trainer_class(base):
         def _evaluate(self, *a, **kw):
             stall.HEART.mark("evaluation", "eval")  # the stall watchdog's longer limit applies
             try:
-                if self._goodput is None:
-                    return super()._evaluate(*a, **kw)
                 self._goodput.eval_begins()
                 try:
                     return super()._evaluate(*a, **kw)
@@ -64,22 +63,10 @@ def make_trainer_class(base):
             finally:
                 stall.HEART.at("forward_backward")
 
-        def _guarded_load(self, what: str, checkpoint, load):
-            """Run one load on every rank; if it fails on any, all raise CheckpointLoadError together (the
-            runner then falls back to an older checkpoint instead of crashing or hanging)."""
-            error = None
-            try:
-                load()
-            except Exception as err:  # noqa: BLE001 - any load failure is a reason to fall back
-                error = err
-            if distributed.any_rank(error is not None):
-                reason = f"{what}: {type(error).__name__}: {error}" if error else f"{what} failed on another rank"
-                raise resume.CheckpointLoadError(str(checkpoint), reason) from error
-
         def _load_optimizer_and_scheduler(self, checkpoint):
             if checkpoint is None:
                 return super()._load_optimizer_and_scheduler(checkpoint)
-            self._guarded_load("optimizer/scheduler", checkpoint,
+            resume.guarded_load("optimizer/scheduler", checkpoint,
                                lambda: self._load_optimizer_and_scheduler_on_cpu(checkpoint))
 
         def _load_optimizer_and_scheduler_on_cpu(self, checkpoint):
@@ -89,25 +76,20 @@ def make_trainer_class(base):
         def _load_from_checkpoint(self, resume_from_checkpoint, model=None):
             def load():
                 super(SageMakerTrainer, self)._load_from_checkpoint(resume_from_checkpoint, model)
-                if not (self.is_fsdp_enabled or self.is_deepspeed_enabled):
-                    compat.reload_legacy_named_weights(resume_from_checkpoint, model if model is not None else self.model)
+                compat.reload_missed_weights(self, resume_from_checkpoint, model)
 
-            self._guarded_load("model weights", resume_from_checkpoint, load)
+            resume.guarded_load("model weights", resume_from_checkpoint, load)
 
         def _save_checkpoint(self, model, trial):
-            if self._goodput is not None:
-                self._goodput.save_begins(self.state.global_step)  # ends in GoodputCallback.on_save
+            self._goodput.save_begins(self.state.global_step)  # ends in GoodputCallback.on_save
             stall.HEART.mark(f"checkpoint save of step {self.state.global_step}", "save")
             try:
                 result = super()._save_checkpoint(model, trial)
                 stall.HEART.mark("train", "train")
                 return result
             except Exception as err:  # a full volume says so (checkpoint/volume.py); anything else as it is
-                full = volume.save_failure(err, self.args.checkpoint_dir, checkpoint_name(self.state.global_step),
-                                           lambda: volume.state_bytes(self.model, self.optimizer))
-                if full is None:
-                    raise
-                raise full from err
+                volume.raise_save_failure(err, self.args.checkpoint_dir, checkpoint_name(self.state.global_step),
+                                          lambda: volume.state_bytes(self.model, self.optimizer))
 
         def _load_rng_state(self, checkpoint):
             try:
@@ -125,12 +107,7 @@ def make_trainer_class(base):
             else:
                 out = super().compute_loss(model, inputs, return_outputs=return_outputs,
                                            num_items_in_batch=num_items_in_batch)
-            if weight is None:
-                return out
-            if return_outputs:
-                loss, outputs = out
-                return loss * weight, outputs
-            return out * weight
+            return sharding.weighted_loss(out, weight, return_outputs)
 
     SageMakerTrainer.__name__ = f"SageMaker{base.__name__}"
     return SageMakerTrainer

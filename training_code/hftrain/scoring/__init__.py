@@ -1,1 +1,2 @@
-"""How a run is scored: the tasks' metrics (SQuAD scoring and post-processing) and their trivial baselines."""
+"""How a run is scored: the tasks' metrics (classification accuracy and macro F1, SQuAD scoring and post-processing,
+ROUGE) and their trivial baselines. The tasks import these; nothing here imports a task."""

@@ -16,15 +16,17 @@ from __future__ import annotations
 import collections
 import logging
 
+import numpy as np
+
+from hftrain.scoring import squad
+from hftrain.scoring.classification import accuracy_and_macro_f1, label_key, ordered_labels
+from hftrain.scoring.rouge import SENTENCE_END, rouge
+
 logger = logging.getLogger(__name__)
 PREFIX = "eval_baseline_"
 
 
 def classification(train_labels, eval_labels) -> dict[str, float]:
-    import numpy as np
-
-    from hftrain.tasks.classification import accuracy_and_macro_f1, label_key, ordered_labels
-
     train = [label_key(v) for v in train_labels if v is not None]
     gold = [label_key(v) for v in eval_labels if v is not None]
     if not train or not gold:
@@ -38,21 +40,16 @@ def classification(train_labels, eval_labels) -> dict[str, float]:
 
 
 def question_answering(ids, contexts, answers) -> dict[str, float]:
-    from hftrain.scoring import squad as metrics_qa
-    from hftrain.tasks.qa import _answers
-
     predictions = {str(i): " ".join(str(c or "").split()[:2]) for i, c in zip(ids, contexts, strict=True)}
-    references = {str(i): _answers(a)["text"] for i, a in zip(ids, answers, strict=True)}
+    references = {str(i): squad.answers(a)["text"] for i, a in zip(ids, answers, strict=True)}
     if not references:
         return {}
-    scores = metrics_qa.squad_scores(predictions, references)
+    scores = squad.squad_scores(predictions, references)
     return {"exact_match": scores["exact_match"], "f1": scores["f1"]}
 
 
 def summarization(documents, summaries) -> dict[str, float]:
-    from hftrain.tasks.summarization import _SENTENCE_END, rouge
-
-    leads = [" ".join(_SENTENCE_END.split(str(d or "").strip())[:3]) for d in documents]
+    leads = [" ".join(SENTENCE_END.split(str(d or "").strip())[:3]) for d in documents]
     if not leads:
         return {}
     return rouge(leads, [str(s or "") for s in summaries])

@@ -9,6 +9,7 @@ Scores are percentages (0-100).
 from __future__ import annotations
 
 import collections
+import json
 import re
 import string
 from collections.abc import Iterable, Mapping, Sequence
@@ -17,6 +18,17 @@ import numpy as np
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
 _PUNCT = set(string.punctuation)
+
+
+def answers(value) -> dict:
+    """Accept SQuAD's {'text': [...], 'answer_start': [...]}, a JSON string of it, or a list of such dicts."""
+    if isinstance(value, str):
+        value = json.loads(value) if value.strip() else {"text": [], "answer_start": []}
+    if isinstance(value, list):  # [{'text': ..., 'answer_start': ...}, ...]
+        value = {"text": [a["text"] for a in value], "answer_start": [a["answer_start"] for a in value]}
+    if value is None:
+        value = {"text": [], "answer_start": []}
+    return {"text": list(value.get("text") or []), "answer_start": [int(s) for s in value.get("answer_start") or []]}
 
 
 def normalize_answer(text: str) -> str:

@@ -8,18 +8,19 @@ from transformers import TrainerCallback
 
 from hftrain.stall import injection as stall_injection
 from hftrain.stall import watchdog as stall
+from hftrain.stall.limits import Limits, parse_minutes
 
 logger = logging.getLogger("hftrain")
 
 
 def start_watchdog(training_args) -> stall.Watchdog | None:
     """This rank's watchdog per the stall_* hyperparameters (None when stall_minutes is off)."""
-    enabled, minutes = stall.parse_minutes(training_args.stall_minutes)
+    enabled, minutes = parse_minutes(training_args.stall_minutes)
     if not enabled:
         logger.info("stall watchdog: off (stall_minutes off)")
         return None
-    limits = stall.Limits(minutes=minutes, startup_minutes=training_args.stall_startup_minutes,
-                          floor_minutes=training_args.stall_floor_minutes)
+    limits = Limits(minutes=minutes, startup_minutes=training_args.stall_startup_minutes,
+                    floor_minutes=training_args.stall_floor_minutes)
     return stall.start(limits, checkpoint_dir=training_args.checkpoint_dir)
 
 

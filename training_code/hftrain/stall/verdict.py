@@ -4,12 +4,10 @@ the `_stalls.json` record."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from contract.stall_records import MESSAGE_PREFIX, STACKS_DIR
-
-if TYPE_CHECKING:
-    from hftrain.stall.watchdog import Limits
+from hftrain.stall.limits import Limits
 
 
 @dataclass

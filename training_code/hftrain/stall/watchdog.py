@@ -48,15 +48,15 @@ from pathlib import Path
 from typing import Any
 
 from contract import heartbeat, stall_records
-from hftrain.stall.boards import LocalBoard, StoreBoard, board_from_env  # noqa: F401 - importable from here
-from hftrain.stall.verdict import MESSAGE_PREFIX, STACKS_DIR, Verdict, judge  # noqa: F401 - importable from here
+from hftrain.stall.boards import LocalBoard, board_from_env
+from hftrain.stall.limits import Limits
+from hftrain.stall.verdict import STACKS_DIR, judge
 
 logger = logging.getLogger("hftrain")
 
 EXIT_CODE = 75  # EX_TEMPFAIL: the job stopped making progress; the pipeline retries it
 KEY = "hftrain-stall/"
 ACK_SECONDS = 15.0
-LONG_KINDS = ("startup", "eval", "save", "final")
 # A main thread waiting in one of these is waiting for the other ranks, not the cause of a stall.
 WAITING_IN = (f"torch{os.sep}distributed{os.sep}", f"torch{os.sep}autograd{os.sep}",
               f"torch{os.sep}nn{os.sep}parallel{os.sep}", f"accelerate{os.sep}utils{os.sep}operations")
@@ -101,46 +101,6 @@ class Heart:
 
 
 HEART = Heart()  # the process's one heart (the training loop marks it; the watchdog reads it)
-
-
-# --- limits ---------------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Limits:
-    minutes: float | None = None  # None: auto
-    startup_minutes: float = 60.0
-    floor_minutes: float = 10.0
-    factor: float = 20.0
-
-    def seconds(self, kind: str, median_step: float | None) -> float:
-        if kind in LONG_KINDS:
-            return self.startup_minutes * 60
-        if self.minutes is not None:
-            return self.minutes * 60
-        return max(self.floor_minutes * 60, self.factor * (median_step or 0.0))
-
-    def describe(self, kind: str, median_step: float | None) -> str:
-        if kind in LONG_KINDS:
-            return f"stall.startup_minutes={self.startup_minutes:g}, for {kind}"
-        if self.minutes is not None:
-            return f"stall.minutes={self.minutes:g}"
-        return (f"stall.minutes=auto: max({self.floor_minutes:g} min, {self.factor:g} x the median step time "
-                f"{(median_step or 0):.3g} s)")
-
-
-def parse_minutes(value: str | float | None) -> tuple[bool, float | None]:
-    """(enabled, minutes or None for auto) from the hyperparameter: 'auto', 'off' or a number of minutes > 0."""
-    text = str(value if value is not None else "auto").strip().lower()
-    if text == "auto":
-        return True, None
-    if text in ("off", "0", "0.0"):
-        return False, None
-    try:
-        minutes = float(text)
-    except ValueError:
-        raise ValueError(f"stall_minutes: expected 'auto', 'off' or minutes > 0, got {value!r}") from None
-    if not minutes > 0:
-        raise ValueError(f"stall_minutes: expected 'auto', 'off' or minutes > 0, got {value!r}")
-    return True, minutes
 
 
 # --- frames ---------------------------------------------------------------------------------------------------

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -13,17 +12,6 @@ from hftrain.scoring import baselines
 from hftrain.scoring import squad as metrics_qa
 
 from .base import Column, LocalMode, Task, Verdict
-
-
-def _answers(value) -> dict:
-    """Accept SQuAD's {'text': [...], 'answer_start': [...]}, a JSON string of it, or a list of such dicts."""
-    if isinstance(value, str):
-        value = json.loads(value) if value.strip() else {"text": [], "answer_start": []}
-    if isinstance(value, list):  # [{'text': ..., 'answer_start': ...}, ...]
-        value = {"text": [a["text"] for a in value], "answer_start": [a["answer_start"] for a in value]}
-    if value is None:
-        value = {"text": [], "answer_start": []}
-    return {"text": list(value.get("text") or []), "answer_start": [int(s) for s in value.get("answer_start") or []]}
 
 
 @dataclass
@@ -102,7 +90,7 @@ class QuestionAnswering(Task):
             input_ids = enc["input_ids"][i]
             cls_index = input_ids.index(tokenizer.cls_token_id) if tokenizer.cls_token_id in input_ids else 0
             seq_ids = enc.sequence_ids(i)
-            answers = _answers(answers_list[sample_map[i]])
+            answers = metrics_qa.answers(answers_list[sample_map[i]])
             if not answers["answer_start"]:
                 starts.append(cls_index)
                 ends.append(cls_index)
@@ -188,7 +176,7 @@ class QuestionAnswering(Task):
         examples = [
             {"id": ids[i], "context": ctx} for i, ctx in enumerate(eval_examples[a.context_column])
         ]
-        references = {ids[i]: _answers(ans)["text"] for i, ans in enumerate(eval_examples[a.answers_column])}
+        references = {ids[i]: metrics_qa.answers(ans)["text"] for i, ans in enumerate(eval_examples[a.answers_column])}
         features = [
             {"example_id": eid, "offset_mapping": off}
             for eid, off in zip(eval_features["example_id"], eval_features["offset_mapping"], strict=True)

@@ -1,6 +1,6 @@
 """Reads what `cdk synth` wrote (cdk.out): stacks in deployment order, templates, and asset files.
 
-The local mode's only interface to the infrastructure: it never imports `stacks/`.
+Local mode's and runctl's only interface to the infrastructure: neither imports `stacks/`.
 """
 
 from __future__ import annotations

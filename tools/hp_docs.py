@@ -1,14 +1,13 @@
 """docs/training.md's hyperparameter tables, generated from the argument dataclasses (args.py).
 
-    cd training_code && python -m hftrain.args_docs --write   # rewrite the tables between the markers
-    cd training_code && python -m hftrain.args_docs --check   # exit 1 when they are stale
-                                                              # (tests/training/test_hyperparameter_docs.py does this)
+    python -m tools.hp_docs --write   # rewrite the tables between the markers (`make docs` runs it)
+    python -m tools.hp_docs --check   # exit 1 when they are stale (tests/training/test_hyperparameter_docs.py does this)
 
 One row per field hftrain declares (ModelArguments, the common DataArguments, each task's own, and the fields
 SageMakerTrainingArguments adds or overrides), in declaration order: its name, the type and choices that
 hyperparameters.json lists for it (args.hyperparameter_schema, the same generator), the dataclass default and
-its help text. The Trainer's other fields are only in hyperparameters.json. Not used by the training run itself
-(nothing imports it at run time; docs/ is not part of the code bundle).
+its help text. The Trainer's other fields are only in hyperparameters.json. A build-time tool: the training code
+bundle does not carry it.
 """
 
 from __future__ import annotations
@@ -21,10 +20,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from . import args as hp
-from .tasks import REGISTRY
+from hftrain import args as hp
+from hftrain.tasks import REGISTRY
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 DOC = REPO / "docs" / "training.md"
 BEGIN, END = "<!-- hyperparameters:start -->", "<!-- hyperparameters:end -->"
 HEAD = ["| name | type | default | meaning |", "| --- | --- | --- | --- |"]
@@ -94,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"wrote {DOC.relative_to(REPO)}")
         return 0
     if new != current:
-        print(f"stale: {DOC.relative_to(REPO)}; run: cd training_code && python -m hftrain.args_docs --write")
+        print(f"stale: {DOC.relative_to(REPO)}; run: make docs")
         return 1
     return 0
 
