@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from hftrain_testkit import Run, to_argv
+from shared_fixtures import shared_dir
 
 from local_mode import synthetic as synth
 
@@ -21,13 +22,13 @@ TRAIN_PY = REPO / "training_code" / "train.py"
 @pytest.fixture(scope="session")
 def tiny_models(tmp_path_factory):
     """kind -> directory of a tiny pretrained-style model (bert, roberta, bart, t5; `-small` for 128 wide),
-    built lazily."""
-    root = tmp_path_factory.mktemp("tiny-models")
+    built lazily, once per session for all xdist workers."""
 
     class Models(dict):
         def __missing__(self, key):  # "bert", or "bart-small" for the next size up
             kind, _, size = key.partition("-")
-            path = synth.build_model_dir(kind, root / key, size=size or "tiny")
+            path = shared_dir(tmp_path_factory, f"tiny-model-{key}",
+                              lambda out: synth.build_model_dir(kind, out, size=size or "tiny"))
             self[key] = path
             return path
 
