@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
-from shared_fixtures import HOSTILE_CASES, shared_dir
+
+from testkit.shared import HOSTILE_CASES, shared_dir
 
 # Property tests: a quick profile for the edit-test loop, a thorough one for CI (`make test` sets "ci").
 settings.register_profile("dev", max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -73,7 +74,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 # the session fixtures below (objects in memory that cannot be shared through a folder), is grouped with the
 # other users of the same fixture instance, so that each is still built once per session.
 PER_PROCESS_SESSION_FIXTURES = {"dev", "prod", "dev_scratch_fsx", "any_env", "unacknowledged"}
-# functions-scoped fixtures that cache per process (tests/infra/constructs: functools.cache over a build)
+# functions-scoped fixtures that cache per process (the construct tests in tests/stacks: functools.cache over a build)
 PER_PROCESS_CACHED_FIXTURES = {"dev", "prod", "any_env", "dev_scratch_fsx"}
 
 
@@ -120,7 +121,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
-# --- hostile run specs: cases per class, summed over the xdist workers (tests/lambda/test_lambda_hostile_runs.py) ---
+# --- hostile run specs: cases per class, summed over the xdist workers (tests/lambda/plan/test_lambda_hostile_runs.py) ---
 def pytest_sessionfinish(session: pytest.Session) -> None:
     workeroutput = getattr(session.config, "workeroutput", None)  # set on an xdist worker only
     counts = session.config.stash.get(HOSTILE_CASES, None)

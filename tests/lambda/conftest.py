@@ -8,12 +8,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from lambda_testlib import DATA, FSX, REGION, SETTINGS, SPEC, FakeContext, settings_dict, strict_json
 from moto import mock_aws
-from shared_fixtures import HOSTILE_CASES
 
 from hfsm_lambda import aws, handlers
 from hfsm_lambda import settings as settings_module
+from testkit.lambdas import DATA, FSX, REGION, SETTINGS, SPEC, FakeContext, settings_dict, strict_json
+from testkit.shared import HOSTILE_CASES
 
 
 @pytest.fixture
@@ -94,7 +94,7 @@ def state(data, context):
     return strict_json(handlers.prepare({"spec": SPEC}, context))
 
 
-# --- hostile run specs: how many cases each class tried (tests/lambda/test_lambda_hostile_runs.py, issue 24) ---
+# --- hostile run specs: how many cases each class tried (tests/lambda/plan/test_lambda_hostile_runs.py, issue 24) ---
 @pytest.fixture(scope="session")
 def hostile_cases(request: pytest.FixtureRequest) -> Counter:
     """class name -> cases tried; printed at the end of the session (tests/conftest.py, from every xdist worker)."""

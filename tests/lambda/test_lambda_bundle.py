@@ -13,11 +13,11 @@ from pathlib import Path
 
 import aws_cdk as cdk
 import pytest
-from lambda_testlib import settings_dict
 
 import hfsm_lambda
 from hfsm_lambda import HANDLER_MODULE, training_contract
 from stacks.assets.lambda_asset import TRAINING_CODE, lambda_code
+from testkit.lambdas import settings_dict
 
 REPO = Path(__file__).resolve().parents[2]
 PACKAGE = hfsm_lambda.__name__  # the asset's one folder

@@ -8,13 +8,13 @@ from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
-from lambda_testlib import DATA, SETTINGS, SPEC, strict_json  # the other handler tests import these from here
 
 from hfsm_lambda import aws, handlers, naming
 from hfsm_lambda.errors import JobConflictError, PreflightError, ResourceLimitExceeded, SpecError
 from hfsm_lambda.errors import ThrottlingException as ThrottlingError
 from hfsm_lambda.runs.prepare import prepare_run
 from hfsm_lambda.settings import load_settings
+from testkit.lambdas import DATA, SETTINGS, SPEC, strict_json
 
 
 # --- prepare ---------------------------------------------------------------------------------------------

@@ -12,11 +12,11 @@ import time
 from typing import Any
 
 import pytest
-from lambda_testlib import ACCOUNT, REGION, SETTINGS, stand_in_state_machine
 
 from hfsm_lambda import aws, handlers
 from hfsm_lambda.errors import SpecError
 from hfsm_lambda.plan import job_requests
+from testkit.lambdas import ACCOUNT, REGION, SETTINGS, stand_in_state_machine
 
 BASE = {"version": 1, "name": "hostile", "task": "question-answering", "model": "bert-base-uncased",
         "data": {"train": {"s3": "datasets/h/train/"}, "validation": {"s3": "datasets/h/val/"}},

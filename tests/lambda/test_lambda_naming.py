@@ -9,9 +9,9 @@ import botocore.session
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from lambda_testlib import NAMES
 
 from hfsm_lambda import naming
+from testkit.lambdas import NAMES
 
 # <project>-<env>: each [a-z][a-z0-9-]{0,15} (settings.py), so up to 33 characters.
 PROJECTS = st.builds("{}-{}".format, *[st.builds(str.__add__, st.sampled_from("abcxyz"),

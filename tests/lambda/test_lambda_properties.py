@@ -12,7 +12,14 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from lambda_testlib import (
+
+from hfsm_lambda import naming
+from hfsm_lambda.errors import PreflightError, SpecError
+from hfsm_lambda.plan import preflight
+from hfsm_lambda.runs.prepare import prepare_run
+from hfsm_lambda.settings import Settings
+from hfsm_lambda.spec import run_spec
+from testkit.lambdas import (
     FREE_HPS,
     HP_META,
     SETTINGS,
@@ -22,13 +29,6 @@ from lambda_testlib import (
     settings_dict,
     valid_specs,
 )
-
-from hfsm_lambda import naming
-from hfsm_lambda.errors import PreflightError, SpecError
-from hfsm_lambda.plan import preflight
-from hfsm_lambda.runs.prepare import prepare_run
-from hfsm_lambda.settings import Settings
-from hfsm_lambda.spec import run_spec
 
 PLAIN = Settings.from_dict(settings_dict())
 WITH_FSX = Settings.from_dict(settings_dict(fsx={"file_system_id": "fs-0123456789abcdef0", "mount_name": "abcdefgh",

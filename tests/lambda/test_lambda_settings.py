@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from lambda_testlib import FSX, settings_dict
 
 from hfsm_lambda import settings as settings_module
 from hfsm_lambda.errors import SettingsError
+from testkit.lambdas import FSX, settings_dict
 
 
 def test_valid_settings_parse(settings, fsx_settings):
