@@ -3,7 +3,10 @@ keeps `pytest -n 2` (pytest-xdist, `make test`) from building an expensive fixtu
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
+import tempfile
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -69,13 +72,45 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 
 # --- pytest-xdist: a fixture that lives in one process goes with the tests that use it ---------------------------
-# `make test` runs `pytest -n 2 --dist loadgroup`: tests are handed out one by one, except those marked
-# xdist_group, which run together on one worker. Every test that uses a module- or class-scoped fixture, or one of
-# the session fixtures below (objects in memory that cannot be shared through a folder), is grouped with the
-# other users of the same fixture instance, so that each is still built once per session.
+# `make test` runs `pytest -n auto --dist loadgroup` (pyproject's addopts): tests are handed out one by one, except
+# the users of one fixture instance, which run together on one worker. Every test that uses a module- or
+# class-scoped fixture, or one of the session fixtures below (objects in memory that cannot be shared through a
+# folder), is grouped with the other users of the same fixture instance, so that each is still built once per
+# session. (xdist's own loadgroup renames the test ids to carry the group, which pytest 9 no longer allows: the
+# workers write the groups to a file, and the scheduler below reads them.)
 PER_PROCESS_SESSION_FIXTURES = {"dev", "prod", "dev_scratch_fsx", "any_env", "unacknowledged"}
 # functions-scoped fixtures that cache per process (the construct tests in tests/stacks: functools.cache over a build)
 PER_PROCESS_CACHED_FIXTURES = {"dev", "prod", "any_env", "dev_scratch_fsx"}
+GROUPS_ENV = "HFSM_TEST_XDIST_GROUPS"  # the file: set by the controller, inherited by the workers
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if config.getoption("numprocesses", None) and not hasattr(config, "workerinput"):
+        folder = Path(tempfile.mkdtemp(prefix="pytest-xdist-groups-"))
+        os.environ[GROUPS_ENV] = str(folder / "groups.json")
+        config.add_cleanup(lambda: shutil.rmtree(folder, ignore_errors=True))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    if config.getoption("dist", "no") != "loadgroup" or GROUPS_ENV not in os.environ:
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class FixtureGroupScheduling(LoadScopeScheduling):
+        """LoadScopeScheduling whose scopes are the fixture groups (one test each otherwise), handed out in the
+        workers' collection order (slow tests first)."""
+
+        groups: dict[str, str] | None = None
+
+        def _split_scope(self, nodeid: str) -> str:
+            if self.groups is None:  # every worker has written the file before it reports its collection
+                path = Path(os.environ[GROUPS_ENV])
+                self.groups = json.loads(path.read_text()) if path.exists() else {}
+            return self.groups.get(nodeid, nodeid)
+
+    config.option.loadscopereorder = False
+    return FixtureGroupScheduling(config, log)
 
 
 def _fixture_keys(item: pytest.Item) -> list[str]:
@@ -102,7 +137,7 @@ def _fixture_keys(item: pytest.Item) -> list[str]:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Groups the users of one fixture instance (union of the fixture keys each test uses); puts the slow tests
     first, so that the long ones start early and the short ones fill the gaps at the end."""
-    if not hasattr(config, "workerinput"):  # not an xdist worker: the order and the fixtures as they were
+    if not hasattr(config, "workerinput") or GROUPS_ENV not in os.environ:  # not an xdist worker: as they were
         return
     parent: dict[str, str] = {}
 
@@ -115,10 +150,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for keys in per_item:
         for key in keys[1:]:
             parent[find(key)] = find(keys[0])
-    for item, keys in zip(items, per_item, strict=True):
-        if keys:
-            item.add_marker(pytest.mark.xdist_group(find(keys[0]).replace("@", "_")))
+    groups = {item.nodeid: "fixture " + find(keys[0]) for item, keys in zip(items, per_item, strict=True) if keys}
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+    target = Path(os.environ[GROUPS_ENV])
+    partial = target.with_name(f"{config.workerinput['workerid']}.json")
+    partial.write_text(json.dumps(groups))
+    partial.replace(target)  # the workers write the same groups: whichever lands last is complete
 
 
 # --- hostile run specs: cases per class, summed over the xdist workers (tests/lambda/plan/test_lambda_hostile_runs.py) ---
