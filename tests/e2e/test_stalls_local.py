@@ -118,4 +118,4 @@ def test_the_output_shows_detection_stacks_retry_and_the_stalled_time(stalls: di
         assert attempt["parts"]["stalled"] > 0, attempt
     stacks = sorted(stalls["root"].glob("run/sagemaker/*train0/attempt-1/*/opt/ml/checkpoints/_stalls/*/rank-*.txt"))
     assert [p.name for p in stacks] == ["rank-0.txt", "rank-1.txt", "rank-2.txt", "rank-3.txt"]
-    assert "stall_injection.py" in stacks[-1].read_text()
+    assert "stall/injection.py" in stacks[-1].read_text()
