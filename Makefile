@@ -59,13 +59,15 @@ docs: setup
 	$(PY) -m tools.hp_docs --write
 	$(PY) -m tools.spec_docs --write
 
-# The whole suite, slow tests included (CI runs this).
+# The whole suite, slow tests included (CI runs this), on every core (pytest-xdist; TEST_WORKERS=0 runs it in one
+# process). `--dist loadgroup` is in pyproject's addopts: the tests that share a fixture instance share a worker.
+TEST_WORKERS ?= auto
 test: setup lint
-	HYPOTHESIS_PROFILE=ci $(VENV)/bin/pytest -q
+	HYPOTHESIS_PROFILE=ci $(VENV)/bin/pytest -q -n $(TEST_WORKERS)
 
 # The fast subset for the edit-test loop.
 test-fast: setup
-	$(VENV)/bin/pytest -q -m "not slow"
+	$(VENV)/bin/pytest -q -m "not slow" -n $(TEST_WORKERS)
 
 demo: setup
 	$(MAKE) synth ENV=dev

@@ -31,7 +31,7 @@ POLLS = (10, 30)
 def _pipeline_harness() -> ModuleType:
     """The integration tests' pipeline harness (moto's Step Functions + a scripted SageMaker), loaded from its file:
     the tests are not an installed package."""
-    spec = importlib.util.spec_from_file_location("pipeline_harness", REPO / "tests/integration/pipeline_harness.py")
+    spec = importlib.util.spec_from_file_location("pipeline_harness", REPO / "tests/testkit/pipeline_harness.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up by name

@@ -20,7 +20,7 @@
    checked there too).
 
 Every step runs in its own process; times are wall-clock (and CPU) of that process, memory is its peak RSS.
-Not part of the test suite (it takes minutes; tests/tokenizer/test_tokenizer_bench.py runs it on tiny settings).
+Not part of the test suite (it takes minutes; tests/benchmarks/test_tokenizer_bench.py runs it on tiny settings).
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ DEV_ACCOUNT = cdk_json_context()["environments"]["dev"]["account"]
 
 @pytest.fixture
 def pipeline(dev_outdir: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[object]:
-    from pipeline_harness import Pipeline
+    from testkit.pipeline_harness import Pipeline
 
     # The templates name the dev account literally (bucket names, ARNs): moto must use the same one.
     monkeypatch.setenv("MOTO_ACCOUNT_ID", DEV_ACCOUNT)

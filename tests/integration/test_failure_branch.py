@@ -12,7 +12,7 @@ import json
 from typing import Any
 
 import pytest
-from pipeline_harness import Pipeline, ScriptedSageMaker
+from testkit.pipeline_harness import Pipeline, ScriptedSageMaker
 
 pytestmark = pytest.mark.slow
 

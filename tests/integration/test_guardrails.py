@@ -13,8 +13,7 @@ from typing import Any
 
 import pytest
 from moto import mock_aws
-from pipeline_harness import RUNNING, Pipeline, ScriptedSageMaker
-from test_state_machines import spec, with_data
+from testkit.pipeline_harness import RUNNING, Pipeline, ScriptedSageMaker, spec, with_data
 
 from stacks.app_builder import cdk_json_context
 

@@ -14,8 +14,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from hftrain_testkit import layout_job, subprocess_env, to_argv
-from image_sim import inference_python
+from testkit import KIT
+from testkit.image_sim import inference_python
+from testkit.training import layout_job, subprocess_env, to_argv
 
 from hfsm_lambda.runs import model_package
 from local_mode import synthetic as synth
@@ -63,7 +64,7 @@ def test_saved_model_serves_in_the_inference_image(task, tmp_path, server_python
     container = spec["Containers"][0]
     request = {"environment": container["Environment"], "content_type": spec["SupportedContentTypes"][0],
                "accept": spec["SupportedResponseMIMETypes"][0], "body": body}
-    served = subprocess.run([str(server_python), str(Path(__file__).with_name("inference_driver.py")), str(saved),
+    served = subprocess.run([str(server_python), str(KIT / "inference_driver.py"), str(saved),
                              json.dumps(request)], capture_output=True, text=True, timeout=300,
                             env={"PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
                                  "HOME": str(tmp_path)})

@@ -9,9 +9,9 @@ import subprocess
 import tarfile
 from pathlib import Path
 
-import hftrain_smhost as smhost
 import pytest
-from image_sim import offline_pip_env, simulated_image
+from testkit import smhost
+from testkit.image_sim import offline_pip_env, simulated_image
 
 from local_mode import synthetic as synth
 from stacks.assets import job_wheels

@@ -2,44 +2,22 @@
 
 from __future__ import annotations
 
-import copy
 import json
-from typing import Any
 
 import pytest
-from pipeline_harness import COMPLETED, FAILED, INTERRUPTED, MAX_WAIT, RUNNING, Pipeline, ScriptedSageMaker
+from testkit.pipeline_harness import (
+    COMPLETED,
+    FAILED,
+    INTERRUPTED,
+    MAX_WAIT,
+    RUNNING,
+    Pipeline,
+    ScriptedSageMaker,
+    spec,
+    with_data,
+)
 
 pytestmark = pytest.mark.slow
-
-SPEC: dict[str, Any] = {
-    "version": 1,
-    "name": "tickets",
-    "task": "text-classification",
-    # dev has no NAT gateway: models come from S3 (a Hub id fails pre-flight)
-    "model": "s3://hfsm-dev-data-111111111111-us-east-1/base-models/roberta/",
-    "data": {"train": {"s3": "datasets/tickets/train/", "distribution": "ShardedByS3Key"},
-             "validation": {"s3": "datasets/tickets/validation/"}},
-    "compute": {"instance_type": "ml.g5.2xlarge", "instance_count": 2},
-    "distribution": {"strategy": "ddp"},
-    "spot": {"enabled": True},
-    "max_runtime_seconds": 3600,
-    "fallback": {"options": [{"spot": False}]},
-    "hyperparameters": {"num_train_epochs": 1, "label_column": "label"},
-}
-
-
-def spec(**changes: Any) -> dict[str, Any]:
-    out = copy.deepcopy(SPEC)
-    out.update(changes)
-    return out
-
-
-def with_data(p: Pipeline) -> Pipeline:
-    p.put_dataset("datasets/tickets/train/", 4)
-    p.put_dataset("datasets/tickets/validation/", 1)
-    p.s3.put_object(Bucket=p.dep.data_bucket, Key="base-models/roberta/config.json", Body=b"{}")
-    return p
-
 
 def test_success_registers_model_and_notifies(pipeline: Pipeline) -> None:
     p = with_data(pipeline)
@@ -221,7 +199,7 @@ def test_durability_watchdog_stops_a_job_whose_checkpoints_stop_arriving(pipelin
     this process: the watchdog's clock moves 8 minutes per look."""
     from datetime import UTC, datetime, timedelta
 
-    from checkpoint_testlib import upload_checkpoint
+    from testkit.checkpoints import upload_checkpoint
 
     from hfsm_lambda.watch import durability
 

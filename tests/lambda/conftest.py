@@ -8,8 +8,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from lambda_testlib import DATA, FSX, REGION, SETTINGS, SPEC, FakeContext, settings_dict, strict_json
 from moto import mock_aws
+from testkit.lambdas import DATA, FSX, REGION, SETTINGS, SPEC, FakeContext, settings_dict, strict_json
+from testkit.shared import HOSTILE_CASES
 
 from hfsm_lambda import aws, handlers
 from hfsm_lambda import settings as settings_module
@@ -93,19 +94,8 @@ def state(data, context):
     return strict_json(handlers.prepare({"spec": SPEC}, context))
 
 
-# --- hostile run specs: how many cases each class tried (tests/lambda/test_lambda_hostile_runs.py, issue 24) ---
-HOSTILE_CASES = pytest.StashKey[Counter]()
-
-
+# --- hostile run specs: how many cases each class tried (tests/lambda/plan/test_lambda_hostile_runs.py, issue 24) ---
 @pytest.fixture(scope="session")
 def hostile_cases(request: pytest.FixtureRequest) -> Counter:
-    """class name -> cases tried; printed at the end of the session."""
+    """class name -> cases tried; printed at the end of the session (tests/conftest.py, from every xdist worker)."""
     return request.config.stash.setdefault(HOSTILE_CASES, Counter())
-
-
-def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-    counts = config.stash.get(HOSTILE_CASES, None)
-    if counts:
-        terminalreporter.write_sep("-", "hostile run specs: cases per class (issue 24)")
-        for name, count in sorted(counts.items()):
-            terminalreporter.write_line(f"{name}: {count}")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import aws_cdk as cdk
 import pytest
-from lambda_testlib import settings_dict
+from testkit.lambdas import settings_dict
 
 import hfsm_lambda
 from hfsm_lambda import HANDLER_MODULE, training_contract

@@ -4,15 +4,10 @@ one-sentence reason of a job stopped at max_runtime_seconds."""
 from __future__ import annotations
 
 import pytest
-from lambda_testlib import ACCOUNT, REGION, SPEC, strict_json
-from moto.sagemaker.models import sagemaker_backends
+from testkit.lambdas import SPEC, sm_backend, strict_json
 
 from hfsm_lambda import aws, handlers
 from hfsm_lambda.errors import FallbackExhaustedError, JobFailedError
-
-
-def sm_backend():
-    return sagemaker_backends[ACCOUNT][REGION]
 
 
 # --- check_job / plan_fallback ---------------------------------------------------------------------------

@@ -8,9 +8,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from lambda_testlib import ACCOUNT, REGION, SETTINGS, SPEC, sagemaker_request_errors, strict_json
 from moto.sns.models import sns_backends
-from test_lambda_check_job import sm_backend
+from testkit.lambdas import ACCOUNT, REGION, SETTINGS, SPEC, sagemaker_request_errors, sm_backend, strict_json
 
 from hfsm_lambda import aws, handlers, naming
 

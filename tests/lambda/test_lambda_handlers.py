@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
-from lambda_testlib import DATA, SETTINGS, SPEC, strict_json  # the other handler tests import these from here
+from testkit.lambdas import DATA, SETTINGS, SPEC, strict_json
 
 from hfsm_lambda import aws, handlers, naming
 from hfsm_lambda.errors import JobConflictError, PreflightError, ResourceLimitExceeded, SpecError

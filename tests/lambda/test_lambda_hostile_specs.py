@@ -12,7 +12,7 @@ import time
 from typing import Any
 
 import pytest
-from lambda_testlib import ACCOUNT, REGION, SETTINGS, stand_in_state_machine
+from testkit.lambdas import ACCOUNT, REGION, SETTINGS, stand_in_state_machine
 
 from hfsm_lambda import aws, handlers
 from hfsm_lambda.errors import SpecError

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from lambda_testlib import SETTINGS, settings_dict, stand_in_state_machine
+from testkit.lambdas import SETTINGS, settings_dict, stand_in_state_machine
 
 from hfsm_lambda import aws, handlers
 from hfsm_lambda.errors import PreflightError, SpecError

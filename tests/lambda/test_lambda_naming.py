@@ -9,7 +9,7 @@ import botocore.session
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from lambda_testlib import NAMES
+from testkit.lambdas import NAMES
 
 from hfsm_lambda import naming
 

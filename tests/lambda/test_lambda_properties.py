@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from lambda_testlib import (
+from testkit.lambdas import (
     FREE_HPS,
     HP_META,
     SETTINGS,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from lambda_testlib import FSX, settings_dict
+from testkit.lambdas import FSX, settings_dict
 
 from hfsm_lambda import settings as settings_module
 from hfsm_lambda.errors import SettingsError

@@ -1,0 +1,213 @@
+"""Stalls in the pipeline: the spec's `stall` and `network` blocks (Prepare), what the job request carries, a
+stall as its own retryable outcome (stall.action fail ends the run), the exhausted-attempts message, and the
+watch from outside the job in CheckJob (stall_watch.py), against moto."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from testkit.lambdas import (
+    MINIMAL,
+    SPEC,
+    problems_of,
+    settings_dict,
+    start_watched_job,
+    strict_json,
+    training,
+)
+
+from hfsm_lambda import aws, handlers
+from hfsm_lambda.errors import FallbackExhaustedError, SpecError
+from hfsm_lambda.plan import run as planned
+from hfsm_lambda.runs import outcomes
+from hfsm_lambda.runs.prepare import prepare_run
+from hfsm_lambda.settings import Settings
+from hfsm_lambda.spec import run_spec
+from hfsm_lambda.watch import stalls as stall_watch
+
+T0 = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
+STALL_REASON = ("AlgorithmError: stall watchdog: rank 3 (algo-2, local rank 1) made no progress for 12.0 min at step "
+                "57; last in _try_get_data (torch/utils/data/dataloader.py:1133)\n(seen by rank 0 on algo-1)")
+
+
+# --- the spec ----------------------------------------------------------------------------------------------------
+def test_stall_defaults_and_fractions_of_minutes(settings):
+    spec = run_spec.parse_spec(MINIMAL, settings)
+    assert spec["stall"] == {"minutes": "auto", "startup_minutes": 60, "action": "retry"}
+    assert spec["network"] == {"require_efa": True}
+    spec = run_spec.parse_spec({**MINIMAL, "stall": {"minutes": 0.1, "startup_minutes": 0.5, "action": "fail"}},
+                               settings)
+    assert spec["stall"] == {"minutes": 0.1, "startup_minutes": 0.5, "action": "fail"}
+
+
+def test_bad_stall_values_are_named_with_what_to_fix(settings):
+    problems = problems_of({**MINIMAL, "stall": {"minutes": "soon", "startup_minutes": 0, "action": "restart"},
+                            "network": {"require_efa": "yes"}}, settings)
+    text = "\n".join(problems)
+    assert 'stall.minutes: expected "auto" or a number from 0.05 to 10080' in text and "'soon'" in text
+    assert "stall.startup_minutes: expected a number from 0.05 to 10080 minutes, got 0" in text
+    assert "stall.action" in text and "retry" in text and "restart" in text
+    assert "network.require_efa" in text
+    # 900 s: the shortest limit the runtime floor accepts with the default checkpoint interval (runtime_limits.py)
+    problems = problems_of({**MINIMAL, "max_runtime_seconds": 900, "stall": {"minutes": 15}}, settings)
+    assert any(p.startswith("stall.minutes: 15 minutes is not shorter than max_runtime_seconds=900") for p in problems)
+    assert run_spec.parse_spec({**MINIMAL, "max_runtime_seconds": 900, "stall": {"minutes": 10, "action": "off",
+                                                                                 "startup_minutes": 5}}, settings)
+
+
+def test_the_request_carries_the_limits_and_the_efa_opt_out(settings):
+    request = training(settings, stall={"minutes": 0.5, "startup_minutes": 20})
+    hps = request["HyperParameters"]
+    assert json.loads(hps["stall_minutes"]) == "0.5" and json.loads(hps["stall_startup_minutes"]) == 20
+    assert json.loads(training(settings)["HyperParameters"]["stall_minutes"]) == "auto"
+    assert json.loads(training(settings, stall={"action": "off"})["HyperParameters"]["stall_minutes"]) == "off"
+    env = training(settings)["Environment"]  # ml.p4d.24xlarge: EFA
+    assert env["HFTRAIN_EXPECT_EFA"] == "1" and env["HFTRAIN_REQUIRE_EFA"] == "1"
+    assert training(settings, network={"require_efa": False})["Environment"]["HFTRAIN_REQUIRE_EFA"] == "0"
+
+
+def test_stall_hyperparameters_are_the_pipelines(settings):
+    problems = problems_of({**MINIMAL, "hyperparameters": {"stall_minutes": "5"}}, settings)
+    assert any("stall_minutes" in p and "stall.minutes" in p for p in problems)
+
+
+# --- the outcome ---------------------------------------------------------------------------------------------------
+def _desc(status: str, reason: str | None) -> dict[str, Any]:
+    return {"TrainingJobName": "job-1", "TrainingJobStatus": status, "SecondaryStatus": status,
+            **({"FailureReason": reason} if reason else {})}
+
+
+def test_a_stall_is_its_own_retryable_outcome_and_other_failures_are_not():
+    status = outcomes.classify("training", _desc("Failed", STALL_REASON))
+    assert status["state"] == "retryable" and status["outcome"] == "stall"
+    failed = outcomes.classify("training", _desc("Failed", "AlgorithmError: ExecuteUserScriptError: ExitCode 1"))
+    assert failed["state"] == "failed" and failed["outcome"] is None
+
+
+def test_attempts_used_up_by_stalls_say_so():
+    run = dataclasses.replace(prepare_run(SPEC, Settings.from_dict(settings_dict())), run_id="r1", max_attempts=2,
+                              attempts=tuple(planned.Attempt(attempt=i, job_name=f"job-{i}",
+                                                             instance_type="ml.g5.2xlarge", instance_count=2,
+                                                             spot=True) for i in range(2)))
+    status = outcomes.classify("training", _desc("Failed", STALL_REASON))
+    assert outcomes.next_attempt(run, 0, status) == 1
+    with pytest.raises(FallbackExhaustedError) as exhausted:
+        outcomes.next_attempt(run, 1, status)
+    assert "job job-1 stalled (AlgorithmError: stall watchdog: rank 3 (algo-2, local rank 1)" in str(exhausted.value)
+    assert "raise fallback.max_attempts" in str(exhausted.value)
+
+
+# --- the outside watch (pure) -----------------------------------------------------------------------------------------
+STALL = {"minutes": "auto", "startup_minutes": 30, "action": "retry"}
+
+
+def test_outside_watch_counts_from_the_last_progress_or_the_training_start():
+    hb = {"job": "job-1", "step": 40, "phase": "train", "kind": "train", "moved_at": (T0 + timedelta(minutes=5)
+                                                                                      ).timestamp(),
+          "at": (T0 + timedelta(minutes=6)).timestamp(), "limit_seconds": 600}
+    report, stop = stall_watch.watch(None, hb, job_name="job-1", now=T0 + timedelta(minutes=19), since=T0,
+                                     stall=STALL)
+    assert not stop and report["quiet_minutes"] == 14 and report["threshold_minutes"] == 15
+    report, stop = stall_watch.watch(report, hb, job_name="job-1", now=T0 + timedelta(minutes=21), since=T0,
+                                     stall=STALL)
+    assert stop and report["stop_reason"].startswith(
+        "stall watchdog: (from outside the job, CheckJob) job job-1 made no progress for 16.0 min at step 40")
+    _, again = stall_watch.watch(report, hb, job_name="job-1", now=T0 + timedelta(minutes=30), since=T0, stall=STALL)
+    assert not again, "one stop"
+    other = {**hb, "job": "job-0"}  # an earlier attempt's heartbeat: this job has not reported yet (start-up limit)
+    assert not stall_watch.watch(None, other, job_name="job-1", now=T0 + timedelta(minutes=34), since=T0,
+                                 stall=STALL)[1]
+    assert stall_watch.watch(None, other, job_name="job-1", now=T0 + timedelta(minutes=36), since=T0, stall=STALL)[1]
+    restarted = T0 + timedelta(minutes=10)  # a spot restart: the heartbeat is the lost instances'
+    assert not stall_watch.watch(None, hb, job_name="job-1", now=restarted + timedelta(minutes=34), since=restarted,
+                                 stall=STALL)[1]
+    assert not stall_watch.watch(None, None, job_name="job-1", now=T0 + timedelta(days=1), since=None, stall=STALL)[1]
+    assert not stall_watch.watch(None, None, job_name="job-1", now=T0 + timedelta(days=1), since=T0,
+                                 stall={**STALL, "action": "off"})[1]
+
+
+# --- CheckJob against moto ---------------------------------------------------------------------------------------------
+@pytest.fixture
+def running(aws_account, put_data, context, monkeypatch):
+    return start_watched_job({**SPEC, "stall": {"minutes": 2, "startup_minutes": 10}}, put_data, context, monkeypatch)
+
+
+def _heartbeat(run: dict, job: dict, step: int, moved: datetime, limit: float = 120) -> None:
+    bucket, _, prefix = run["uris"]["checkpoint"].removeprefix("s3://").partition("/")
+    body = {"job": job["job_name"], "step": step, "phase": "train", "kind": "train", "moved_at": moved.timestamp(),
+            "at": moved.timestamp(), "limit_seconds": limit}
+    aws.client("s3").put_object(Bucket=bucket, Key=prefix.rstrip("/") + "/_heartbeat.json",
+                                Body=json.dumps(body).encode())
+
+
+def test_check_job_stops_a_job_whose_progress_stopped_while_it_says_training(running, context):
+    run, job, fake, clock, stops = running
+    assert job["stall"] == {"minutes": 2, "startup_minutes": 10, "action": "retry"}
+    status: dict[str, Any] = {"state": "running"}
+    for minute, step in ((3, 10), (6, 20)):  # progress: the heartbeat moves
+        _heartbeat(run, job, step, T0 + timedelta(minutes=minute))
+        clock["now"] = T0 + timedelta(minutes=minute + 1)
+        status = strict_json(handlers.check_job({"job": job, "previous": status}, context))
+        assert status["state"] == "running" and status["stall_watch"]["step"] == step and stops == []
+    clock["now"] = T0 + timedelta(minutes=12, seconds=30)  # 6.5 min without progress: limit 2 + 5 min margin
+    status = strict_json(handlers.check_job({"job": job, "previous": status}, context))
+    assert stops == [] and status["stall_watch"]["quiet_minutes"] == 6.5
+    clock["now"] = T0 + timedelta(minutes=13, seconds=30)
+    status = strict_json(handlers.check_job({"job": job, "previous": status}, context))
+    assert stops == [job["job_name"]] and status["state"] == "running"  # Stopping
+    fake.training_job_status, fake.secondary_status = "Stopped", "Stopped"
+    status = strict_json(handlers.check_job({"job": job, "previous": status}, context))
+    assert status["state"] == "retryable" and status["outcome"] == "stall" and stops == [job["job_name"]]
+    assert "made no progress for 7.5 min at step 20" in status["failure_reason"]
+    assert "resumes from the last durable checkpoint" in status["failure_reason"]
+    assert handlers.plan_fallback({"run": run, "attempt": 0, "status": status}, context) == 1
+
+
+def test_stall_action_fail_ends_the_run_and_a_job_without_heartbeat_gets_the_start_up_limit(running, context,
+                                                                                           monkeypatch):
+    run, job, fake, clock, stops = running
+    clock["now"] = T0 + timedelta(minutes=14)  # no heartbeat: start-up limit 10 + 5 min
+    status = strict_json(handlers.check_job({"job": job, "previous": {"state": "running"}}, context))
+    assert stops == [] and "before its first heartbeat" not in json.dumps(status)
+    fake.training_job_status, fake.secondary_status = "Failed", "Failed"
+    fake.failure_reason = STALL_REASON
+    status = strict_json(handlers.check_job({"job": job, "previous": status}, context))
+    assert status["state"] == "retryable" and status["outcome"] == "stall"
+    failing = {**job, "stall": {**job["stall"], "action": "fail"}}
+    status = strict_json(handlers.check_job({"job": failing, "previous": status}, context))
+    assert status["state"] == "failed" and status["outcome"] == "stall"
+    assert "rank 3 (algo-2, local rank 1)" in status["failure_reason"]
+
+
+def test_a_job_never_heard_of_is_stopped_after_the_start_up_limit(running, context):
+    run, job, fake, clock, stops = running
+    clock["now"] = T0 + timedelta(minutes=16)
+    status = strict_json(handlers.check_job({"job": job, "previous": {"state": "running"}}, context))
+    assert stops == [job["job_name"]]
+    assert "before its first heartbeat (start-up)" in status["stall_watch"]["stop_reason"]
+
+
+def test_spec_errors_are_raised_before_any_job(context, aws_account):
+    with pytest.raises(SpecError, match=r"stall\.minutes: expected \"auto\" or a number from 0\.05"):
+        handlers.prepare({"spec": {**SPEC, "stall": {"minutes": -1}}}, context)
+
+
+# --- the ledger --------------------------------------------------------------------------------------------------------
+def test_a_stall_before_the_first_step_is_counted_as_stalled_though_the_log_cannot_be_split():
+    """The attempt whose rank never reached its first step printed no GOODPUT line: its Training window is not
+    split, but the stall record says from when nothing moved (the goodput ledger, lambda/goodput/ledger.py)."""
+    from testkit.goodput_lines import JOB, T, assert_adds_up, describe
+
+    from hfsm_lambda.goodput import ledger as goodput
+
+    desc = describe([("Downloading", 0, 5), ("Training", 5, 105), ("Failed", 105, 105)], count=2, status="Failed")
+    stream = {"name": f"{JOB}/algo-1-1", "first_at": T + 6, "events": [[T + 6, "INFO toolkit starting"]]}
+    stall = {"job": JOB, "last_progress_at": T + 40, "detected_at": T + 100, "rank": 1, "step": None}
+    ledger = goodput.ledger([desc], {JOB: [stream]}, [stall])
+    assert_adds_up(ledger)
+    assert ledger["parts"]["stalled"] == pytest.approx(2 * 65)  # from its last progress to the job's end
+    assert goodput.ledger([desc], {JOB: [stream]})["parts"]["stalled"] == 0
