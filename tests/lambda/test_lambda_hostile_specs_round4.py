@@ -34,6 +34,7 @@ from testkit.lambdas import SETTINGS, settings_dict, stand_in_state_machine
 from hfsm_lambda import aws, handlers
 from hfsm_lambda.errors import PreflightError, SpecError
 from hfsm_lambda.plan import instance_types, job_requests
+from hfsm_lambda.plan import run as planned
 from hfsm_lambda.runs.prepare import prepare_run
 from hfsm_lambda.settings import Settings
 from hfsm_lambda.spec import hyperparameters, run_spec
@@ -306,10 +307,10 @@ def test_the_sweep_of_hostile_specs_through_prepare(aws_account, monkeypatch, tm
                 wrong.append(f"{base_name} {cls}: {type(err).__name__}: {err}")
                 continue
             counts["accepted"] += 1
-            run = state["run"]
-            for attempt in range(run["max_attempts"]):
+            run = planned.from_json(state["run"])  # as start_training reads the state
+            for attempt in range(run.max_attempts):
                 sent = job_requests.training_request(run, PLAIN, attempt)
-                validation = "validation" in run["spec"]["data"]
+                validation = run.spec.data.validation is not None
                 key = json.dumps([sent["HyperParameters"], _attempt_host(sent["ResourceConfig"]["InstanceType"]),
                                   validation], sort_keys=True)
                 if key not in judged:  # the same arguments on the same kind of host: one parse
