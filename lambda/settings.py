@@ -1,10 +1,10 @@
 """Environment settings: the JSON in env var PIPELINE_SETTINGS, declared once in `Settings`.
 
-Each field's type and its constraints (field metadata: pattern, minimum, item counts, doc) drive `from_dict` (the
-Lambdas' validation, every problem listed), `to_dict` (what stacks/pipeline_stack.py serializes: it builds a
-`Settings` with `Settings.build`, which takes every field, so a field added here fails `cdk synth` until the
-stack sets it) and the settings table in CONTRACTS.md (`make docs`). Rules across
-fields: `RULES`. Pure: no AWS calls.
+Each field is a `setting(...)` of lambda/config_fields.py (the one dialect cdk.json's settings are declared in
+too): its type and its constraints drive `from_dict` (the Lambdas' validation, every problem listed), `to_dict`
+(what stacks/pipeline_stack.py serializes: it builds a `Settings` with `Settings.build`, which takes every field, so
+a field added here fails `cdk synth` until the stack sets it) and the settings table in CONTRACTS.md (`make docs`,
+from each constraint's `doc`). Rules across fields: `RULES`. Pure: no AWS calls.
 """
 
 from __future__ import annotations
@@ -12,30 +12,34 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import re
-import types
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields
-from functools import cache, lru_cache
-from typing import Any, get_args, get_origin, get_type_hints
+from dataclasses import dataclass, fields
+from functools import lru_cache
+from typing import Any, get_origin
 
+from .config_fields import (
+    Constraint,
+    above,
+    at_least,
+    at_most_items,
+    constraints,
+    hints,
+    matches,
+    non_empty,
+    number_entries,
+    required,
+    setting,
+    unwrap,
+)
 from .errors import SettingsError
 from .naming import PROJECT_NAME
 
 ENV_VAR = "PIPELINE_SETTINGS"
 
 
-def setting(doc: str, *, default: Any = dataclasses.MISSING, pattern: str | None = None, what: str | None = None,
-            minimum: float | None = None, above: float | None = None, min_items: int | None = None,
-            max_items: int | None = None, limit_by: str = "SageMaker") -> Any:
-    """A field with its constraints as metadata. `pattern` is matched against the whole string (`what` names it
-    in the problem); `minimum`/`above`: >= / > for numbers (for a map: its values); `min_items`/`max_items`: list
-    length (`limit_by` says whose limit it is)."""
-    meta = {"doc": doc, "pattern": pattern and re.compile(pattern), "what": what or pattern, "minimum": minimum,
-            "above": above, "min_items": min_items, "max_items": max_items, "limit_by": limit_by}
-    if isinstance(default, dict):
-        return field(default_factory=lambda: dict(default), metadata=meta)
-    return field(default=default, metadata=meta)
+def _matches(pattern: str, what: str | None = None) -> Constraint:
+    """The whole string matches `pattern`; `what` names it in the problem and the docs (else the pattern)."""
+    return matches(pattern, f"expected {what or pattern}", f"`{what or pattern}`")
 
 
 @dataclass(frozen=True)
@@ -48,8 +52,8 @@ class FsxSettings:
 @dataclass(frozen=True, kw_only=True)
 class Settings:
     project: str = setting("project name; every resource name starts with `<project>-<environment>`",
-                           pattern=PROJECT_NAME)
-    environment: str = setting("environment name (the cdk.json environment)", pattern=PROJECT_NAME)
+                           checks=_matches(PROJECT_NAME))
+    environment: str = setting("environment name (the cdk.json environment)", checks=_matches(PROJECT_NAME))
     region: str = setting("AWS region of the deployment")
     account: str = setting("AWS account of the deployment")
     data_bucket: str = setting("bucket of run specs (`runs/`) and user data (`datasets/`, `base-models/`)")
@@ -60,25 +64,28 @@ class Settings:
     processing_image_uri: str = setting("PyTorch CPU image of the tokenizer jobs")
     inference_image_uri: str = setting("Hugging Face PyTorch inference image of registered models")
     code_s3_prefix: str = setting("holds `sourcedir.tar.gz` and `runproc.sh` (see below)",
-                                  pattern=r"s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]/(.+/)?",
-                                  what="s3://bucket/prefix/ (ending with '/')")
-    subnet_ids: tuple[str, ...] = setting("jobs' VPC subnets; [] = no VPC", max_items=16)
-    security_group_ids: tuple[str, ...] = setting("jobs' security groups", max_items=5)
+                                  checks=_matches(r"s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]/(.+/)?",
+                                                  "s3://bucket/prefix/ (ending with '/')"))
+    subnet_ids: tuple[str, ...] = setting("jobs' VPC subnets; [] = no VPC", checks=at_most_items(16))
+    security_group_ids: tuple[str, ...] = setting("jobs' security groups", checks=at_most_items(5))
     fsx: FsxSettings | None = setting("FSx for Lustre, when on (jobs that use FSx run in its subnet only)",
                                          default=None)
-    allowed_instance_types: tuple[str, ...] = setting("training instance types a spec may name", min_items=1)
-    tokenizer_instance_types: tuple[str, ...] = setting("processing instance types a spec may name", min_items=1)
-    max_instance_count: int = setting("instances per job at most", minimum=1)
+    allowed_instance_types: tuple[str, ...] = setting("training instance types a spec may name", checks=non_empty())
+    tokenizer_instance_types: tuple[str, ...] = setting("processing instance types a spec may name",
+                                                        checks=non_empty())
+    max_instance_count: int = setting("instances per job at most", checks=at_least(1))
     spot_default: bool = setting("managed spot training unless the spec says otherwise")
     inter_container_encryption: bool = setting("encrypt traffic between a job's instances")
-    default_max_runtime_seconds: int = setting("a job's MaxRuntimeInSeconds unless the spec sets one", minimum=1)
+    default_max_runtime_seconds: int = setting("a job's MaxRuntimeInSeconds unless the spec sets one",
+                                               checks=at_least(1))
     default_max_wait_seconds: int = setting("a spot job's MaxWaitTimeInSeconds unless the spec sets one",
-                                            minimum=1)
-    poll_seconds: int = setting("how often the state machines poll a running job", minimum=1)
+                                            checks=at_least(1))
+    poll_seconds: int = setting("how often the state machines poll a running job", checks=at_least(1))
     model_package_group: str = setting("model registry group of the finished runs' models")
     topic_arn: str = setting("SNS topic of run notifications")
     instance_prices: dict[str, float] = setting(
-        "on-demand USD per instance-hour, for cost figures (else instance-seconds only)", default={}, minimum=0)
+        "on-demand USD per instance-hour, for cost figures (else instance-seconds only)", default={},
+        checks=number_entries(0))
     internet_access: bool = setting("jobs can reach the internet (NAT gateway); without it a Hub model id "
                                     "cannot download", default=True)
     # --- security and spend (hyperparameters.policy_problems, plan/spend.py, plan/request_guard.py) ---
@@ -88,9 +95,9 @@ class Settings:
     allowed_report_to: tuple[str, ...] = setting(
         "report_to integrations beyond the local ones (none, tensorboard) that may receive metrics", default=())
     max_run_cost_usd: float | None = setting("worst-case USD a run may cost (every job of its fallback chain); "
-                                             "null = no limit", default=None, above=0)
+                                             "null = no limit", default=None, checks=above(0))
     max_concurrent_runs: int | None = setting("runs (running executions of `state_machine_arns`) at once; "
-                                              "null = no limit", default=None, minimum=1)
+                                              "null = no limit", default=None, checks=at_least(1))
     state_machine_arns: tuple[str, ...] = setting("the environment's state machines", default=())
 
     @property
@@ -142,30 +149,23 @@ def _groups_with_fsx(v: dict[str, Any]) -> list[str]:
 RULES: tuple[Callable[[dict[str, Any]], list[str]], ...] = (_groups_with_subnets, _groups_with_fsx)
 
 
-# --- the generic parser -------------------------------------------------------------------------------------
-@cache
-def _hints(cls: type) -> dict[str, Any]:
-    return get_type_hints(cls)
-
-
+# --- the reader of PIPELINE_SETTINGS: keys not declared ignored, `<key>: <problem>` ------------------------------
 def _parse_fields(cls: type, raw: Any, placeholder: Callable[[Any], bool]) -> tuple[dict[str, Any], list[str]]:
     if not isinstance(raw, dict):
         raise SettingsError(["(root): expected a JSON object"])
     values: dict[str, Any] = {}
     problems: list[str] = []
-    hints = _hints(cls)
     for f in fields(cls):
-        required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
         if f.name not in raw:
-            if required:
+            if required(f):
                 problems.append(f"{f.name}: missing")
             continue
-        kind, optional = _unwrap(hints[f.name])
+        kind, optional = unwrap(hints(cls)[f.name])
         if raw[f.name] is None and optional:
-            if required:
+            if required(f):
                 values[f.name] = None
             continue  # null: the field's default
-        value = _value(f.name, kind, raw[f.name], f.metadata, placeholder, problems)
+        value = _value(f.name, kind, raw[f.name], constraints(f.metadata), placeholder, problems)
         if value is not _BAD:
             values[f.name] = value
     return values, problems
@@ -174,15 +174,7 @@ def _parse_fields(cls: type, raw: Any, placeholder: Callable[[Any], bool]) -> tu
 _BAD = object()
 
 
-def _unwrap(hint: Any) -> tuple[Any, bool]:
-    """(the type, whether null is allowed) of `T | None` or `T`."""
-    if isinstance(hint, types.UnionType):
-        args = [a for a in get_args(hint) if a is not type(None)]
-        return args[0], len(args) < len(get_args(hint))
-    return hint, False
-
-
-def _value(name: str, kind: Any, value: Any, meta: Any, placeholder: Callable[[Any], bool],
+def _value(name: str, kind: Any, value: Any, cons: tuple[Constraint, ...], placeholder: Callable[[Any], bool],
            problems: list[str]) -> Any:
     origin = get_origin(kind)
     if dataclasses.is_dataclass(kind):
@@ -192,14 +184,14 @@ def _value(name: str, kind: Any, value: Any, meta: Any, placeholder: Callable[[A
         problems.append(f"{name}: expected {_type_name(want)}, got {value!r}")
         return _BAD
     if origin is tuple:
-        return _items(name, value, meta, problems)
+        return _items(name, value, cons, problems)
     if origin is dict:
-        return _map(name, value, meta, problems)
+        return _map(name, value, cons, problems)
     if isinstance(value, str) and placeholder(value):
         return value
-    problem = _check(value, meta)
-    if problem:
-        problems.append(f"{name}: {problem}")
+    failed = [c.text(value) for c in cons if not c.check(value)]
+    if failed:
+        problems.append(f"{name}: {failed[0]}")
         return _BAD
     return float(value) if kind is float else value
 
@@ -215,35 +207,22 @@ def _type_name(kind: type) -> str:
     return "number" if kind is float else kind.__name__
 
 
-def _check(value: Any, meta: Any) -> str | None:
-    if meta["pattern"] is not None and not meta["pattern"].fullmatch(value):
-        return f"expected {meta['what']}"
-    if meta["minimum"] is not None and value < meta["minimum"]:
-        return f"must be >= {meta['minimum']}"
-    if meta["above"] is not None and value <= meta["above"]:
-        return f"must be > {meta['above']}"
-    return None
-
-
-def _items(name: str, value: list[Any], meta: Any, problems: list[str]) -> Any:
+def _items(name: str, value: list[Any], cons: tuple[Constraint, ...], problems: list[str]) -> Any:
     before = len(problems)
     if not all(isinstance(v, str) and v for v in value):
         problems.append(f"{name}: expected a list of non-empty strings")
-    if meta["min_items"] and len(value) < meta["min_items"]:
-        problems.append(f"{name}: must not be empty" if meta["min_items"] == 1
-                        else f"{name}: at least {meta['min_items']} items")
-    if meta["max_items"] is not None and len(value) > meta["max_items"]:
-        problems.append(f"{name}: {meta['limit_by']} allows at most {meta['max_items']}")
+    problems += [f"{name}: {c.text(value)}" for c in cons if not c.check(value)]
     return tuple(value) if len(problems) == before else _BAD
 
 
-def _map(name: str, value: dict[str, Any], meta: Any, problems: list[str]) -> Any:
+def _map(name: str, value: dict[str, Any], cons: tuple[Constraint, ...], problems: list[str]) -> Any:
+    """A map of strings to numbers: every value a number, and every entry passes the entry constraints."""
     out: dict[str, float] = {}
-    floor = meta["minimum"]
+    rules = [c for c in cons if c.kind == "entry"] or [number_entries()]
     for key, item in value.items():
-        if not _is(item, float) or (floor is not None and item < floor):
-            rule = "a non-negative number" if floor == 0 else "a number" if floor is None else f"a number >= {floor}"
-            problems.append(f"{name}.{key}: expected {rule}")
+        failed = [c.text((key, item)) for c in rules if not c.check(key, item)]
+        if failed or not _is(item, float):
+            problems.append(f"{name}.{key}: {failed[0] if failed else number_entries().problem}")
         else:
             out[key] = float(item)
     return out if len(out) == len(value) else _BAD

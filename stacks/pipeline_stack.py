@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from aws_cdk import CfnOutput, Duration, RemovalPolicy, Stack
+from aws_cdk import CfnOutput, Duration, RemovalPolicy, Stack, Token
 from aws_cdk import aws_budgets as budgets
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as cw_actions
@@ -24,6 +24,8 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from hfsm_lambda import s3_layout as layout
+from hfsm_lambda.errors import SettingsError
+from hfsm_lambda.settings import FsxSettings, Settings
 from stacks import names
 from stacks.assets import job_wheels
 from stacks.assets.code_asset import build_code_bundle
@@ -33,7 +35,6 @@ from stacks.common import removal_policy, retention
 from stacks.pipeline_functions import PipelineFunction
 from stacks.sagemaker_role import SageMakerExecutionRole
 from stacks.settings.environment import EnvironmentConfig
-from stacks.settings.pipeline import FsxSettings, Settings, settings_json
 from stacks.state_machines import PipelineStateMachines
 from stacks.storage_stack import bucket_name
 
@@ -47,6 +48,18 @@ def job_statements(sid: str, verbs: list[str], training_jobs: str, processing_jo
     return [iam.PolicyStatement(sid=f"{sid}{kind}", resources=[arn],
                                 actions=[f"sagemaker:{verb}{kind}Job" for verb in verbs])
             for kind, arn in (("Training", training_jobs), ("Processing", processing_jobs))]
+
+
+def settings_json(stack: Stack, settings: Settings) -> str:
+    """The Lambdas' PIPELINE_SETTINGS (lambda/settings.py's `Settings`, the one declaration), serialized. Its
+    literal values are checked against the declaration now, so a bad one fails synth rather than every invocation;
+    values known only at deploy time (tokens) are type-checked only."""
+    raw = settings.to_dict()
+    try:
+        Settings.from_dict(raw, placeholder=Token.is_unresolved)
+    except SettingsError as err:
+        raise ValueError(f"PIPELINE_SETTINGS: {'; '.join(err.problems)}") from None
+    return stack.to_json_string(raw)
 
 
 class PipelineStack(Stack):

@@ -18,7 +18,7 @@ import typing
 from pathlib import Path
 from typing import Any
 
-from hfsm_lambda import settings
+from hfsm_lambda import config_fields, settings
 from hfsm_lambda.runs import state
 from hfsm_lambda.spec import hp_paths, hyperparameters, run_spec
 from hfsm_lambda.spec.schema import Kind
@@ -71,7 +71,7 @@ def rules_list() -> str:
 
 
 def _settings_type(hint: Any) -> str:
-    kind, optional = settings._unwrap(hint)
+    kind, optional = config_fields.unwrap(hint)
     origin = typing.get_origin(kind)
     name = ("list of strings" if origin is tuple else "map of strings to numbers" if origin is dict
             else "object" if dataclasses.is_dataclass(kind)
@@ -80,11 +80,7 @@ def _settings_type(hint: Any) -> str:
 
 
 def _settings_limits(meta: Any) -> str:
-    limits = [f"`{meta['what']}`" if meta["pattern"] else "", f">= {meta['minimum']}" if meta["minimum"] is not None
-              else "", f"> {meta['above']}" if meta["above"] is not None else "",
-              "not empty" if meta["min_items"] == 1 else "",
-              f"at most {meta['max_items']} ({meta['limit_by']})" if meta["max_items"] is not None else ""]
-    return ", ".join(x for x in limits if x).replace("|", "\\|")
+    return config_fields.docs(meta).replace("|", "\\|")
 
 
 def _settings_rows(cls: type, prefix: str = "") -> list[str]:
@@ -98,7 +94,7 @@ def _settings_rows(cls: type, prefix: str = "") -> list[str]:
             default = "required"
         rows.append(f"| `{prefix}{f.name}` | {_settings_type(hints[f.name])} | {default} | "
                     f"{_settings_limits(f.metadata)} | {f.metadata['doc']} |")
-        kind = settings._unwrap(hints[f.name])[0]
+        kind = config_fields.unwrap(hints[f.name])[0]
         if dataclasses.is_dataclass(kind):
             rows += _settings_rows(kind, f"{prefix}{f.name}.")
     return rows

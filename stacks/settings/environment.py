@@ -3,8 +3,8 @@
 `load_config(context, env_name)` is the only entry point: it rejects unknown environments, unknown keys and bad
 values with a `ConfigError` naming the key, the value and what is allowed, so a bad config fails `cdk synth`
 before anything is deployed. Each setting is declared once, as a field of `EnvironmentConfig` or `FsxConfig`
-made with `setting(...)` (stacks/settings/fields.py): its name, type, default, checks and doc; rules across
-settings are `RULES`.
+made with `setting(...)` (lambda/config_fields.py, the one dialect the Lambdas' settings are declared in too):
+its name, type, default, constraints and doc; rules across settings are `RULES`.
 """
 
 from __future__ import annotations
@@ -15,8 +15,19 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from hfsm_lambda.config_fields import (
+    Constraint,
+    all_match,
+    entries,
+    field_errors,
+    in_range,
+    matches,
+    non_empty,
+    one_of,
+    parse_fields,
+    setting,
+)
 from hfsm_lambda.naming import INSTANCE_TYPE_RE, PROJECT_NAME
-from stacks.settings.fields import all_match, field_errors, in_range, matches, one_of, parse_fields, setting
 
 # ml.<family>.<size>: the pattern the Lambdas check a spec's instance types with (lambda/naming.py).
 INSTANCE_TYPE = INSTANCE_TYPE_RE
@@ -51,7 +62,7 @@ def _fsx_capacity_ok(deployment_type: str, gib: int) -> bool:
     return gib in (1200, 2400) or (gib > 0 and gib % step == 0)
 
 
-# --- value checks of single settings (the message ends with what is allowed) ---------------------------------
+# --- constraints of single settings (the message ends with what is allowed) -----------------------------------
 def _cidr_problem(value: str) -> str | None:
     try:
         net = ipaddress.ip_network(value, strict=True)
@@ -60,31 +71,24 @@ def _cidr_problem(value: str) -> str | None:
     return None if net.version == 4 and 16 <= net.prefixlen <= 24 else "an IPv4 CIDR with a /16 to /24 prefix"
 
 
-def _tag_problem(key: Any, value: Any) -> str | None:
-    ok = isinstance(key, str) and isinstance(value, str) and 0 < len(key) <= 128 and len(value) <= 256
-    return None if ok else "string keys (1-128 chars) and string values (<= 256 chars)"
+def _tag_ok(key: Any, value: Any) -> bool:
+    return isinstance(key, str) and isinstance(value, str) and 0 < len(key) <= 128 and len(value) <= 256
 
 
-def _price_problem(instance_type: Any, price: Any) -> str | None:
-    ok = (bool(INSTANCE_TYPE.fullmatch(instance_type)) and isinstance(price, int | float)
-          and not isinstance(price, bool) and price >= 0)
-    return None if ok else "ml.<family>.<size> -> a non-negative USD price per instance-hour"
+def _price_ok(instance_type: Any, price: Any) -> bool:
+    return (bool(INSTANCE_TYPE.fullmatch(instance_type)) and isinstance(price, int | float)
+            and not isinstance(price, bool) and price >= 0)
 
 
-def _bucket_prefix_problem(prefix: str) -> str | None:
-    ok = prefix.endswith("/") and not prefix.startswith("/")
-    return None if ok else "a bucket prefix like 'datasets/' (no leading /)"
-
-
-def _absolute_path_problem(path: str) -> str | None:
-    return None if path.startswith("/") else "an absolute path like /datasets"
-
-
-def _not_none_or_all(services: tuple[str, ...]) -> str | None:
-    return "service names, not none or all" if "none" in services or "all" in services else None
-
-
-_INSTANCE_TYPES = matches(INSTANCE_TYPE, "SageMaker instance types of the form ml.<family>.<size>, e.g. ml.g5.2xlarge")
+_CIDR = Constraint(lambda v: _cidr_problem(v) is None, lambda v: _cidr_problem(v) or "")
+_BUCKET_PREFIX = Constraint(lambda p: p.endswith("/") and not p.startswith("/"),
+                            "a bucket prefix like 'datasets/' (no leading /)")
+_ABSOLUTE_PATH = Constraint(lambda p: p.startswith("/"), "an absolute path like /datasets")
+_NOT_NONE_OR_ALL = Constraint(lambda services: "none" not in services and "all" not in services,
+                              "service names, not none or all")
+_INSTANCE_TYPES = matches(INSTANCE_TYPE, "SageMaker instance types of the form ml.<family>.<size>, e.g. ml.g5.2xlarge",
+                          kind="each")
+_NON_EMPTY = non_empty("a non-empty list")
 _VERSION = matches(VERSION, "a version like 5.3.0")
 _EXPIRY_DAYS = in_range(1, 3650, "1 to 3650 days")
 _SERVICE_NAMES = all_match(HUB_ORG, "a list of names (letters, digits, _ . -)")
@@ -95,92 +99,94 @@ _SERVICE_NAMES = all_match(HUB_ORG, "a list of names (letters, digits, _ . -)")
 class FsxConfig:
     enabled: bool = setting("FSx for Lustre linked to the data bucket", default=False)
     deployment_type: str = setting("the file system's deployment type", default="SCRATCH_2",
-                                   check=one_of(FSX_DEPLOYMENT_TYPES, f"one of {', '.join(FSX_DEPLOYMENT_TYPES)}"))
+                                   checks=one_of(FSX_DEPLOYMENT_TYPES, f"one of {', '.join(FSX_DEPLOYMENT_TYPES)}"))
     storage_capacity_gib: int = setting("SSD capacity (GiB); its steps depend on deployment_type (_fsx_errors)",
                                         default=1200)
     per_unit_storage_throughput: int | None = setting(
         "MB/s/TiB; persistent types only, the values of FSX_THROUGHPUT (_fsx_errors)", default=None)
     import_prefix: str = setting("prefix of the data bucket that the file system mirrors (imported lazily, new "
-                                 "objects auto-imported)", default="datasets/", check=_bucket_prefix_problem)
+                                 "objects auto-imported)", default="datasets/", checks=_BUCKET_PREFIX)
     file_system_path: str = setting("where that prefix appears inside the file system (data repository "
-                                    "associations only)", default="/datasets", check=_absolute_path_problem)
+                                    "associations only)", default="/datasets", checks=_ABSOLUTE_PATH)
 
 
 @dataclass(frozen=True)
 class EnvironmentConfig:
-    name: str = setting("the environment: its key under context.environments", in_environment=False)
+    name: str = setting("the environment: its key under context.environments", read=False)
     project: str = setting("context key `project`: every resource name starts with `<project>-<name>`",
-                           in_environment=False,
-                           check=matches(PROJECT_NAME_RE, "1-16 chars of a-z, 0-9 and '-', starting with a letter"))
-    account: str = setting("AWS account of the environment", check=matches(ACCOUNT, "a 12-digit AWS account id"))
-    region: str = setting("AWS region of the environment", check=matches(REGION, "a region name like us-east-1"))
+                           read=False,
+                           checks=matches(PROJECT_NAME_RE, "1-16 chars of a-z, 0-9 and '-', starting with a letter"))
+    account: str = setting("AWS account of the environment", checks=matches(ACCOUNT, "a 12-digit AWS account id"))
+    region: str = setting("AWS region of the environment", checks=matches(REGION, "a region name like us-east-1"))
     availability_zones: tuple[str, ...] = setting(
         "zones of the VPC's subnets, pinned: synth makes no AWS lookup (_zone_errors)")
-    vpc_cidr: str = setting("the VPC's address range", default="10.20.0.0/16", check=_cidr_problem)
+    vpc_cidr: str = setting("the VPC's address range", default="10.20.0.0/16", checks=_CIDR)
     nat_gateway: bool = setting("NAT for Hub downloads; without it subnets are isolated", default=False)
     fsx: FsxConfig = setting("FSx for Lustre linked to the data bucket", default=FsxConfig)
     training_instance_types: tuple[str, ...] = setting(
         "training instance types a spec may name", default=("ml.g5.xlarge", "ml.g5.2xlarge", "ml.g5.12xlarge"),
-        non_empty=True, each=_INSTANCE_TYPES)
+        checks=(_NON_EMPTY, _INSTANCE_TYPES))
     processing_instance_types: tuple[str, ...] = setting(
         "tokenizer-job instance types a spec may name", default=("ml.c5.2xlarge", "ml.m5.2xlarge"),
-        non_empty=True, each=_INSTANCE_TYPES)
-    max_instance_count: int = setting("instances per job at most", default=2, check=in_range(
+        checks=(_NON_EMPTY, _INSTANCE_TYPES))
+    max_instance_count: int = setting("instances per job at most", default=2, checks=in_range(
         1, MAX_INSTANCE_COUNT, f"an integer from 1 to {MAX_INSTANCE_COUNT}"))
     spot_default: bool = setting("managed spot training unless the spec says otherwise", default=True)
-    transformers_version: str = setting("HF training image's transformers", default="5.3.0", check=_VERSION)
-    pytorch_version: str = setting("HF training image's PyTorch", default="2.9.0", check=_VERSION)
+    transformers_version: str = setting("HF training image's transformers", default="5.3.0", checks=_VERSION)
+    pytorch_version: str = setting("HF training image's PyTorch", default="2.9.0", checks=_VERSION)
     processing_pytorch_version: str = setting("PyTorch CPU image of the processing jobs", default="2.8.0",
-                                              check=_VERSION)
+                                              checks=_VERSION)
     inference_transformers_version: str = setting(
         "HF inference image's transformers. 4.51.3: transformers 5 has no question-answering/summarization "
         "pipelines; the training code writes tokenizer files 4.x reads (hftrain/run/export.py), checked in "
-        "stacks/assets/inference_compat.py", default="4.51.3", check=_VERSION)
-    inference_pytorch_version: str = setting("HF inference image's PyTorch", default="2.6.0", check=_VERSION)
-    log_retention_days: int = setting("retention of the project's log groups", default=30, check=one_of(
+        "stacks/assets/inference_compat.py", default="4.51.3", checks=_VERSION)
+    inference_pytorch_version: str = setting("HF inference image's PyTorch", default="2.6.0", checks=_VERSION)
+    log_retention_days: int = setting("retention of the project's log groups", default=30, checks=one_of(
         LOG_RETENTION_DAYS, f"one of CloudWatch's retention periods {list(LOG_RETENTION_DAYS)}"))
     removal_policy: str = setting("`retain` keeps buckets, key, logs and the model group on stack deletion",
-                                  default="destroy", check=one_of(("retain", "destroy"), "'retain' or 'destroy'"))
+                                  default="destroy", checks=one_of(("retain", "destroy"), "'retain' or 'destroy'"))
     notification_emails: tuple[str, ...] = setting("SNS e-mail subscriptions", default=(),
-                                                   each=matches(EMAIL, "an e-mail address"))
+                                                   checks=matches(EMAIL, "an e-mail address", kind="each"))
     tags: dict[str, str] = setting("added to every resource (with project, environment)", default={},
-                                   entry=_tag_problem)
-    checkpoint_expiry_days: int = setting("lifecycle expiry of checkpoints", default=14, check=_EXPIRY_DAYS)
+                                   checks=entries(_tag_ok,
+                                                  "string keys (1-128 chars) and string values (<= 256 chars)"))
+    checkpoint_expiry_days: int = setting("lifecycle expiry of checkpoints", default=14, checks=_EXPIRY_DAYS)
     noncurrent_version_expiry_days: int = setting("lifecycle expiry of noncurrent object versions", default=30,
-                                                  check=_EXPIRY_DAYS)
+                                                  checks=_EXPIRY_DAYS)
     inter_container_encryption: bool = setting("encrypt traffic between a job's instances", default=False)
     default_max_runtime_seconds: int = setting("a job's MaxRuntimeInSeconds unless the spec sets one",
-                                               default=86_400, check=in_range(
+                                               default=86_400, checks=in_range(
                                                    60, 28 * 86_400, "60 s to 28 days (2419200 s), SageMaker's limit"))
     poll_seconds: int = setting("how often the state machines look at a running job", default=60,
-                                check=in_range(1, 3600, "1 to 3600 seconds"))
+                                checks=in_range(1, 3600, "1 to 3600 seconds"))
     instance_prices: dict[str, float] = setting(
         "on-demand USD per instance-hour, for the cost in run summaries (spot is billed from "
         "BillableTimeInSeconds); every training and processing type needs one (_price_errors)",
-        default={}, entry=_price_problem)
+        default={}, checks=entries(
+            _price_ok, "ml.<family>.<size> -> a non-negative USD price per instance-hour"))
     # --- security and spend (README "Security") ------------------------------------------------------------
     s3_prefix_list_id: str = setting(
         "the region's S3 managed prefix list (com.amazonaws.<region>.s3): jobs reach S3 only through it "
-        "(pinned: synth makes no AWS lookup)", default="pl-63a5400a", check=matches(
+        "(pinned: synth makes no AWS lookup)", default="pl-63a5400a", checks=matches(
             PREFIX_LIST, "the region's S3 prefix list id, pl-... (aws ec2 describe-managed-prefix-lists "
             "--filters Name=prefix-list-name,Values=com.amazonaws.<region>.s3)"))
     max_run_cost_usd: float = setting(
         "worst-case USD one run may cost (every job of its fallback chain at on-demand price for its max runtime)",
-        default=500.0, check=in_range(0, 10_000_000, "a USD amount > 0", low_exclusive=True))
+        default=500.0, checks=in_range(0, 10_000_000, "a USD amount > 0", low_exclusive=True))
     max_concurrent_runs: int = setting("runs (running executions of the two state machines) at once", default=4,
-                                       check=in_range(1, 1000, "1 to 1000"))
+                                       checks=in_range(1, 1000, "1 to 1000"))
     monthly_budget_usd: float = setting(
         "AWS Budgets monthly cost budget of the environment (tag project=<project>), alarms to the SNS topic",
-        default=2000.0, check=in_range(0, 100_000_000, "a USD amount > 0", low_exclusive=True))
+        default=2000.0, checks=in_range(0, 100_000_000, "a USD amount > 0", low_exclusive=True))
     remote_code_hub_orgs: tuple[str, ...] = setting(
         "Hub organizations whose models may run their own code (trust_remote_code at a pinned commit); needs NAT "
-        "(_internet_errors)", default=(), check=_SERVICE_NAMES)
+        "(_internet_errors)", default=(), checks=_SERVICE_NAMES)
     allowed_report_to: tuple[str, ...] = setting(
         "report_to integrations beyond none/tensorboard that may receive metrics (e.g. mlflow); needs NAT "
-        "(_internet_errors)", default=(), check=(_SERVICE_NAMES, _not_none_or_all))
+        "(_internet_errors)", default=(), checks=(_SERVICE_NAMES, _NOT_NONE_OR_ALL))
     run_submitter_arns: tuple[str, ...] = setting(
         "principals besides the run-submitter role that may write run specs (runs/*.json), e.g. a CI role",
-        default=(), each=matches(PRINCIPAL_ARN, "IAM role or user ARNs"))
+        default=(), checks=matches(PRINCIPAL_ARN, "IAM role or user ARNs", kind="each"))
     manage_sagemaker_log_groups: bool = setting(
         "create /aws/sagemaker/{Training,Processing}Jobs with the project key and retention (false if the account "
         "already has them: they are shared by every SageMaker job of the account and region)", default=True)

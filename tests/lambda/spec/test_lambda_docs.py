@@ -11,7 +11,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from hfsm_lambda import settings
+from hfsm_lambda import config_fields, settings
 from hfsm_lambda.spec import run_spec
 from tools import spec_docs
 
@@ -59,7 +59,7 @@ def test_contracts_settings_table_is_the_declaration(monkeypatch):
 
     @dataclasses.dataclass(frozen=True, kw_only=True)
     class WithNewSetting(settings.Settings):
-        new_limit: int = settings.setting("a new setting", default=3, minimum=1)
+        new_limit: int = config_fields.setting("a new setting", default=3, checks=config_fields.at_least(1))
 
     monkeypatch.setattr(settings, "Settings", WithNewSetting)
     assert spec_docs.render_contracts(text) != text  # a declared setting the table lacks makes it stale

@@ -141,7 +141,7 @@ def test_remote_code_needs_nat_and_then_loads() -> None:
         assert c.remote_code_hub_orgs == () and c.allowed_report_to == ()
 
 
-# --- every setting declared once (stacks/settings/fields.py) -------------------------------------------------
+# --- every setting declared once (lambda/config_fields.py) ----------------------------------------------------
 def test_every_config_field_is_a_declared_setting() -> None:
     """Each field is made with `setting(...)`: its doc and checks live in the one declaration, nowhere else."""
     from dataclasses import fields
@@ -173,11 +173,11 @@ def test_a_key_not_declared_is_an_error_naming_it() -> None:
     declaration and the same cdk.json value fails with its name."""
     from dataclasses import dataclass
 
-    from stacks.settings.fields import in_range, parse_fields, setting
+    from hfsm_lambda.config_fields import in_range, parse_fields, setting
 
     @dataclass(frozen=True)
     class WithPoll:
-        poll_seconds: int = setting("seconds", default=60, check=in_range(1, 3600, "1 to 3600 seconds"))
+        poll_seconds: int = setting("seconds", default=60, checks=in_range(1, 3600, "1 to 3600 seconds"))
 
     @dataclass(frozen=True)
     class WithoutPoll:
@@ -195,7 +195,8 @@ def test_a_key_not_declared_is_an_error_naming_it() -> None:
 def test_project_name_pattern(project: str, ok: bool) -> None:
     """1-16 characters, one pattern (lambda/naming.py's PROJECT_NAME) for cdk.json and for the Lambdas' settings."""
     ctx = {**cdk_json_context(), "project": project}
-    lambda_pattern = {f.name: f.metadata["pattern"] for f in dataclasses.fields(Settings)}["project"]
+    [project_rule] = {f.name: f.metadata["checks"] for f in dataclasses.fields(Settings)}["project"]
+    lambda_pattern = project_rule.pattern
     assert lambda_pattern.pattern == naming.PROJECT_NAME
     assert bool(lambda_pattern.fullmatch(project)) == ok  # the Lambdas' settings agree
     if ok:
@@ -217,10 +218,10 @@ def test_missing_required_key_and_wrong_nested_type() -> None:
 
 def test_every_declared_key_is_in_the_readme_table() -> None:
     """README's "Environment configuration" table documents each declared key (fsx's as fsx.<key>)."""
+    from hfsm_lambda.config_fields import read_keys
     from stacks.settings.environment import FsxConfig
-    from stacks.settings.fields import environment_keys
     readme = (REPO_ROOT / "README.md").read_text()
     table = readme[readme.index("## Environment configuration"):readme.index("## Local mode")]
-    keys = [k for k in environment_keys(EnvironmentConfig) if k != "fsx"]
-    keys += [f"fsx.{k}" for k in environment_keys(FsxConfig)]
+    keys = [k for k in read_keys(EnvironmentConfig) if k != "fsx"]
+    keys += [f"fsx.{k}" for k in read_keys(FsxConfig)]
     assert [k for k in keys if f"`{k}`" not in table] == []

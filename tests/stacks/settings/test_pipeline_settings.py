@@ -9,7 +9,7 @@ import json
 import pytest
 from testkit.synth import Synthesized, resources
 
-from hfsm_lambda import HANDLER_MODULE
+from hfsm_lambda import HANDLER_MODULE, config_fields
 from hfsm_lambda import settings as settings_module
 from stacks import pipeline_stack
 from stacks.app_builder import build_app, cdk_json_context
@@ -44,7 +44,8 @@ def _build(env: str = "dev", context: dict | None = None) -> None:
 def test_a_declared_setting_the_stack_does_not_set_fails_synth(monkeypatch: pytest.MonkeyPatch) -> None:
     @dataclasses.dataclass(frozen=True, kw_only=True)
     class WithNewSetting(settings_module.Settings):
-        new_limit: int = settings_module.setting("a setting added to the declaration", default=3, minimum=1)
+        new_limit: int = config_fields.setting("a setting added to the declaration", default=3,
+                                               checks=config_fields.at_least(1))
 
     monkeypatch.setattr(pipeline_stack, "Settings", WithNewSetting)
     with pytest.raises(TypeError, match="not set: new_limit"):
