@@ -52,6 +52,10 @@ def _parser() -> argparse.ArgumentParser:
                           "SIGSTOPped), RANK@STEP:loader (its data loader blocks), RANK@startup (it never reaches "
                           "its first step). Repeat for the run's next training jobs: the n-th fault goes to the n-th "
                           "job (a retry after a stall is a new job; set fallback.max_attempts)")
+    run.add_argument("--inject-save-error", default=None, metavar="STEP[@RANK]",
+                     help="make the background write of the first checkpoint at or after STEP fail (on global rank "
+                          "RANK, default every rank) as a full disk would, in every training job of the run: the "
+                          "run must end with the save's error, not train on unprotected")
     run.add_argument("--processes-per-host", type=int, default=1, metavar="N",
                      help="torchrun processes per emulated host (default 1)")
     data = sub.add_parser("data", help="write generated data and a tiny model for a task, and a spec using them")
@@ -113,7 +117,8 @@ def main(argv: list[str] | None = None) -> int:
             rules += [Interruption(n, abrupt=True) for n in args.interrupt_abruptly_at_step]
             rules += [Interruption(n, abrupt=True, during_save=True) for n in args.interrupt_during_save]
             outcomes = run_files(args.cdk_out, work_dir, args.spec, args.data, rules, verbose=args.verbose,
-                                 stalls=args.inject_stall, processes_per_host=args.processes_per_host)
+                                 stalls=args.inject_stall, processes_per_host=args.processes_per_host,
+                                 save_error=args.inject_save_error)
     except (AssemblyError, UsageError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -83,11 +83,13 @@ class LocalSession:
     """Use as a context manager: `with LocalSession(Path("cdk.out"), work_dir) as s: s.run_spec(...)`."""
 
     def __init__(self, cdk_out: Path, work_dir: Path, *, poll_seconds: int = 2, processes_per_host: int = 1,
-                 say: Callable[[str], None] = print, verbose: bool = False) -> None:
+                 say: Callable[[str], None] = print, verbose: bool = False,
+                 job_env: dict[str, str] | None = None) -> None:
         self.assembly = CloudAssembly(cdk_out)
         self.work_dir = Path(work_dir)
         self.poll_seconds = poll_seconds
         self.processes_per_host = processes_per_host
+        self.job_env = dict(job_env or {})  # added to every job's environment (injected faults)
         self.say = say
         self.verbose = verbose
         self.losses: list[tuple[int, float]] = []
@@ -132,7 +134,7 @@ class LocalSession:
                     settings = LocalSageMakerSettings(
                         work_dir=self.work_dir / "sagemaker", fsx_root=self.work_dir / "fsx",
                         processes_per_host=self.processes_per_host, on_event=self._on_event,
-                        stream_logs=self.verbose)
+                        stream_logs=self.verbose, extra_env=self.job_env)
                     with local_sagemaker(settings) as sm:
                         self.sagemaker: LocalSageMaker = sm
                         self.s3 = boto3.client("s3", region_name=self.dep.region)
