@@ -131,12 +131,12 @@ def prepare(work: Path, smoke: bool, train_examples: int, eval_examples: int):
 
 
 def hyperparameters(w, model_dir: Path, files: dict, *, steps: int, cuda: bool, fsdp: bool, seed: int,
-                    background_saves: bool = True) -> dict:
-    # a checkpoint in the middle and one at the end: the blocking time of a save, behind the loop or not
+                    background_saves: bool = True, saves: int = 2) -> dict:
+    # `saves` checkpoints evenly spaced, the last at the end: the blocking time of a save, behind the loop or not
     hps = {"task": w.task, "model_name_or_path": model_dir, "train_path": files["train"].parent,
            "validation_path": files["validation"].parent, "max_steps": steps,
            "per_device_train_batch_size": w.batch_size, "learning_rate": w.learning_rate, "seed": seed,
-           "max_seq_length": w.max_seq_length, "logging_steps": max(1, steps // 4), "save_steps": max(1, steps // 2),
+           "max_seq_length": w.max_seq_length, "logging_steps": max(1, steps // 4), "save_steps": max(1, steps // max(1, saves)),
            "resume": "false", "background_saves": str(background_saves).lower(), **w.extra}
     if cuda:
         hps.update({"ddp_backend": "nccl", "precision": "bf16", "tf32": "true"})
@@ -327,6 +327,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=None, help="results (default $OUT, else benchmarks/results/)")
     parser.add_argument("--parts", nargs="+", choices=PARTS, default=list(PARTS))
     parser.add_argument("--steps", type=int, default=60, help="optimizer steps of each torchrun run (default 60)")
+    parser.add_argument("--saves", type=int, default=2, help="checkpoints per torchrun run, the last at the end")
     parser.add_argument("--train-examples", type=int, default=4096, help="QA training examples (bench_gpu's 4096)")
     parser.add_argument("--eval-examples", type=int, default=256)
     parser.add_argument("--bench-steps", type=int, default=30)
@@ -364,7 +365,7 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             fsdp = name == "qa-fsdp"
             hps = hyperparameters(w, model_dir, files, steps=args.steps, cuda=cuda, fsdp=fsdp, seed=args.seed,
-                                  background_saves=name != "qa-blocking")
+                                  background_saves=name != "qa-blocking", saves=args.saves)
             nproc = 2 if (fsdp and not cuda) else 1  # FSDP engages on CPU with 2 gloo ranks only (hftrain/parallel/fsdp.py)
             result = run_training(name, hps, nproc=nproc, base=work / name, out=out, cuda=cuda,
                                   timeout=args.run_timeout)

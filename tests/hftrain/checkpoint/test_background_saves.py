@@ -138,3 +138,14 @@ def test_optimizer_snapshot_is_deep():
     opt.param_groups[0]["lr"] = 0.5
     assert torch.equal(snap["state"][0]["exp_avg"], before)
     assert snap["param_groups"][0]["lr"] == 0.1
+
+
+def test_the_pool_reuses_its_buffers_from_save_to_save():
+    pool = bg.SnapshotPool()
+    weight = torch.zeros(8)
+    first = bg.state_snapshot({"w": weight}, pool)["w"]
+    weight.add_(2.0)
+    second = bg.state_snapshot({"w": weight}, pool)["w"]
+    assert second.data_ptr() == first.data_ptr() and torch.equal(second, torch.full((8,), 2.0))
+    bigger = bg.state_snapshot({"w": torch.ones(9)}, pool)["w"]  # another shape: a new buffer
+    assert bigger.shape == (9,) and pool.buffers["model/w"] is bigger

@@ -52,47 +52,65 @@ class BackgroundSaveError(RuntimeError):
 # ---------------------------------------------------------------- snapshots
 
 
-def snapshot(obj: Any, memo: dict[int, torch.Tensor] | None = None) -> Any:
+class SnapshotPool:
+    """Host buffers for snapshots, kept from save to save: pinned when the state lives on a GPU (a copy into pinned
+    memory runs at the bus's speed and asynchronously; into fresh pageable memory it is several times slower and
+    page-faults every time), reused because at most one save is in flight (the previous one's files are written
+    before the next snapshot overwrites its buffers). Costs one copy of the model and optimizer state in host
+    memory for the run's life."""
+
+    def __init__(self) -> None:
+        self.buffers: dict[str, torch.Tensor] = {}
+
+    def copy(self, key: str, tensor: torch.Tensor) -> torch.Tensor:
+        tensor = tensor.detach()
+        buffer = self.buffers.get(key)
+        if buffer is None or buffer.shape != tensor.shape or buffer.dtype != tensor.dtype:
+            buffer = torch.empty(tensor.shape, dtype=tensor.dtype, pin_memory=tensor.is_cuda)
+            self.buffers[key] = buffer
+        buffer.copy_(tensor, non_blocking=tensor.is_cuda)
+        return buffer
+
+
+def snapshot(obj: Any, pool: SnapshotPool | None = None, key: str = "", memo: dict[int, Any] | None = None) -> Any:
     """A copy of a (nested) state dict whose tensors live in host memory and share nothing with the original.
 
-    Tensors that alias one storage (tied embeddings) stay aliased in the copy, so `save_pretrained` still sees
-    them as tied. Non-tensor leaves are deep-copied (the optimizer's param groups are mutated by schedulers).
+    Tensors that are one object (tied parameters, as a state dict lists them) stay one object in the copy, so
+    `save_pretrained` still sees them as tied. Non-tensor leaves are deep-copied (schedulers change the optimizer's
+    param groups in place). Returns once every copy off the device is done.
     """
-    memo = {} if memo is None else memo
+    out = _snapshot(obj, pool or SnapshotPool(), key, {} if memo is None else memo)
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()  # the copies are done before the next step changes the state
+    return out
+
+
+def _snapshot(obj: Any, pool: SnapshotPool, key: str, memo: dict[int, Any]) -> Any:
     if isinstance(obj, torch.Tensor):
-        key = id(obj)
-        if key not in memo:
-            tensor = obj.detach()
-            memo[key] = tensor.to("cpu", copy=True) if tensor.device.type != "cpu" else tensor.clone()
-        return memo[key]
+        if id(obj) not in memo:
+            memo[id(obj)] = pool.copy(key, obj)
+        return memo[id(obj)]
     if isinstance(obj, dict):
-        return type(obj)((k, snapshot(v, memo)) for k, v in obj.items())
+        return type(obj)((k, _snapshot(v, pool, f"{key}/{k}", memo)) for k, v in obj.items())
     if isinstance(obj, list | tuple):
-        items = [snapshot(v, memo) for v in obj]
-        return type(obj)(items) if not hasattr(obj, "_fields") else type(obj)(*items)
+        items = [_snapshot(v, pool, f"{key}/{i}", memo) for i, v in enumerate(obj)]
+        return type(obj)(*items) if hasattr(obj, "_fields") else type(obj)(items)
     return copy.deepcopy(obj)
 
 
-def state_snapshot(state_dict: dict[str, Any]) -> dict[str, Any]:
-    """`snapshot` of a model state dict, keeping tied parameters tied (same storage -> one copy)."""
-    by_storage: dict[tuple[int, int, tuple, tuple], torch.Tensor] = {}
-    out = {}
+def state_snapshot(state_dict: dict[str, Any], pool: SnapshotPool | None = None) -> dict[str, Any]:
+    """`snapshot` of a model state dict, keeping tied parameters tied (one storage -> one copy)."""
+    pool = pool or SnapshotPool()
+    first: dict[tuple[int, int, tuple, tuple], torch.Tensor] = {}
+    tensors = {}
     for name, tensor in state_dict.items():
-        if not isinstance(tensor, torch.Tensor):
-            out[name] = copy.deepcopy(tensor)
-            continue
-        key = (
-            tensor.untyped_storage().data_ptr(),
-            tensor.storage_offset(),
-            tuple(tensor.shape),
-            tuple(tensor.stride()),
-        )
-        if key not in by_storage:
-            by_storage[key] = snapshot(tensor)
-        out[name] = by_storage[key]
-    if torch.cuda.is_available():
-        torch.cuda.synchronize()  # copies off the device are done before the next step changes the weights
-    return out
+        if isinstance(tensor, torch.Tensor):
+            view = (tensor.untyped_storage().data_ptr(), tensor.storage_offset(), tuple(tensor.shape),
+                    tuple(tensor.stride()))
+            tensors[name] = first.setdefault(view, tensor)
+        else:
+            tensors[name] = tensor
+    return snapshot(tensors, pool, "model")
 
 
 def model_write(
@@ -100,7 +118,7 @@ def model_write(
 ) -> Callable[[], None]:
     """The Trainer's model write (`save`: its own `_save`) on a snapshot taken now."""
     unwrapped = trainer.accelerator.unwrap_model(trainer.model, keep_torch_compile=False)
-    snap = state_snapshot(state_dict if state_dict is not None else unwrapped.state_dict())
+    snap = state_snapshot(state_dict if state_dict is not None else unwrapped.state_dict(), trainer._saves.pool)
     os.makedirs(output_dir, exist_ok=True)  # the small files written now go beside it
     return lambda: save(output_dir, state_dict=snap)
 
@@ -111,8 +129,8 @@ def optimizer_writes(trainer: Any, output_dir: str) -> list[Callable[[], None]]:
         return []
     from transformers.trainer import OPTIMIZER_NAME, SCHEDULER_NAME
 
-    optimizer = snapshot(trainer.optimizer.state_dict())
-    scheduler = snapshot(trainer.lr_scheduler.state_dict())
+    optimizer = snapshot(trainer.optimizer.state_dict(), trainer._saves.pool, "optimizer")
+    scheduler = snapshot(trainer.lr_scheduler.state_dict(), trainer._saves.pool, "scheduler")
     return [
         lambda: torch.save(optimizer, os.path.join(output_dir, OPTIMIZER_NAME)),
         lambda: torch.save(scheduler, os.path.join(output_dir, SCHEDULER_NAME)),
@@ -158,6 +176,7 @@ class BackgroundSaves:
         # (error, step) -> the error to raise as it is on every rank (checkpoint/volume.py's full volume), or None
         self.describe = describe or (lambda err, step: None)
         self.current: _Save | None = None
+        self.pool = SnapshotPool()  # host buffers reused by every snapshot (one save in flight at most)
         self.completed: list[int] = []
         self.waited_seconds = 0.0  # blocking time spent waiting for a previous save (part of the save's own)
 
