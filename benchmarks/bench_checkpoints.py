@@ -91,7 +91,8 @@ def blocking(models: list[str], steps: int, root: Path) -> list[dict]:
         w = bench_gpu.GPU_WORKLOADS["question-answering"]
         if name == "demo":
             w = replace(w, config=bench_gpu.SMOKE_CONFIG["question-answering"])
-        w = replace(w, batch_size=2, max_seq_length=128, train_examples=64, eval_examples=8)
+        w = replace(w, batch_size=2, max_seq_length=128, train_examples=64, eval_examples=8,
+                    extra={**w.extra, "doc_stride": 32})
         work = root / name
         model_dir = bench_gpu.build_model(w, work / "model")
         files = workloads.write_data(w.task, work / "data", train=w.train_examples, evaluation=w.eval_examples)

@@ -134,7 +134,7 @@ def _checkpoint_lines(info: dict[str, Any]) -> list[str]:
         lines.append(f"Interrupted: step {'unknown' if reached is None else reached} reached, resumed from "
                      f"{record.get('resumed_from_step') or 0}, "
                      f"{'?' if record.get('lost_steps') is None else record['lost_steps']} step(s) / "
-                     f"{'?' if lost is None else f'{lost:.1f}'} min lost"
+                     f"{goodput.lost_time(lost)} lost"
                      + (f" (unknown: {record['unknown']})" if record.get("unknown") else ""))
     return lines
 

@@ -21,6 +21,19 @@ def _seconds(value: float) -> str:
     return f"{value / 3600:.2f} h"
 
 
+def lost_time(minutes: float | None) -> str:
+    """Time lost, never rounded to nothing: seconds under a minute ("under 1 s" for a loss below half a second),
+    minutes above; "unknown time" when not known."""
+    if minutes is None:
+        return "unknown time"
+    seconds = float(minutes) * 60
+    if 0 < seconds < 0.5:
+        return "under 1 s"
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    return f"{float(minutes):.1f} min"
+
+
 def _part_line(name: str, value: float, billed: float, details: dict[str, float]) -> str:
     """One part: its share, its time and its largest details (half a second or more)."""
     top = sorted(((k, v) for k, v in details.items() if v >= 0.5), key=lambda kv: -kv[1])[:TOP_DETAILS]
@@ -63,7 +76,7 @@ def _back(resumed: int | None) -> str:
 def _lost(record: dict[str, Any]) -> str:
     if record.get("lost_steps") is None:
         return "work lost unknown"
-    return f"{record['lost_steps']} step(s), {record.get('lost_minutes') or 0:.2f} min of training lost"
+    return f"{record['lost_steps']} step(s), {lost_time(record.get('lost_minutes'))} of training lost"
 
 
 def interruption_line(record: dict[str, Any]) -> str:

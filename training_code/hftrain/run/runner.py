@@ -65,9 +65,9 @@ def record_start(history: run_history.RunHistory, decision: resume.ResumeDecisio
         logger.info("interruption: %s; resumed from step %s", interruption["unknown"], decision.step)
     elif interruption:
         lost = interruption["lost_minutes"]
-        logger.info("interruption: job %s reached step %d, resumed from step %s: %d step(s) lost (%s minutes)",
+        logger.info("interruption: job %s reached step %d, resumed from step %s: %d step(s) lost (%s)",
                     interruption["job"], interruption["step_reached"], decision.step, interruption["lost_steps"],
-                    "?" if lost is None else f"{lost:.2f}")
+                    "? minutes" if lost is None else f"{lost * 60:.1f} s" if lost < 1 else f"{lost:.2f} minutes")
 
 
 def decide_resume(training_args, env, model, task_name: str) -> tuple[resume.ResumePlanner, resume.ResumeDecision]:
