@@ -89,7 +89,8 @@ def test_a_failed_write_ends_the_run_on_every_rank_and_never_counts(monkeypatch)
 
     made.submit(6, "/ck/checkpoint-6", [disk_full])
     made.current.thread.join()
-    with pytest.raises(bg.BackgroundSaveError, match=r"checkpoint 6 .*failed on rank 0: OSError: \[Errno 28\]"):
+    monkeypatch.setenv("SM_CURRENT_HOST", "algo-2")
+    with pytest.raises(bg.BackgroundSaveError, match=r"checkpoint 6 .*failed on rank 0 \(algo-2\): OSError: \[Errno 28"):
         step_boundary(made, ranks)
     assert events == [] and made.completed == [] and made.in_flight is None
 
@@ -105,7 +106,8 @@ def test_a_described_failure_is_raised_as_it_is(monkeypatch):
     made, _events, ranks = saves(describe=lambda err, step: VolumeFull(f"volume full at {step}"))
     made.submit(3, "p", [lambda: (_ for _ in ()).throw(OSError(28, "full"))])
     made.current.thread.join()
-    with pytest.raises(VolumeFull, match="volume full at 3"):
+    monkeypatch.setenv("SM_CURRENT_HOST", "algo-2")
+    with pytest.raises(VolumeFull, match=r"volume full at 3 \(the background write of checkpoint 3 on rank 0, algo-2"):
         step_boundary(made, ranks)
 
 

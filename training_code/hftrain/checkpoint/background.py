@@ -281,13 +281,16 @@ class BackgroundSaves:
         from hftrain.parallel import process_group as distributed
 
         self._join()
-        errors = distributed.all_gather_objects((save.error, save.report))
-        rank, (text, report) = next(((r, e) for r, e in enumerate(errors) if e[0]), (None, ("unknown error", None)))
+        host = os.environ.get("SM_CURRENT_HOST") or "algo-1"
+        errors = distributed.all_gather_objects((save.error, save.report, host))
+        rank, (text, report, where) = next(((r, e) for r, e in enumerate(errors) if e[0]),
+                                           (None, ("unknown error", None, "?")))
         self.current = None
-        if report is not None:
-            raise report  # every rank raises the failing rank's own account (the same text in every failure file)
+        if report is not None:  # every rank raises the failing rank's own account: the same text in every failure file
+            raise _naming(report, f"(the background write of checkpoint {save.step} on rank {rank}, {where})")
         raise BackgroundSaveError(
-            f"the background write of checkpoint {save.step} ({save.path}) failed on rank {rank}: {text}; the run "
+            f"the background write of checkpoint {save.step} ({save.path}) failed on rank {rank} ({where}): {text}; "
+            "the run "
             "ends rather than train on without a checkpoint (the previous complete checkpoint is kept and is "
             "where the next attempt resumes)"
         )
@@ -297,6 +300,15 @@ class BackgroundSaves:
         from hftrain.parallel import process_group as distributed
 
         return distributed.world_size()
+
+
+def _naming(report: BaseException, where: str) -> BaseException:
+    """`report` with where it happened appended (the failure file names the process that raised it, which may be
+    another rank)."""
+    try:
+        return type(report)(f"{report} {where}")
+    except TypeError:  # an exception type that takes other arguments: as it is
+        return report
 
 
 def injected_failure_step(value: str | None, rank: int) -> int | None:
