@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import boto3
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, NoRegionError
 
 from hfsm_lambda.goodput import text as goodput
 from hfsm_lambda.runs import verdict
@@ -259,6 +259,12 @@ def main(argv: list[str] | None = None, clients: Clients | None = None) -> int:
             _print(args, result, lines)
     except (core.RunctlError, RunNotFound) as err:
         print(f"runctl: error: {err}", file=sys.stderr)
+        return 2
+    except (NoRegionError, NoCredentialsError) as err:
+        missing = "region" if isinstance(err, NoRegionError) else "credentials"
+        print(f"runctl: error: no AWS {missing} configured ({err}). Set them (--region and --profile, the "
+              "AWS_REGION and AWS_PROFILE variables, or `aws configure`), or add --local to work with the runs of "
+              "`python -m local_mode` on this machine (runctl list --local)", file=sys.stderr)
         return 2
     except (ClientError, BotoCoreError) as err:
         print(f"runctl: AWS error: {err}", file=sys.stderr)
