@@ -138,6 +138,9 @@ def main(argv: list[str] | None = None) -> int:
     except (AssemblyError, UsageError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # a second Ctrl-C, or one before a run started: no traceback
+        print("stopped (Ctrl-C)", file=sys.stderr)
+        return 130
     return 0 if all(o.status == "SUCCEEDED" for o in outcomes) else 1
 
 
