@@ -268,7 +268,7 @@ class SageMakerTrainingArguments(Seq2SeqTrainingArguments):
             "only while the state is copied off the accelerator (on CPU, into memory), the files, hashes and "
             "markers follow on a thread, at most one save in flight; a checkpoint counts once every node marked "
             "it. Needs host memory for one copy of the model and optimizer state. FSDP and DeepSpeed saves "
-            "always block (sharded state is saved through collectives)."
+            "(sharded state is saved through collectives) and saves with load_best_model_at_end always block."
         },
     )
     save_every_minutes: float = field(

@@ -151,3 +151,21 @@ def test_the_pool_reuses_its_buffers_from_save_to_save():
     assert second.data_ptr() == first.data_ptr() and torch.equal(second, torch.full((8,), 2.0))
     bigger = bg.state_snapshot({"w": torch.ones(9)}, pool)["w"]  # another shape: a new buffer
     assert bigger.shape == (9,) and pool.buffers["model/w"] is bigger
+
+
+@pytest.mark.parametrize(("flags", "why"), [
+    ({"is_fsdp_enabled": True}, "FSDP"), ({"is_deepspeed_enabled": True}, "DeepSpeed"),
+    ({"push_to_hub": True}, "push_to_hub"), ({"load_best_model_at_end": True}, "load_best_model_at_end"),
+])
+def test_saves_that_must_block_stay_blocking(flags, why):
+    from types import SimpleNamespace
+
+    args = SimpleNamespace(push_to_hub=flags.get("push_to_hub", False),
+                           load_best_model_at_end=flags.get("load_best_model_at_end", False))
+    trainer = SimpleNamespace(args=args, is_fsdp_enabled=flags.get("is_fsdp_enabled", False),
+                              is_deepspeed_enabled=flags.get("is_deepspeed_enabled", False))
+    able, reason = bg.eligible(trainer)
+    assert not able and why in reason
+    plain = SimpleNamespace(args=SimpleNamespace(push_to_hub=False, load_best_model_at_end=False),
+                            is_fsdp_enabled=False, is_deepspeed_enabled=False)
+    assert bg.eligible(plain) == (True, "")

@@ -330,4 +330,7 @@ def eligible(trainer: Any) -> tuple[bool, str]:
         return False, "DeepSpeed saves through its own engine"
     if getattr(trainer.args, "push_to_hub", False):
         return False, "push_to_hub uploads each checkpoint as it is saved"
+    if getattr(trainer.args, "load_best_model_at_end", False):
+        # the Trainer loads the best checkpoint inside train(), before the run could wait for the last save
+        return False, "load_best_model_at_end loads the best checkpoint as soon as training ends"
     return True, ""
