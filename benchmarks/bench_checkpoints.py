@@ -28,6 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from contract.checkpoint_marker import checkpoint_name
 from hftrain.checkpoint import manager as ck
 from hftrain.checkpoint.storage import hash_file
 
@@ -107,7 +108,7 @@ def blocking(models: list[str], steps: int, root: Path) -> list[dict]:
                 raise SystemExit(f"{name} {mode}: train.py failed (exit {result['returncode']}); log in {work}")
             row[mode] = result["save_seconds"]
             row[f"{mode}_complete"] = result["complete_seconds"]
-            checkpoint = work / mode / "checkpoints" / f"checkpoint-{steps}"
+            checkpoint = work / mode / "checkpoints" / checkpoint_name(steps)
             row["checkpoint_bytes"] = sum(p.stat().st_size for p in checkpoint.rglob("*") if p.is_file())
         rows.append(row)
     print(f"\nbench_checkpoints --blocking: the loop's blocked seconds per save (train.py, 1 process, CPU, "

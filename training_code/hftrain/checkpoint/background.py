@@ -239,7 +239,7 @@ class BackgroundSaves:
         save = self.current
         assert save is not None
         save.thread = threading.Thread(
-            target=self._guarded, args=(work, save), daemon=True, name=f"checkpoint-{save.step}-{save.phase}"
+            target=self._guarded, args=(work, save), daemon=True, name=f"save-{save.step}-{save.phase}"
         )
         save.thread.start()
 
