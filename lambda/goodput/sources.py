@@ -44,8 +44,10 @@ def _is_evidence(message: str) -> bool:
 def leader_streams(logs: Any, job_name: str, budget: LogBudget | None = None) -> list[dict[str, Any]]:
     """The leader host's streams of one job, with their GOODPUT and PROGRESS lines (goodput.ledger's format).
 
-    Only the job's own streams (`<job>/algo-1-<n>`, which only SageMaker writes for that job) are evidence: a
-    name the listing returns outside that prefix is ignored."""
+    Only the job's own streams (`<job>/algo-1-<n>`: what the job prints) are evidence: a name the listing returns
+    outside that prefix is ignored, so printing GOODPUT lines moves only the printing job's ledger. (The shared
+    SageMaker role may PutLogEvents anywhere in the group, so code of a job's choosing could still write into
+    another job's stream: docs/security.md, residual risks.)"""
     budget = budget or LogBudget()
     prefix = f"{job_name}/{LEADER}-"
     try:
