@@ -21,6 +21,7 @@ from pipeline_runs.status import RunNotFound, latest_state
 # GetLogEvents pages (each at most 1 MB or 10,000 events) read per stream per read_new: a job that prints a
 # million lines costs one call of `runctl logs` at most this many pages a stream; `--follow` goes on from there.
 MAX_PAGES_PER_READ = 5
+MAX_STREAMS_PER_JOB = 200  # one per host and restart; the shared role could create more under a job's name
 GROUPS = {"training": "/aws/sagemaker/TrainingJobs", "processing": "/aws/sagemaker/ProcessingJobs"}
 
 
@@ -85,7 +86,8 @@ class LogReader:
             group = GROUPS[job_type]
             try:
                 pages = self.logs.get_paginator("describe_log_streams").paginate(
-                    logGroupName=group, logStreamNamePrefix=f"{name}/")
+                    logGroupName=group, logStreamNamePrefix=f"{name}/",
+                    PaginationConfig={"MaxItems": MAX_STREAMS_PER_JOB})
                 streams = sorted(s["logStreamName"] for page in pages for s in page.get("logStreams", []))
             except ClientError as err:
                 if err.response["Error"].get("Code") == "ResourceNotFoundException":

@@ -27,6 +27,7 @@ from hfsm_lambda.plan.preflight import parse_s3_uri
 from hfsm_lambda.s3_layout import REGISTRY_PREFIX
 from hfsm_lambda.settings import Settings
 
+MAX_VERSIONS = 1000  # of the model key looked at: a key with more is said, not listed to its end
 # S3's LastModified has whole seconds (and is the start of a multipart upload): the window is widened by this.
 CLOCK_SLACK = timedelta(seconds=1)
 
@@ -51,7 +52,8 @@ def written_version(s3: Any, bucket: str, key: str, desc: dict[str, Any]) -> dic
     high = end + CLOCK_SLACK if end else None
     versions = []
     with aws_errors():
-        for page in s3.get_paginator("list_object_versions").paginate(Bucket=bucket, Prefix=key):
+        for page in s3.get_paginator("list_object_versions").paginate(
+                Bucket=bucket, Prefix=key, PaginationConfig={"MaxItems": MAX_VERSIONS}):
             versions += [v for v in page.get("Versions", []) if v["Key"] == key]
     inside = [v for v in versions if (low is None or v["LastModified"] >= low)
               and (high is None or v["LastModified"] <= high)]
