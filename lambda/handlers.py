@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 from datetime import UTC, datetime
 from typing import Any
@@ -466,8 +467,8 @@ def _record_success(settings: Settings, run: Run, summary: dict[str, Any]) -> No
     errors: list[str] = []
     try:
         text = run_summary.format_summary(summary)
-    except ValueError as err:  # a value strict JSON refuses: the ledger goes (it is the only computed part)
-        summary["goodput"] = {"format": summary["goodput"].get("format"), "complete": False, "error": str(err)[:500]}
+    except ValueError:  # a non-finite number (a job's metric or log value summed to inf): as a string, as metrics are
+        summary.update(_finite(summary))
         text = run_summary.format_summary(summary)
     try:
         _put_text(settings, run.uris.summary, text)
@@ -482,6 +483,17 @@ def _record_success(settings: Settings, run: Run, summary: dict[str, Any]) -> No
         errors.append(f"notification not sent: {type(err).__name__}: {err}"[:500])
     if errors:
         summary["record_errors"] = errors
+
+
+def _finite(value: Any) -> Any:
+    """`value` with every non-finite float as its text ('inf', 'nan'), the form final metrics take."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
 
 
 def _checkpoint_report(run: Run) -> dict[str, Any]:
