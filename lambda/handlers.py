@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 from datetime import UTC, datetime
 from typing import Any
@@ -363,7 +364,7 @@ def plan_fallback(event: PlanFallbackInput, context: Any = None) -> int:
 
 # --- finish ----------------------------------------------------------------------------------------------
 def _put_json(settings: Settings, uri: str, body: Any) -> None:
-    _put_text(settings, uri, json.dumps(body, indent=1, default=str))
+    _put_text(settings, uri, json.dumps(body, indent=1, default=str, allow_nan=False))
 
 
 def _put_text(settings: Settings, uri: str, text: str) -> None:
@@ -421,43 +422,93 @@ def finish(event: FinishInput, context: Any = None) -> dict[str, Any]:
     attempts.append({"attempt": attempt, "job_name": job["job_name"], **_job_config(desc), "outcome": "completed",
                      "reason": "Completed", "interruptions": outcomes.interruptions(desc)})
     model_uri = desc["ModelArtifacts"]["S3ModelArtifacts"]
-    frozen = registry.freeze_model_artifact(client("s3"), settings, run.run_id, job["job_name"], model_uri, desc)
-    _put_json(settings, run.uris.metrics, metrics)
-    judged = verdict.judge(spec.task, metrics)
-    request = model_package.package_request(settings, run, job["job_name"], attempt, metrics, judged, frozen)
-    with aws_errors():
-        package_arn = sm.create_model_package(**request)["ModelPackageArn"]
+    # What the job and its logs say is read first (bounded, best effort, never raising), so that no read of
+    # job-written evidence can fail the run once its model package exists.
     checkpoints = _checkpoint_report(run)
     ledger = goodput_sources.run_ledger(sm, client("logs"), client("s3"), run_json.to_json(run), other_jobs=[
         {"job_name": u["job_name"], "job_type": u["job_type"], "instance_seconds": u["training_seconds"] *
          u["instance_count"]} for u in cost["jobs"] if u["job_type"] != "training"])
     history_interruptions = checkpoints.pop("interruptions")
+    frozen = registry.freeze_model_artifact(client("s3"), settings, run.run_id, job["job_name"], model_uri, desc)
+    # The metrics the package records are a copy under registry/ (no job may write there) with its digest;
+    # outputs/<run>/metrics.json stays as the user's copy, which a later job could rewrite.
+    frozen.update(registry.freeze_metrics(client("s3"), settings, run.run_id, job["job_name"], metrics))
+    _put_json(settings, run.uris.metrics, metrics)
+    judged = verdict.judge(spec.task, metrics)
+    request = model_package.package_request(settings, run, job["job_name"], attempt, metrics, judged, frozen)
+    with aws_errors():
+        package_arn = sm.create_model_package(**request)["ModelPackageArn"]
+    # Registered: from here on nothing may fail the run (NotifyFailure would then record a failed run whose
+    # model is in the registry); _record_success degrades instead of raising.
     summary = run_summary.succeeded(
         run_id=run.run_id, task=spec.task, base_model=spec.model,
         job_name=job["job_name"], model_uri=model_uri, registered_model_uri=frozen["uri"],
         registered_model_etag=frozen["etag"], metrics=metrics, cost=cost,
         model_package_arn=package_arn, model_package_group=settings.model_package_group,
-        summary_uri=run.uris.summary, metrics_uri=run.uris.metrics, attempts=attempts,
-        source=run.source, links=messages.run_links(settings, run, job["job_name"]),
+        summary_uri=run.uris.summary, metrics_uri=frozen["metrics_uri"], metrics_sha256=frozen["metrics_sha256"],
+        attempts=attempts, source=run.source, links=messages.run_links(settings, run, job["job_name"]),
         finished_at=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         # as the attempts' own logs tell them (goodput/ledger.py); the training code's history file without any log
-        interruptions=ledger["interruptions"] if any(a.get("log_stream") for a in ledger.get("attempts", []))
+        interruptions=ledger.get("interruptions", []) if any(a.get("log_stream") for a in ledger.get("attempts", []))
         else history_interruptions,
         checkpoints=checkpoints,
         goodput=ledger,
         verdict=judged,
     )
-    _put_text(settings, run.uris.summary, run_summary.format_summary(summary))
-    subject, message = messages.success_notification(settings, summary)
-    _publish(settings, subject, message, "Succeeded", run.run_id)
+    _record_success(settings, run, summary)
     _log("finished", run_id=run.run_id, model_package_arn=package_arn,
          billable_instance_seconds=cost["billable_instance_seconds"], goodput=ledger.get("ratio"))
     return summary
 
 
+def _record_success(settings: Settings, run: Run, summary: dict[str, Any]) -> None:
+    """summary.json and the success notification of a registered run; a failure of either is logged and said in
+    the summary's `record_errors` (the execution's output), never raised."""
+    errors: list[str] = []
+    try:
+        text = run_summary.format_summary(summary)
+    except ValueError:  # a non-finite number (a job's metric or log value summed to inf): as a string, as metrics are
+        summary.update(_finite(summary))
+        text = run_summary.format_summary(summary)
+    try:
+        _put_text(settings, run.uris.summary, text)
+    except Exception as err:  # noqa: BLE001 - the package exists: say it, do not fail the run
+        logger.warning("could not write %s: %s", run.uris.summary, err)
+        errors.append(f"{run_summary.FILE_NAME} not written: {type(err).__name__}: {err}"[:500])
+    try:
+        subject, message = messages.success_notification(settings, summary)
+        _publish(settings, subject, message, "Succeeded", run.run_id)
+    except Exception as err:  # noqa: BLE001
+        logger.warning("could not notify the success of %s: %s", run.run_id, err)
+        errors.append(f"notification not sent: {type(err).__name__}: {err}"[:500])
+    if errors:
+        summary["record_errors"] = errors
+
+
+def _finite(value: Any) -> Any:
+    """`value` with every non-finite float as its text ('inf', 'nan'), the form final metrics take."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
+
+
 def _checkpoint_report(run: Run) -> dict[str, Any]:
     """Per interruption: step reached, step resumed from, work lost (the training code's `_history.json`); the
     newest durable checkpoint; the checkpoints rejected at a resume. Best effort: never fails the run."""
+    try:
+        return _checkpoint_facts(run)
+    except Exception as err:  # noqa: BLE001 - job-written files: whatever they hold, the run is judged without them
+        logger.warning("checkpoint report not made: %s", err, exc_info=True)
+        return {"interruptions": [], "checkpoint_uri": run.uris.checkpoint, "last_durable_step": None,
+                "last_durable_at": None, "rejected": [], "fresh_starts": [],
+                "error": f"{type(err).__name__}: {err}"[:500]}
+
+
+def _checkpoint_facts(run: Run) -> dict[str, Any]:
     uri = run.uris.checkpoint
     s3 = client("s3")
     history = durability.read_history(s3, uri)

@@ -18,6 +18,10 @@ from contract import summary as run_summary
 from pipeline_runs.clients import Clients
 from pipeline_runs.status import RunNotFound, latest_state
 
+# GetLogEvents pages (each at most 1 MB or 10,000 events) read per stream per read_new: a job that prints a
+# million lines costs one call of `runctl logs` at most this many pages a stream; `--follow` goes on from there.
+MAX_PAGES_PER_READ = 5
+MAX_STREAMS_PER_JOB = 200  # one per host and restart; the shared role could create more under a job's name
 GROUPS = {"training": "/aws/sagemaker/TrainingJobs", "processing": "/aws/sagemaker/ProcessingJobs"}
 
 
@@ -82,7 +86,8 @@ class LogReader:
             group = GROUPS[job_type]
             try:
                 pages = self.logs.get_paginator("describe_log_streams").paginate(
-                    logGroupName=group, logStreamNamePrefix=f"{name}/")
+                    logGroupName=group, logStreamNamePrefix=f"{name}/",
+                    PaginationConfig={"MaxItems": MAX_STREAMS_PER_JOB})
                 streams = sorted(s["logStreamName"] for page in pages for s in page.get("logStreams", []))
             except ClientError as err:
                 if err.response["Error"].get("Code") == "ResourceNotFoundException":
@@ -97,20 +102,25 @@ class LogReader:
                 yield group, stream, f"{label}, {host}{restart}"
 
     def read_new(self) -> list[tuple[int, str, str]]:
-        """(timestamp ms, marker, message) of the events not read yet, in time order."""
+        """(timestamp ms, marker, message) of the events not read yet, in time order: at most MAX_PAGES_PER_READ
+        pages a stream (a stream with more says so in a last line; the next call goes on from there)."""
         events = []
         for group, stream, marker in list(self._streams()):
             token = self._tokens.get((group, stream))
-            while True:
+            for _ in range(MAX_PAGES_PER_READ):
                 kwargs: dict[str, Any] = {"logGroupName": group, "logStreamName": stream, "startFromHead": True}
                 if token:
                     kwargs["nextToken"] = token
                 page = self.logs.get_log_events(**kwargs)
                 events += [(e["timestamp"], marker, e["message"]) for e in page.get("events", [])]
                 new_token = page.get("nextForwardToken")
-                if not page.get("events") or new_token == token:
-                    token = new_token
-                    break
+                done = not page.get("events") or new_token == token
                 token = new_token
+                if done:
+                    break
+            else:
+                last = events[-1][0] if events else 0
+                events.append((last, marker, f"(more lines in {stream}: this read stops at {MAX_PAGES_PER_READ} "
+                                             "pages a stream; runctl logs --follow reads on)"))
             self._tokens[(group, stream)] = token
         return sorted(events, key=lambda e: e[0])

@@ -73,6 +73,9 @@ def _parser() -> argparse.ArgumentParser:
     staging.add_argument("--from-dir", type=Path, help="upload this model folder instead of downloading")
     staging.add_argument("--bucket", help="the data bucket (default: the one cdk.out names for --env)")
     staging.add_argument("--cdk-out", type=Path, default=Path("cdk.out"), help="synthesized app (default: cdk.out)")
+    staging.add_argument("--allow-pickle", action="store_true",
+                         help="upload pickle files (pytorch_model.bin, ...) too, and a model without safetensors "
+                              "weights; the spec then needs the hyperparameter allow_pickle: true")
     logs.add_argument("run", help="run id (the execution name) or execution ARN")
     logs.add_argument("--follow", "-f", action="store_true", help="keep printing until the run ends")
     logs.add_argument("--interval", type=float, default=5.0, help="seconds between looks with --follow")
@@ -196,7 +199,7 @@ def _stage_model(args: argparse.Namespace, clients: Clients | None) -> int:
     clients = clients or Clients(boto3.session.Session(profile_name=args.profile, region_name=args.region or
                                                             region))
     result = stage_model.stage(clients, bucket, args.hub_id, revision=args.revision, from_dir=args.from_dir,
-                               say=(lambda _: None) if args.json else print)
+                               say=(lambda _: None) if args.json else print, allow_pickle=args.allow_pickle)
     if args.json:
         print(json.dumps(result, indent=2))
     return 0

@@ -9,6 +9,11 @@ copy is pinned), which is the URI to put in the spec's `model`. `--from-dir DIR`
 already on this machine instead (a `save_pretrained` folder: config.json, weights, tokenizer files).
 The data bucket's name comes from cdk.out (`make synth ENV=NAME`) unless `--bucket` names it; the bucket's
 default encryption (the project key) applies, as its policy requires.
+
+Pickle files (`pytorch_model.bin`, `training_args.bin`, `*.pt`, ...) are left out: the training code loads
+safetensors weights only unless the spec sets the hyperparameter `allow_pickle: true` (a pickle can run code). A
+model without safetensors weights is refused unless `--allow-pickle` is given, which uploads its pickles as they
+are (then set `allow_pickle: true` in the spec's hyperparameters).
 """
 
 from __future__ import annotations
@@ -27,6 +32,11 @@ PREFIX = "base-models/"
 IGNORE = ["*.h5", "*.msgpack", "*.ot", "*.onnx", "onnx/*", "tf_model*", "flax_model*", "rust_model*", "coreml/*",
           "*.tflite", "openvino/*", ".gitattributes"]
 COMMIT = re.compile(r"[0-9a-f]{40}")
+PICKLES = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle")  # torch.save / pickle formats
+
+
+def is_pickle(path: Path) -> bool:
+    return path.name.lower().endswith(PICKLES)
 
 
 def data_bucket(cdk_out: Path, environment: str) -> tuple[str, str]:
@@ -49,7 +59,8 @@ def download(hub_id: str, revision: str | None) -> Path:
 
 
 def stage(clients: Clients, bucket: str, hub_id: str, *, revision: str | None = None, from_dir: Path | None = None,
-          fetch: Callable[[str, str | None], Path] = download, say: Callable[[str], None] = print) -> dict[str, Any]:
+          fetch: Callable[[str, str | None], Path] = download, say: Callable[[str], None] = print,
+          allow_pickle: bool = False) -> dict[str, Any]:
     naming_ok = re.fullmatch(HUB_ID, hub_id)
     if not naming_ok:
         raise RunctlError(f"{hub_id!r} is not a Hugging Face Hub id like 'org/name'")
@@ -63,6 +74,17 @@ def stage(clients: Clients, bucket: str, hub_id: str, *, revision: str | None = 
     version = folder.name if COMMIT.fullmatch(folder.name) else (revision or "local")
     key = f"{PREFIX}{hub_id}/{version}/"
     files = sorted(p for p in folder.rglob("*") if p.is_file() and not p.name.startswith("."))
+    if not allow_pickle:
+        if not any(p.name.endswith(".safetensors") for p in files):
+            raise RunctlError(f"{hub_id} ({folder}) has no safetensors weights, only pickle files the training code "
+                              "does not load by default (a pickle can run code): convert it (save_pretrained with "
+                              "safe_serialization=True), or pass --allow-pickle and set the hyperparameter "
+                              "allow_pickle: true in the spec")
+        left = [p.name for p in files if is_pickle(p)]
+        files = [p for p in files if not is_pickle(p)]
+        if left:
+            say(f"left out pickle files: {', '.join(left[:10])}{' ...' if len(left) > 10 else ''} (--allow-pickle "
+                "uploads them)")
     total = 0
     for path in files:
         clients.s3.upload_file(str(path), bucket, key + path.relative_to(folder).as_posix())

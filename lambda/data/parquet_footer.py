@@ -10,6 +10,11 @@ data check cannot judge Parquet values; the training code does when it loads the
 
 Only the fields before `row_groups` are decoded (version, schema, num_rows; Thrift writers emit fields in id
 order), so a footer of many row groups costs no more to read than a small one.
+
+The footer is data anyone who can upload a dataset chose, so decoding it is bounded by its bytes: every element of
+a list or map takes at least one byte (a container claiming more elements than bytes are left is refused before
+any is read), structs nest at most MAX_DEPTH deep, and every failure is a ParquetError (never a RecursionError,
+TypeError or a loop of 2**60 iterations).
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from typing import Any
 MAGIC = b"PAR1"
 TAIL_BYTES = 64 * 1024  # one ranged read covers the footer of most files
 MAX_FOOTER_BYTES = 8 * 1024 * 1024
+MAX_DEPTH = 32  # nested structs/containers; parquet.thrift's FileMetaData needs fewer than 8
 
 # Thrift compact protocol type ids
 _STOP, _TRUE, _FALSE, _BYTE, _I16, _I32, _I64, _DOUBLE, _BINARY, _LIST, _SET, _MAP, _STRUCT = range(13)
@@ -50,7 +56,18 @@ def footer_length(tail: bytes) -> int:
 
 class _Reader:
     def __init__(self, data: bytes) -> None:
-        self.data, self.pos = data, 0
+        self.data, self.pos, self.depth = data, 0, 0
+
+    def elements(self, size: int) -> int:
+        """`size` when that many elements (at least one byte each) can fit in what is left."""
+        if size > len(self.data) - self.pos:
+            raise ParquetError(f"a list of {size} elements in a footer with {len(self.data) - self.pos} bytes left")
+        return size
+
+    def nested(self) -> None:
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            raise ParquetError(f"the footer nests deeper than {MAX_DEPTH} levels")
 
     def byte(self) -> int:
         if self.pos >= len(self.data):
@@ -99,6 +116,8 @@ class _Reader:
         if kind in (_I16, _I32, _I64):
             return self.zigzag()
         if kind == _DOUBLE:
+            if self.pos + 8 > len(self.data):
+                raise ParquetError("the footer ends too early")
             self.pos += 8
             return None
         if kind == _BINARY:
@@ -108,29 +127,41 @@ class _Reader:
             size, item = head >> 4, head & 0x0F
             if size == 15:
                 size = self.varint()
-            return [self.byte() == 1 if item in (_TRUE, _FALSE) else self.value(item) for _ in range(size)]
+            self.nested()
+            items = [self.element(item) for _ in range(self.elements(size))]
+            self.depth -= 1
+            return items
         if kind == _MAP:
             size = self.varint()
             if size:
                 types = self.byte()
-                for _ in range(size):
-                    self.value(types >> 4)
-                    self.value(types & 0x0F)
+                self.nested()
+                for _ in range(self.elements(size)):
+                    self.element(types >> 4)
+                    self.element(types & 0x0F)
+                self.depth -= 1
             return None
         if kind == _STRUCT:
             return self.struct()
         raise ParquetError(f"an unknown Thrift type {kind} in the footer")
 
+    def element(self, kind: int) -> Any:
+        """A container's element: in the compact protocol a boolean element is a byte of its own."""
+        return self.byte() == 1 if kind in (_TRUE, _FALSE) else self.value(kind)
+
     def struct(self, stop_after: int | None = None) -> dict[int, Any]:
+        self.nested()
         fields: dict[int, Any] = {}
         last = 0
         while True:
             fid, kind = self.field_header(last)
             if kind == _STOP:
+                self.depth -= 1
                 return fields
             fields[fid] = self.value(kind)
             last = fid
             if stop_after is not None and fid >= stop_after:
+                self.depth -= 1
                 return fields  # the rest (row groups, ...) is not needed
 
 
@@ -138,15 +169,29 @@ def parse_footer(metadata: bytes) -> Footer:
     """The top-level columns and row count of a FileMetaData (the bytes before length and magic)."""
     fields = _Reader(metadata).struct(stop_after=_NUM_ROWS)
     schema = fields.get(_SCHEMA)
-    if not isinstance(schema, list) or not schema or not isinstance(schema[0], dict):
+    if not isinstance(schema, list) or not schema or not all(isinstance(e, dict) for e in schema):
         raise ParquetError("the footer has no schema")
     columns, pos = [], 1
-    for _ in range(int(schema[0].get(_NUM_CHILDREN) or 0)):
+    for _ in range(_count(schema[0])):
         if pos >= len(schema):
             raise ParquetError("the footer's schema is shorter than its root says")
-        columns.append(bytes(schema[pos].get(_NAME) or b"").decode("utf-8", "replace"))
+        name = schema[pos].get(_NAME) or b""
+        if not isinstance(name, bytes):
+            raise ParquetError("a column of the footer's schema has a name that is not text")
+        columns.append(name.decode("utf-8", "replace"))
         pos = _skip_subtree(schema, pos)
-    return Footer(columns=columns, num_rows=int(fields.get(_NUM_ROWS) or 0))
+    rows = fields.get(_NUM_ROWS) or 0
+    if not isinstance(rows, int) or isinstance(rows, bool):
+        raise ParquetError("the footer's row count is not a number")
+    return Footer(columns=columns, num_rows=rows)
+
+
+def _count(element: dict[int, Any]) -> int:
+    """A schema element's number of children (ParquetError when it is not a number >= 0)."""
+    children = element.get(_NUM_CHILDREN) or 0
+    if not isinstance(children, int) or isinstance(children, bool) or children < 0:
+        raise ParquetError("a schema element of the footer has a child count that is not a number >= 0")
+    return children
 
 
 def _skip_subtree(schema: list[dict[int, Any]], pos: int) -> int:
@@ -155,6 +200,6 @@ def _skip_subtree(schema: list[dict[int, Any]], pos: int) -> int:
     while pending:
         if pos >= len(schema):
             raise ParquetError("the footer's schema is shorter than its elements say")
-        pending += int(schema[pos].get(_NUM_CHILDREN) or 0) - 1
+        pending += _count(schema[pos]) - 1
         pos += 1
     return pos

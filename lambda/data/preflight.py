@@ -30,6 +30,8 @@ parses a sample, column_checks.py holds the column and value rules, sample.py wh
 
 from __future__ import annotations
 
+import csv
+import struct
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -97,6 +99,13 @@ def _read_text(s3: Any, bucket: str, key: str, size: int, fmt: str, sample: Samp
     sample.empty = not sample.rows and not (fmt == "json" and sample.columns)
 
 
+# What a parser of hostile bytes may raise (csv's field limit, json's nesting, struct, a value of another type):
+# each becomes the pre-flight's message about the file. AWS errors are not among them (ClientError is handled
+# below; throttling propagates for Step Functions to retry).
+PARSER_FAILURES = (ValueError, TypeError, AttributeError, IndexError, KeyError, OverflowError, RecursionError,
+                   csv.Error, struct.error)
+
+
 def read_sample(s3: Any, bucket: str, key: str, size: int, fmt: str) -> Sample:
     uri = printable(f"s3://{bucket}/{key}")
     sample = Sample(uri=uri, fmt=fmt)
@@ -105,8 +114,10 @@ def read_sample(s3: Any, bucket: str, key: str, size: int, fmt: str) -> Sample:
             _read_parquet(s3, bucket, key, size, sample)
         else:
             _read_text(s3, bucket, key, size, fmt, sample)
-    except (ValueError, parquet_footer.ParquetError) as err:
-        sample.problem = f"{uri} {err}" if fmt != "parquet" else f"{uri} {err} (read as Parquet)"
+    except PARSER_FAILURES as err:  # the file's content, chosen by whoever uploaded it: never an exception of ours
+        said = str(err) if isinstance(err, ValueError) else f"cannot be parsed ({type(err).__name__}: {err})"
+        said = printable(said[:300])
+        sample.problem = f"{uri} {said}" if fmt != "parquet" else f"{uri} {said} (read as Parquet)"
     except ClientError as err:  # no permission, or gone since the listing: the job will tell
         sample.unread = f"cannot read it ({err.response.get('Error', {}).get('Code')})"
     return sample

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from contract import progress_lines
+from contract import progress_lines, stall_board
 from hfsm_lambda.plan import checkpoint_interval, efa
 from hfsm_lambda.plan.run import Run
 from hfsm_lambda.settings import Settings
@@ -186,9 +186,10 @@ def training_request(run: Run, settings: Settings, attempt: int = 0) -> dict[str
         "CheckpointConfig": {"S3Uri": run.uris.checkpoint, "LocalPath": CHECKPOINT_LOCAL_PATH},
         "RetryStrategy": {"MaximumRetryAttempts": RETRY_ATTEMPTS},
     }
-    environment = efa.training_environment(config.instance_type, distributed=spec.distributed,
-                                           require_efa=spec.network.require_efa if spec.network else True)
-    if environment:  # EFA variables the toolkit would not set, NCCL's transport report
+    environment = {**efa.training_environment(config.instance_type, distributed=spec.distributed,
+                                              require_efa=spec.network.require_efa if spec.network else True),
+                   **stall_board.environment(run.stall_board_token)}
+    if environment:  # EFA variables the toolkit would not set, NCCL's transport report, the stall board's token
         request["Environment"] = environment
     vpc = vpc_config(settings, fsx=uses_fsx(spec))
     if vpc:

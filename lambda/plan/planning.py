@@ -7,6 +7,7 @@ nothing calls back into planning.
 
 from __future__ import annotations
 
+import secrets
 from datetime import UTC, datetime
 from typing import Any
 
@@ -90,4 +91,5 @@ def plan_run(
             train=train_names,
         ),
         attempts=tuple(_attempt(spec, i, train_names[i]) for i in range(max_attempts)),
+        stall_board_token=secrets.token_hex(16),
     )

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from contract import stall_board
 from hfsm_lambda import naming
 from hfsm_lambda.errors import RequestRejected
 from hfsm_lambda.plan import cost, efa
@@ -181,7 +182,8 @@ def _training_channel(problems: list[str], channel: dict[str, Any], settings: Se
             problems.append(f"InputDataConfig[{name}].FileSystemAccessMode: jobs mount FSx read-only")
 
 
-def _training_code_and_hyperparameters(problems: list[str], request: dict[str, Any], settings: Settings) -> None:
+def _training_code_and_hyperparameters(problems: list[str], request: dict[str, Any], settings: Settings,
+                                       board_token: str) -> None:
     """The code is this environment's; the hyperparameters obey the code-execution policy; the environment
     variables and network isolation are what the pipeline sets for them."""
     resources = request.get("ResourceConfig") or {}
@@ -199,6 +201,7 @@ def _training_code_and_hyperparameters(problems: list[str], request: dict[str, A
     problems += _hyperparameter_names(values, request, settings)
     environment = efa.training_environment(str(resources.get("InstanceType")),
                                            distributed=values.get("sagemaker_torch_distributed_enabled") is True)
+    environment.update(stall_board.environment(board_token))  # the run's own token, never one from elsewhere
     if (request.get("Environment") or {}) != environment:
         problems.append(f"Environment: {sorted(request.get('Environment') or {})} is not what the pipeline sets for "
                         f"this instance type ({sorted(environment)}): no variable (PYTHONPATH, LD_PRELOAD, NCCL_*...) "
@@ -214,7 +217,7 @@ def training_request_problems(request: dict[str, Any], run: Run, settings: Setti
     _training_identity(problems, request, settings, run_id, attempt, prefixes)
     for channel in request.get("InputDataConfig") or []:
         _training_channel(problems, channel, settings, run_id, prefixes)
-    _training_code_and_hyperparameters(problems, request, settings)
+    _training_code_and_hyperparameters(problems, request, settings, run.stall_board_token)
     _runtime(problems, request, MAX_TRAINING_RUNTIME)
     _vpc(problems, request.get("VpcConfig"), settings)
     if not problems:

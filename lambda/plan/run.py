@@ -59,6 +59,10 @@ class Run:
     uris: RunUris
     job_names: JobNames
     attempts: tuple[Attempt, ...]
+    # The stall board's key prefix in the job's TCPStore (training_code/hftrain/stall/watchdog.py), random per
+    # run and given to its training jobs only (efa.STALL_BOARD_TOKEN_VARIABLE): another job that can reach the
+    # store cannot name its keys. "" (a state planned before the token existed): the fixed prefix.
+    stall_board_token: str = ""
 
 
 def from_json(value: Any) -> Run:

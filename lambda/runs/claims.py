@@ -19,9 +19,12 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from hfsm_lambda.aws import aws_errors, error_code
+from hfsm_lambda.bounded_reads import read_object
 from hfsm_lambda.errors import PreflightError
 from hfsm_lambda.s3_layout import CLAIMS_PREFIX
 from hfsm_lambda.settings import Settings
+
+MAX_CLAIM_BYTES = 64 * 1024  # a claim is about 200 bytes (only Prepare writes claims/)
 
 
 def claim_key(run_id: str) -> str:
@@ -44,7 +47,7 @@ def claim(s3: Any, settings: Settings, run_id: str, execution_arn: str | None) -
         if error_code(err) not in ("PreconditionFailed", "412", "ConditionalRequestConflict"):
             raise
     with aws_errors():
-        held = json.loads(s3.get_object(Bucket=settings.artifacts_bucket, Key=key)["Body"].read() or b"{}")
+        held = json.loads(read_object(s3, settings.artifacts_bucket, key, max_bytes=MAX_CLAIM_BYTES) or b"{}")
     holder = held.get("execution_arn") if isinstance(held, dict) else None
     if execution_arn is not None and holder == execution_arn:
         return  # this execution's own claim: a retried Prepare

@@ -7,6 +7,7 @@ from typing import Any
 
 from hfsm_lambda import naming
 from hfsm_lambda.goodput import text as goodput
+from hfsm_lambda.neutral_text import neutral, printable
 from hfsm_lambda.plan.run import Run
 from hfsm_lambda.runs import summary_text, verdict
 from hfsm_lambda.settings import Settings
@@ -62,12 +63,15 @@ def parse_error(error: dict[str, Any] | None) -> tuple[str, str]:
 
 
 def _subject(settings: Settings, text: str) -> str:
-    subject = f"[{settings.project}-{settings.environment}] {text}".replace("\n", " ")
+    subject = printable(f"[{settings.project}-{settings.environment}] {text}".replace("\n", " "))
     subject = subject.encode("ascii", "replace").decode()
     return subject if len(subject) <= SUBJECT_MAX else subject[: SUBJECT_MAX - 3] + "..."
 
 
 def _clip(text: str) -> str:
+    """The message's text: parts of it were written by jobs (failure reasons, log-derived notes, checkpoint
+    files), so every line is neutralised (neutral_text.py) and the whole bounded."""
+    text = neutral(text)
     return text if len(text) <= MESSAGE_MAX else text[: MESSAGE_MAX - 20] + "\n...(truncated)"
 
 

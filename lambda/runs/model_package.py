@@ -71,8 +71,10 @@ def package_request(settings: Settings, run: Run, job_name: str, attempt: int, m
         "ModelApprovalStatus": "PendingManualApproval",
         "InferenceSpecification": registry.pinned(inference_specification(
             settings.inference_image_uri, frozen["uri"], run.spec.task), frozen),
+        # the frozen copy under registry/ and its digest (registry.freeze_metrics), not outputs/ (jobs write there)
         "ModelMetrics": {"ModelQuality": {"Statistics": {"ContentType": "application/json",
-                                                         "S3Uri": run.uris.metrics}}},
+                                                         "S3Uri": frozen["metrics_uri"],
+                                                         "ContentDigest": f"sha256:{frozen['metrics_sha256']}"}}},
         "CustomerMetadataProperties": _metadata(run, job_name, attempt, metrics, judged, frozen),
         "ClientToken": sha256(job_name.encode()).hexdigest()[:32],  # one package per job, even on retry
         "Tags": job_requests.tags(settings, run),

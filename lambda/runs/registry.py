@@ -10,11 +10,15 @@ else wrote the key while the job uploaded), and nothing is registered (`ModelArt
 version by its VersionId to `registry/<run_id>/<job>/model.tar.gz` (no job may write `registry/`: the SageMaker
 role has no grant there and the bucket policy denies every other writer but Finish), checks the copy's source
 ETag, and registers the copy with its ETag; the source version id and ETag go into the package's metadata.
+The final metrics the package records are written there too (`registry/<run_id>/<job>/metrics.json`, with their
+SHA-256 as the package's ContentDigest): `outputs/<run_id>/metrics.json`, the user's copy, is writable by jobs.
 """
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timedelta
+from hashlib import sha256
 from typing import Any
 
 from hfsm_lambda.aws import aws_errors
@@ -23,6 +27,7 @@ from hfsm_lambda.plan.preflight import parse_s3_uri
 from hfsm_lambda.s3_layout import REGISTRY_PREFIX
 from hfsm_lambda.settings import Settings
 
+MAX_VERSIONS = 1000  # of the model key looked at: a key with more is said, not listed to its end
 # S3's LastModified has whole seconds (and is the start of a multipart upload): the window is widened by this.
 CLOCK_SLACK = timedelta(seconds=1)
 
@@ -47,7 +52,8 @@ def written_version(s3: Any, bucket: str, key: str, desc: dict[str, Any]) -> dic
     high = end + CLOCK_SLACK if end else None
     versions = []
     with aws_errors():
-        for page in s3.get_paginator("list_object_versions").paginate(Bucket=bucket, Prefix=key):
+        for page in s3.get_paginator("list_object_versions").paginate(
+                Bucket=bucket, Prefix=key, PaginationConfig={"MaxItems": MAX_VERSIONS}):
             versions += [v for v in page.get("Versions", []) if v["Key"] == key]
     inside = [v for v in versions if (low is None or v["LastModified"] >= low)
               and (high is None or v["LastModified"] <= high)]
@@ -83,6 +89,17 @@ def freeze_model_artifact(s3: Any, settings: Settings, run_id: str, job_name: st
     return {"uri": f"s3://{settings.artifacts_bucket}/{dest_key}", "etag": str(frozen["ETag"]).strip('"'),
             "version_id": str(frozen.get("VersionId") or ""), "source_uri": model_uri,
             "source_version_id": str(copy_source.get("VersionId", "")), "source_etag": str(source["ETag"]).strip('"')}
+
+
+def freeze_metrics(s3: Any, settings: Settings, run_id: str, job_name: str,
+                   metrics: dict[str, Any]) -> dict[str, str]:
+    """Writes the metrics the package records under registry/; returns {metrics_uri, metrics_sha256}."""
+    body = json.dumps(metrics, indent=1, sort_keys=True, allow_nan=False).encode()
+    key = registry_key(run_id, job_name, "metrics.json")
+    with aws_errors():
+        s3.put_object(Bucket=settings.artifacts_bucket, Key=key, Body=body, ContentType="application/json",
+                      ServerSideEncryption="aws:kms", SSEKMSKeyId=settings.kms_key_arn)
+    return {"metrics_uri": f"s3://{settings.artifacts_bucket}/{key}", "metrics_sha256": sha256(body).hexdigest()}
 
 
 def pinned(inference_specification: dict[str, Any], frozen: dict[str, str]) -> dict[str, Any]:

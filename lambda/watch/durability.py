@@ -21,9 +21,16 @@ from typing import Any
 
 from contract import checkpoint_marker, run_history
 from contract.checkpoint_marker import MARKER_FORMAT, checkpoint_name
+from hfsm_lambda.bounded_reads import ObjectTooLarge, read_object
 
 MARKER_RE = checkpoint_marker.MARKER_KEY_RE
 MAX_MARKER_READS = 20  # newest steps looked at per check
+# What one check may read of what jobs wrote under the checkpoint prefix (CheckJob: 256 MB, 60 s): the listing,
+# each marker, all markers together. A marker over its bound is unreadable (its checkpoint not durable here);
+# steps past the total bound are pending with that reason; a listing cut short says so (`listing_cut`).
+MAX_LISTED_KEYS = 100_000
+MAX_MARKER_BYTES = 4 * 1024 * 1024
+MAX_MARKER_BYTES_TOTAL = 24 * 1024 * 1024
 
 
 def utc_now() -> datetime:
@@ -57,22 +64,37 @@ def list_prefix(s3: Any, uri: str) -> dict[str, dict[str, Any]]:
     """key relative to the prefix -> {size, last_modified}."""
     bucket, prefix = _split(uri)
     out: dict[str, dict[str, Any]] = {}
-    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix,
+                                                             PaginationConfig={"MaxItems": MAX_LISTED_KEYS}):
         for obj in page.get("Contents", []):
             out[obj["Key"][len(prefix):]] = {"size": obj["Size"], "last_modified": obj["LastModified"]}
     return out
 
 
-def _read(s3: Any, uri: str, relative: str) -> bytes:
+def _read(s3: Any, uri: str, relative: str, max_bytes: int) -> bytes:
     bucket, prefix = _split(uri)
-    return s3.get_object(Bucket=bucket, Key=prefix + relative)["Body"].read()
+    return read_object(s3, bucket, prefix + relative, max_bytes=max_bytes)
 
 
-def _read_marker(s3: Any, uri: str, relative: str) -> dict[str, Any] | None:
+def _read_marker(s3: Any, uri: str, relative: str) -> tuple[dict[str, Any] | None, int]:
+    """(the marker or None when unreadable, bytes read)."""
     try:
-        return checkpoint_marker.parse_marker(_read(s3, uri, relative))
+        data = _read(s3, uri, relative, MAX_MARKER_BYTES)
+    except ObjectTooLarge:
+        return None, MAX_MARKER_BYTES
+    try:
+        marker = checkpoint_marker.parse_marker(data)
     except (checkpoint_marker.MarkerError, KeyError):
-        return None
+        return None, len(data)
+    return (marker if _well_formed(marker) else None), len(data)
+
+
+def _well_formed(marker: dict[str, Any]) -> bool:
+    """The fields durable_verdict reads have their shapes (a job wrote the file: a bad one is unreadable, never
+    an exception in CheckJob)."""
+    hosts, files = marker.get("hosts", []), marker.get("files") or {}
+    return (isinstance(hosts, list) and all(isinstance(h, str) for h in hosts) and isinstance(files, dict)
+            and all(isinstance(meta, dict) for meta in files.values()))
 
 
 def durable_verdict(step: int, markers: list[dict[str, Any]], listing: dict[str, dict[str, Any]]) -> str:
@@ -103,9 +125,16 @@ def last_durable(s3: Any, uri: str) -> dict[str, Any] | None:
         match = MARKER_RE.fullmatch(key)
         if match:
             markers_by_step[int(match.group(1))].append(key)
-    pending = []
+    pending, spent = [], 0
     for step in sorted(markers_by_step, reverse=True)[:MAX_MARKER_READS]:
-        markers = [_read_marker(s3, uri, key) for key in sorted(markers_by_step[step])]
+        if spent >= MAX_MARKER_BYTES_TOTAL:
+            pending.append({"step": step, "reason": f"not read: this check read {spent} bytes of markers already"})
+            continue
+        markers = []
+        for key in sorted(markers_by_step[step]):
+            marker, size = _read_marker(s3, uri, key)
+            markers.append(marker)
+            spent += size
         problem = durable_verdict(step, markers, listing)
         if problem:
             pending.append({"step": step, "reason": problem})
@@ -114,14 +143,15 @@ def last_durable(s3: Any, uri: str) -> dict[str, Any] | None:
                     default=None, key=lambda t: t or datetime.min.replace(tzinfo=UTC))
         uploaded = max(v["last_modified"] for k, v in listing.items() if k.startswith(f"{checkpoint_name(step)}/"))
         return {"step": step, "saved_at": iso(saved), "uploaded_at": iso(parse_time(uploaded)),
-                "hosts": sorted({h for m in markers for h in m.get("hosts", [])}), "pending": pending}
+                "hosts": sorted({h for m in markers for h in m.get("hosts", [])}), "pending": pending,
+                **({"listing_cut": MAX_LISTED_KEYS} if len(listing) >= MAX_LISTED_KEYS else {})}
     return None
 
 
 def read_history(s3: Any, uri: str) -> dict[str, Any]:
     """The training code's history file (starts, interruptions) from the checkpoint prefix, or {}."""
     try:
-        value = run_history.parse_history(_read(s3, uri, run_history.HISTORY_FILE))
+        value = run_history.parse_history(_read(s3, uri, run_history.HISTORY_FILE, run_history.MAX_CHARS))
     except Exception:  # noqa: BLE001 - a missing or unreadable history only leaves the summary shorter
         return {}
     return value or {}
@@ -130,7 +160,7 @@ def read_history(s3: Any, uri: str) -> dict[str, Any]:
 def read_progress(s3: Any, uri: str) -> dict[str, Any] | None:
     """The training code's progress file (the step reached) from the checkpoint prefix, or None."""
     try:
-        return run_history.parse_progress(_read(s3, uri, run_history.PROGRESS_FILE))
+        return run_history.parse_progress(_read(s3, uri, run_history.PROGRESS_FILE, run_history.MAX_CHARS))
     except Exception:  # noqa: BLE001 - unknown progress is said as unknown
         return None
 

@@ -18,17 +18,41 @@ from typing import Any
 
 from contract import heartbeat as heartbeat_file
 from contract import stall_records
+from hfsm_lambda.bounded_reads import read_object
+from hfsm_lambda.neutral_text import printable
 
 MARGIN_MINUTES = 5.0
+# The spec's bounds of stall.minutes and stall.startup_minutes (spec/run_spec.py): the heartbeat is the job's
+# word, so the limit it states is held to what the run's spec allows (an "auto" limit to the field's maximum).
+LIMIT_MINUTES_LOW, LIMIT_MINUTES_HIGH = 0.05, 10080.0
 
 
 def read_heartbeat(s3: Any, checkpoint_uri: str) -> dict[str, Any] | None:
+    """The job's heartbeat (contract/heartbeat.py, strictly parsed, at most its MAX_CHARS read); None when there
+    is none or it is not one."""
     bucket, _, prefix = checkpoint_uri.removeprefix("s3://").partition("/")
     try:
-        body = s3.get_object(Bucket=bucket, Key=heartbeat_file.key(prefix))["Body"].read()
-    except Exception:  # noqa: BLE001 - none yet, or unreadable: the watch then counts from the Training start
+        body = read_object(s3, bucket, heartbeat_file.key(prefix), max_bytes=heartbeat_file.MAX_CHARS)
+    except Exception:  # noqa: BLE001 - none yet, unreadable or oversize: the watch counts from the Training start
         return None
     return heartbeat_file.parse_heartbeat(body)
+
+
+def allowed_limit(stated: float, stall: dict[str, Any]) -> float:
+    """The heartbeat's limit (seconds) held within the spec's: at least the field's minimum, at most the larger of
+    stall.minutes (its maximum when "auto") and stall.startup_minutes."""
+    minutes = stall.get("minutes")
+    longest = max(float(minutes) if isinstance(minutes, int | float) and not isinstance(minutes, bool)
+                  else LIMIT_MINUTES_HIGH, float(stall.get("startup_minutes") or 60))
+    return min(max(stated, LIMIT_MINUTES_LOW * 60), min(longest, LIMIT_MINUTES_HIGH) * 60)
+
+
+def _strict(heartbeat: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The heartbeat as its strict reader takes it (whoever built the dict), else None."""
+    try:
+        return heartbeat_file.parse_heartbeat(heartbeat_file.format_heartbeat(heartbeat)) if heartbeat else None
+    except (TypeError, ValueError):
+        return None
 
 
 def watch(previous: dict[str, Any] | None, heartbeat: dict[str, Any] | None, *, job_name: str, now: datetime,
@@ -42,16 +66,16 @@ def watch(previous: dict[str, Any] | None, heartbeat: dict[str, Any] | None, *, 
     t = now.timestamp()
     # this job's heartbeat of its current Training period (after a spot restart, the lost instances' heartbeat
     # says nothing about the new start-up)
-    mine = heartbeat if heartbeat and heartbeat.get("job") == job_name and \
-        float(heartbeat.get("at") or 0) >= since.timestamp() else None
+    heartbeat = _strict(heartbeat)
+    mine = heartbeat if heartbeat and heartbeat["job"] == job_name and heartbeat["at"] >= since.timestamp() else None
     if mine is None:
         limit = float(stall.get("startup_minutes") or 60) * 60
         quiet = t - since.timestamp()
         where = "before its first heartbeat (start-up)"
     else:
-        limit = float(mine.get("limit_seconds") or float(stall.get("startup_minutes") or 60) * 60)
-        quiet = t - max(float(mine.get("moved_at") or 0), since.timestamp())
-        where = f"at step {mine.get('step')} ({mine.get('phase')}); its watchdog last wrote {t - float(mine.get('at') or 0):.0f} s ago"
+        limit = allowed_limit(mine["limit_seconds"], stall)
+        quiet = t - max(mine["moved_at"], since.timestamp())
+        where = f"at step {mine['step']} ({printable(mine['phase'])}); its watchdog last wrote {t - mine['at']:.0f} s ago"
     report.update(watching=True, quiet_minutes=round(quiet / 60, 1), threshold_minutes=round((limit + margin) / 60, 1),
                   step=(mine or {}).get("step"))
     if quiet <= limit + margin or prev.get("stopped_at"):

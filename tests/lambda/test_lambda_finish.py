@@ -3,6 +3,7 @@ the summary and the notifications."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from datetime import UTC, datetime
 from typing import Any
@@ -49,6 +50,7 @@ def test_finish_registers_the_model_and_notifies(state, context, set_settings):
     _assert_succeeded_summary(summary, job)
     _assert_registered_a_frozen_copy(summary, run, sent, model_bucket, model_key)
     _assert_metrics_and_summary_written(run)
+    _assert_a_metrics_rewrite_changes_nothing_recorded(summary, run)
     _assert_success_notification(summary, run, job)
 
 
@@ -81,7 +83,12 @@ def _assert_registered_a_frozen_copy(summary: dict[str, Any], run: dict[str, Any
     assert frozen["Body"].read() == b"the trained weights"
     assert frozen["ETag"].strip('"') == summary["registered_model_etag"]
     assert package["InferenceSpecification"]["Containers"][0]["Image"] == SETTINGS["inference_image_uri"]
-    assert package["ModelMetrics"]["ModelQuality"]["Statistics"]["S3Uri"] == run["uris"]["metrics"]
+    # The metrics the package records are a copy under registry/ with its digest: a job rewriting the user's
+    # outputs/<run>/metrics.json after registration changes nothing the registry or the summary says (issue 36, 2).
+    statistics = package["ModelMetrics"]["ModelQuality"]["Statistics"]
+    assert statistics["S3Uri"] == summary["metrics_uri"] != run["uris"]["metrics"]
+    assert statistics["S3Uri"].startswith(f"s3://{SETTINGS['artifacts_bucket']}/registry/{run['run_id']}/")
+    assert statistics["ContentDigest"] == f"sha256:{summary['metrics_sha256']}"
     assert package["CustomerMetadataProperties"]["eval_f1"] == "71.25"
 
 
@@ -92,6 +99,16 @@ def _assert_metrics_and_summary_written(run: dict[str, Any]) -> None:
     key = run["uris"]["summary"].split("/", 3)[3]
     assert json.loads(s3.get_object(Bucket=SETTINGS["artifacts_bucket"], Key=key)["Body"].read())["run_id"] == \
         run["run_id"]
+
+
+def _assert_a_metrics_rewrite_changes_nothing_recorded(summary: dict[str, Any], run: dict[str, Any]) -> None:
+    s3 = aws.client("s3")
+    s3.put_object(Bucket=SETTINGS["artifacts_bucket"], Key=run["uris"]["metrics"].split("/", 3)[3],
+                  Body=b'{"eval_f1": 99.9}')
+    recorded = s3.get_object(Bucket=SETTINGS["artifacts_bucket"],
+                             Key=summary["metrics_uri"].split("/", 3)[3])["Body"].read()
+    assert hashlib.sha256(recorded).hexdigest() == summary["metrics_sha256"]
+    assert json.loads(recorded)["eval_f1"] == 71.25
 
 
 def _assert_success_notification(summary: dict[str, Any], run: dict[str, Any], job: dict[str, Any]) -> None:

@@ -326,3 +326,22 @@ def test_the_sweep_of_hostile_specs_through_prepare(aws_account, monkeypatch, tm
     assert counts["specs"] >= 2000, counts
     assert not wrong, f"{counts}\n" + "\n".join(wrong[:10])
 
+
+
+# --- security 5: load_best_model_at_end under FSDP (torch DCP's pickled .metadata, outside the verification) ----
+def test_s5_load_best_model_at_end_under_fsdp_is_refused_naming_the_field():
+    spec = {**SUMMARIZATION, "hyperparameters": {**SUMMARIZATION.get("hyperparameters", {}),
+                                                 "load_best_model_at_end": True}}
+    problems = verdict(spec)
+    named = about(problems, "hyperparameters.load_best_model_at_end") + about(problems, "hyperparameters")
+    assert any("not supported under FSDP" in p for p in named), problems
+    assert not [p for p in about(verdict(SUMMARIZATION), "hyperparameters") if "FSDP" in p]
+
+
+def test_s5_the_job_s_parser_refuses_the_same(tmp_path, monkeypatch):
+    from hftrain import args as hp
+
+    monkeypatch.setenv("SAGEMAKER_BASE_DIR", str(tmp_path))
+    with pytest.raises(hp.ArgumentError, match="not supported under FSDP"):
+        hp.parse_args(["--task", "summarization", "--fsdp", "full_shard auto_wrap", "--load_best_model_at_end",
+                       "true", "--eval_strategy", "steps", "--save_strategy", "steps"])

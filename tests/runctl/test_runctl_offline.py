@@ -110,6 +110,36 @@ def test_stage_model_downloads_with_huggingface_hub_and_uploads_under_base_model
         assert code == 2 and "has no config.json: not a model folder" in capsys.readouterr().err
 
 
+def test_stage_model_leaves_pickles_out_and_refuses_a_pickle_only_model(tmp_path, capsys):
+    """Issue 36, finding 5: the training code loads safetensors only unless the spec opts in, so stage-model
+    uploads no pickle by default and refuses a model that has nothing else; --allow-pickle uploads them."""
+    mixed = _model_folder(tmp_path / "mixed")
+    (mixed / "pytorch_model.bin").write_bytes(b"pickle")
+    (mixed / "training_args.bin").write_bytes(b"pickle")
+    only_pickle = tmp_path / "only-pickle"
+    only_pickle.mkdir()
+    (only_pickle / "config.json").write_text('{"model_type": "bert"}')
+    (only_pickle / "pytorch_model.bin").write_bytes(b"pickle")
+    with mock_aws():
+        s3 = boto3.client("s3", region_name="us-east-1")
+        s3.create_bucket(Bucket="hfsm-dev-data")
+        clients = Clients(sfn=object(), s3=s3)
+        code = main(["stage-model", "acme/mixed", "--bucket", "hfsm-dev-data", "--from-dir", str(mixed)],
+                    clients=clients)
+        out = capsys.readouterr().out
+        assert code == 0 and "left out pickle files: pytorch_model.bin, training_args.bin" in out
+        keys = sorted(o["Key"].rsplit("/", 1)[1] for o in s3.list_objects_v2(Bucket="hfsm-dev-data")["Contents"])
+        assert keys == ["config.json", "model.safetensors", "tokenizer.json"]
+        code = main(["stage-model", "acme/old", "--bucket", "hfsm-dev-data", "--from-dir", str(only_pickle)],
+                    clients=clients)
+        assert code == 2 and "has no safetensors weights" in capsys.readouterr().err
+        code = main(["stage-model", "acme/old", "--bucket", "hfsm-dev-data", "--from-dir", str(only_pickle),
+                     "--allow-pickle"], clients=clients)
+        assert code == 0, capsys.readouterr()
+        assert "base-models/acme/old/local/pytorch_model.bin" in {
+            o["Key"] for o in s3.list_objects_v2(Bucket="hfsm-dev-data")["Contents"]}
+
+
 def test_status_of_a_run_that_did_not_beat_its_baseline() -> None:
     info = {"run_id": "r-1", "status": "SUCCEEDED", "execution_arn": "arn:x", "started": "t", "console_url": "u",
             "result": {"model_uri": "s3://m", "metrics": {"eval_rougeL": 0.0},

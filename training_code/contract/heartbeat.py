@@ -33,9 +33,32 @@ def format_heartbeat(heartbeat: dict[str, Any]) -> str:
     return dumps(heartbeat, what=FILE_NAME)
 
 
+MAX_TEXT_CHARS = 256  # job, phase, kind
+
+
+def _text(value: Any) -> bool:
+    return isinstance(value, str) and len(value) <= MAX_TEXT_CHARS
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)  # finite: loads_object refuses the rest
+
+
 def parse_heartbeat(text: str | bytes | None) -> dict[str, Any] | None:
-    """The heartbeat the file holds; None when there is none (empty, oversize, not a JSON object, non-finite)."""
-    return loads_object(text, max_chars=MAX_CHARS)
+    """The heartbeat the file holds, its FIELDS only; None when there is none or it is not one (empty, oversize,
+    not a JSON object, a non-finite number, a field missing or of another type, a limit not above 0). The file is
+    written by the job, so its reader trusts nothing of it but these shapes (the stall watch also clamps the
+    limit to what the spec allows)."""
+    value = loads_object(text, max_chars=MAX_CHARS)
+    if value is None:
+        return None
+    step = value.get("step")
+    if not (_text(value.get("job")) and _text(value.get("phase")) and _text(value.get("kind"))
+            and (step is None or (isinstance(step, int) and not isinstance(step, bool) and step >= 0))
+            and _number(value.get("moved_at")) and _number(value.get("at")) and _number(value.get("limit_seconds"))
+            and value["limit_seconds"] > 0):
+        return None
+    return {name: value[name] for name in FIELDS}
 
 
 def key(prefix: str) -> str:

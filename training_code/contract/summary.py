@@ -21,7 +21,7 @@ MAX_CHARS = 16 * 1024 * 1024
 
 SUCCEEDED_KEYS = ("run_id", "status", "task", "base_model", "job_name", "model_uri", "registered_model_uri",
                   "registered_model_etag", "metrics", "cost", "model_package_arn", "model_package_group",
-                  "summary_uri", "metrics_uri", "attempts", "source", "links", "finished_at", "interruptions",
+                  "summary_uri", "metrics_uri", "metrics_sha256", "attempts", "source", "links", "finished_at", "interruptions",
                   "checkpoints", "goodput", "verdict")
 FAILED_KEYS = ("run_id", "name", "status", "error", "reason", "source", "execution", "job_name", "job_status",
                "attempt", "summary_uri", "links", "finished_at")

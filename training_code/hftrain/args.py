@@ -69,6 +69,14 @@ class ModelArguments:
     trust_remote_code: bool = field(
         default=False, metadata={"help": "Allow model code from the Hub repository (off by default)."}
     )
+    allow_pickle: bool = field(
+        default=False,
+        metadata={
+            "help": "Load pickle weights (pytorch_model.bin) when the model has no safetensors weights. Off by "
+            "default: only safetensors are loaded (a pickle can run code; torch's weights_only unpickler is the "
+            "only guard), and a pickle-only model is refused before it is opened."
+        },
+    )
     model_revision: str | None = field(
         default=None, metadata={"help": "Hub revision (branch, tag or commit) of the model."}
     )

@@ -122,6 +122,13 @@ RULES: list[dict[str, Any]] = [
      "then": [["save_steps", "multiple of", EVAL_STEPS]],  # (transformers' ratio case needs save_steps < 1: never)
      "message": "load_best_model_at_end: save_steps={save_steps} (the checkpoint interval) must be a whole multiple "
                 "of eval_steps={eval_steps} (logging_steps={logging_steps} when eval_steps is unset)"},
+    # issue 36, finding 5: under FSDP transformers loads the best checkpoint with torch DCP (its .metadata is a pickle)
+    # outside the checkpoint contract's verification (checkpoint/resume.py verifies what a resume loads, not this)
+    {"id": "no-best-model-under-fsdp", "owner": "hftrain", "fields": ["load_best_model_at_end", "fsdp"],
+     "if": [["load_best_model_at_end", "==", True]], "then": [["fsdp", "in", [None, "", []]]],
+     "message": "load_best_model_at_end is not supported under FSDP (fsdp={fsdp}): transformers would load the best "
+                "checkpoint with torch DCP, whose .metadata is a pickle, outside the checkpoint verification; set "
+                "load_best_model_at_end false (the final model is the last step's) or use distribution.strategy ddp"},
     {"id": "plateau-needs-eval", "owner": "transformers", "fields": ["lr_scheduler_type", "eval_strategy"],
      "if": [["lr_scheduler_type", "==", "reduce_lr_on_plateau"]], "then": [["eval_strategy", "!=", "no"]],
      "message": "lr_scheduler_type reduce_lr_on_plateau needs an eval_strategy other than no"},

@@ -20,6 +20,7 @@ import pytest
 from testkit.training import TRAIN_PY, layout_job, subprocess_env, to_argv
 
 from hftrain.checkpoint import manager as ck
+from hftrain.data.files import DataError
 from local_mode import synthetic as synth
 from local_mode.sagemaker.training_hosts import free_port
 
@@ -160,6 +161,12 @@ def test_a_pickled_base_model_s_code_never_runs(tiny_models, tmp_path, monkeypat
     torch.save({"bert.embeddings.word_embeddings.weight": _Payload(f"open({str(ran)!r}, 'w').write('ran')")},
                model / "pytorch_model.bin")  # torch's own format: only the unpickler stands in the way
     base = layout_job(tmp_path / "job", train=synth.cls_examples(8, 3))
-    with pytest.raises(pickle.UnpicklingError, match="Weights only load failed"):
+    # without allow_pickle the pickle-only model is refused before its pickle is opened (issue 36, finding 5)
+    with pytest.raises(DataError, match="has no safetensors weights .* allow_pickle: true"):
         _identity(base, {"task": "text-classification", "model_name_or_path": str(model)}, monkeypatch)
+    assert not ran.exists()
+    # opted in, torch's weights_only unpickler is what stands in the way
+    with pytest.raises(pickle.UnpicklingError, match="Weights only load failed"):
+        _identity(base, {"task": "text-classification", "model_name_or_path": str(model), "allow_pickle": True},
+                  monkeypatch)
     assert not ran.exists(), "the base model's pickle ran code in the job"

@@ -7,6 +7,7 @@ import pytest
 import sagemaker_training
 from testkit.lambdas import settings_dict
 
+from contract import stall_board
 from hfsm_lambda import settings as settings_module
 from hfsm_lambda.errors import PreflightError
 from hfsm_lambda.plan import efa, job_requests
@@ -47,11 +48,14 @@ def test_training_request_environment(instance_type, expected):
     assert (env.get("HFTRAIN_EXPECT_EFA") == "1") == efa.is_efa(instance_type)
 
 
-def test_single_process_cpu_jobs_get_no_environment():
+def test_single_process_cpu_jobs_get_no_efa_or_nccl_environment():
     settings = _settings(["ml.m5.xlarge"])
     spec = {**SPEC, "compute": {"instance_type": "ml.m5.xlarge", "instance_count": 1},
             "distribution": {"strategy": "none"}}
-    assert "Environment" not in job_requests.training_request(prepare_run(spec, settings), settings)
+    run = prepare_run(spec, settings)
+    # only the run's stall-board token (contract/stall_board.py), which every training job gets
+    assert job_requests.training_request(run, settings)["Environment"] == {
+        stall_board.VARIABLE: run.stall_board_token}
 
 
 class FakeEc2:

@@ -21,7 +21,8 @@ SPEC: dict[str, Any] = {
     "compute": {"instance_type": "ml.g5.2xlarge", "instance_count": 1}, "max_runtime_seconds": 3600,
 }
 FROZEN = {"uri": "s3://hfsm-dev-artifacts/registry/run/job/model.tar.gz", "etag": "0123456789abcdef0123456789abcdef",
-          "version_id": "v-frozen", "source_version_id": None}
+          "version_id": "v-frozen", "source_version_id": None,
+          "metrics_uri": "s3://hfsm-dev-artifacts/registry/run/job/metrics.json", "metrics_sha256": "ab" * 32}
 JOB = "hfsm-dev-qa-train-0"
 
 
@@ -51,7 +52,8 @@ def test_the_request_names_the_frozen_model_the_run_and_its_metrics(settings, ru
                             "Environment": {"HF_TASK": "question-answering"}, "ModelDataETag": FROZEN["etag"]}],
             "SupportedContentTypes": ["application/json"], "SupportedResponseMIMETypes": ["application/json"]},
         "ModelMetrics": {"ModelQuality": {"Statistics": {"ContentType": "application/json",
-                                                         "S3Uri": run.uris.metrics}}},
+                                                         "S3Uri": FROZEN["metrics_uri"],
+                                                         "ContentDigest": "sha256:" + "ab" * 32}}},
         "CustomerMetadataProperties": {
             "run_id": run.run_id, "training_job": JOB, "task": "question-answering", "base_model": SPEC["model"],
             "attempts": "2", "verdict": "beats_baseline", "model_etag": FROZEN["etag"], "model_version_id": "v-frozen",

@@ -80,15 +80,25 @@ def prepare_tokenizer(tokenizer, task):
 
 
 def load_model(task, model_path, config, model_args):
+    """The pretrained model: safetensors weights only unless `allow_pickle` (a pickle-only model is refused
+    before any pickle is opened, saying how to proceed)."""
     kwargs = dict(
         config=config,
         cache_dir=model_args.cache_dir,
         revision=model_args.model_revision,
         trust_remote_code=model_args.trust_remote_code,
+        use_safetensors=None if model_args.allow_pickle else True,
         **task.model_kwargs(),
     )
     try:
         return task.auto_model.from_pretrained(model_path, attn_implementation=model_args.attn_implementation, **kwargs)
+    except OSError as err:
+        if model_args.allow_pickle or "safetensors" not in str(err):
+            raise
+        raise DataError(f"the model {model_path} has no safetensors weights (model.safetensors): pickle weights "
+                        "(pytorch_model.bin) are loaded only with the hyperparameter allow_pickle: true, since a "
+                        "pickle can run code. Convert the model (save_pretrained with safe_serialization=True) or "
+                        "opt in") from err
     except (ValueError, ImportError) as err:
         if model_args.attn_implementation == "eager" or "attn" not in str(err).lower() and "sdpa" not in str(err).lower():
             raise

@@ -47,7 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from contract import heartbeat, stall_records
+from contract import heartbeat, stall_board, stall_records
 from hftrain.stall.boards import LocalBoard, board_from_env
 from hftrain.stall.limits import Limits
 from hftrain.stall.verdict import STACKS_DIR, judge
@@ -55,7 +55,7 @@ from hftrain.stall.verdict import STACKS_DIR, judge
 logger = logging.getLogger("hftrain")
 
 EXIT_CODE = 75  # EX_TEMPFAIL: the job stopped making progress; the pipeline retries it
-KEY = "hftrain-stall/"
+KEY = stall_board.FIXED_PREFIX  # without the run's token (local runs); a pipeline job's keys carry its token
 ACK_SECONDS = 15.0
 # A main thread waiting in one of these is waiting for the other ranks, not the cause of a stall.
 WAITING_IN = (f"torch{os.sep}distributed{os.sep}", f"torch{os.sep}autograd{os.sep}",
@@ -188,6 +188,8 @@ class Watchdog(threading.Thread):
         super().__init__(name="stall-watchdog", daemon=True)
         self.who, self.limits, self.heart, self.clock = who, limits, heart, clock
         self.board = board  # None: connected in the thread (board_from_env), never blocking the training
+        # the run's random token in every key: another job reaching this store cannot name them (contract/stall_board.py)
+        self.key = stall_board.prefix(os.environ.get(stall_board.VARIABLE))
         shortest = min(limits.seconds("train", None), limits.seconds("startup", None))
         self.poll = poll if poll is not None else min(10.0, max(0.2, shortest / 10))
         self.exit, self.ack_seconds, self.frames = exit, ack_seconds, frames
@@ -230,20 +232,20 @@ class Watchdog(threading.Thread):
     def tick(self) -> bool:
         """One look; True once this process acted on a stall (it normally does not return from that)."""
         beat = self.beat()
-        self.board.set(f"{KEY}beat/{self.who.rank}", json.dumps(beat))
+        self.board.set(f"{self.key}beat/{self.who.rank}", json.dumps(beat))
         if self.who.rank == 0:
             self._write_heartbeat(beat)
-        announced = self.board.get(f"{KEY}flag")
+        announced = self.board.get(f"{self.key}flag")
         if announced is None and self.judging:
-            keys = [f"{KEY}beat/{r}" for r in self.ranks]
+            keys = [f"{self.key}beat/{r}" for r in self.ranks]
             beats = {r: (json.loads(v) if v else None) for r, v in zip(self.ranks, self.board.get_many(keys),
                                                                        strict=True)}
             found = judge(beats, self.limits, now=self.clock(), started_at=self.started_at, poll=self.poll)
-            if found is not None and self.board.add(f"{KEY}claim", 1) == 1:
-                self.board.set(f"{KEY}flag", json.dumps({"message": found.message, "record": found.record,
+            if found is not None and self.board.add(f"{self.key}claim", 1) == 1:
+                self.board.set(f"{self.key}flag", json.dumps({"message": found.message, "record": found.record,
                                                          "ranks": found.ranks}))
                 self._record(found.record)
-                announced = self.board.get(f"{KEY}flag")
+                announced = self.board.get(f"{self.key}flag")
         if announced is None:
             return False
         self.act(json.loads(announced))
@@ -273,9 +275,9 @@ class Watchdog(threading.Thread):
                     pass
         frozen = sum(1 for b in announced.get("ranks", []) if b.get("frozen"))
         try:
-            self.board.add(f"{KEY}ack", 1)
+            self.board.add(f"{self.key}ack", 1)
             deadline = time.monotonic() + self.ack_seconds
-            while time.monotonic() < deadline and int(self.board.get(f"{KEY}ack") or 0) < self.who.world - frozen:
+            while time.monotonic() < deadline and int(self.board.get(f"{self.key}ack") or 0) < self.who.world - frozen:
                 time.sleep(min(0.2, self.poll))
         except Exception:  # noqa: BLE001, S110 - the store's host may be gone already: exit anyway
             pass
