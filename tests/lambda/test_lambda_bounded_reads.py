@@ -153,3 +153,47 @@ def test_an_object_is_read_up_to_its_bound_whatever_its_size():
             return {"Body": small, "ContentLength": 8}
 
     assert read_object(Small(), "b", "k", max_bytes=1000) == b'{"a": 1}'
+
+
+class Counting:
+    """A boto3 CloudWatch Logs client (moto here) whose GetLogEvents calls and returned bytes are counted."""
+
+    def __init__(self, client) -> None:
+        self.client, self.calls, self.bytes = client, 0, 0
+
+    def get_paginator(self, name: str):
+        return self.client.get_paginator(name)
+
+    def get_log_events(self, **kwargs) -> dict:
+        page = self.client.get_log_events(**kwargs)
+        self.calls += 1
+        self.bytes += sum(len(e["message"]) + 26 for e in page["events"])
+        return page
+
+
+@pytest.mark.slow
+@mock_aws
+def test_a_million_line_stream_in_moto_costs_a_bounded_number_of_calls_and_bytes():
+    """The same bound on moto's own CloudWatch Logs: a stream of a million events really written."""
+    logs = aws.client("logs")
+    stream = f"{JOB}/algo-1-1"
+    logs.create_log_group(logGroupName=GROUP)
+    logs.create_log_stream(logGroupName=GROUP, logStreamName=stream)
+    start, total = 1_700_000_000_000, 1_000_000
+    for first in range(0, total, 10_000):  # PutLogEvents takes at most 10,000 events a call
+        events = []
+        for i in range(first, first + 10_000):
+            message = ('GOODPUT {"event": "startup"}' if i == 0 else 'GOODPUT {"event": "end", "step": 999}'
+                       if i == total - 1 else f"PROGRESS global_step={i} max_steps=999999" if i % 1000 == 0
+                       else "y" * 60)
+            events.append({"timestamp": start + i, "message": message})
+        logs.put_log_events(logGroupName=GROUP, logStreamName=stream, logEvents=events)
+    counted = Counting(logs)
+    budget = LogBudget()
+    (read,) = goodput_sources.leader_streams(counted, JOB, budget)
+    assert counted.calls <= budget.head_calls + budget.tail_calls, counted.calls
+    assert counted.bytes <= (budget.head_calls + budget.tail_calls) * 1024 * 1024, counted.bytes
+    assert counted.bytes < 0.5 * total * 60  # far from the whole stream's bytes
+    messages = [m for _, m in read["events"]]
+    assert messages[0] == 'GOODPUT {"event": "startup"}' and messages[-1].startswith('GOODPUT {"event": "end"')
+    assert read["incomplete"]

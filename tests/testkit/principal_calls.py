@@ -100,7 +100,7 @@ def principal_calls(fsx: bool, create_sagemaker_log_groups: bool) -> dict[str, l
                       for g in ("TrainingJobs", "ProcessingJobs")]
     # The durability watchdog (check_job) and the run summary (finish) read checkpoint markers and _history.json.
     read_checkpoints = [("s3:ListBucket", "{arts}", "code:watch.durability.get_paginator"),
-                        ("s3:GetObject", "{arts}/checkpoints/*", "code:watch.durability.get_object")]
+                        ("s3:GetObject", "{arts}/checkpoints/*", "code:bounded_reads.get_object")]  # watch/durability.py reads through it
     pass_role = ("iam:PassRole", "ref:SageMakerExecutionRole", "sdk:CreateTrainingJob/CreateProcessingJob pass RoleArn")
     grant = ("kms:CreateGrant", KEY, "sdk:SageMaker creates the volume grant with the caller's credentials "
                                      "(VolumeKmsKeyId)")
@@ -120,7 +120,7 @@ def principal_calls(fsx: bool, create_sagemaker_log_groups: bool) -> dict[str, l
             ("s3:ListBucket", "{arts}", "code:plan.preflight.get_paginator"),
             ("kms:Decrypt", KEY, S3_KMS.format("Decrypt") + ": the spec object"),
             ("s3:PutObject", "{arts}/claims/*", "code:runs.claims.put_object"),
-            ("s3:GetObject", "{arts}/claims/*", "code:runs.claims.get_object"),
+            ("s3:GetObject", "{arts}/claims/*", "code:bounded_reads.get_object"),  # runs/claims.py reads through it
             ("kms:GenerateDataKey", KEY, S3_KMS.format("GenerateDataKey") + ": the run id claim"),
             ("sagemaker:DescribeTrainingJob", tj, "code:plan.preflight.describe_training_job"),
             ("states:ListExecutions", "{states}:stateMachine:{prefix}-fine-tune", "code:plan.spend.get_paginator"),
@@ -163,7 +163,7 @@ def principal_calls(fsx: bool, create_sagemaker_log_groups: bool) -> dict[str, l
             ("logs:DescribeLogStreams", "{logs}:log-group:/aws/sagemaker/TrainingJobs:*",
              "code:goodput.sources.get_paginator"),
             ("logs:GetLogEvents", "{logs}:log-group:/aws/sagemaker/TrainingJobs:log-stream:{prefix}-*",
-             "code:goodput.sources.get_log_events"),
+             "code:bounded_reads.get_log_events"),  # goodput/sources.py reads through it
             *read_checkpoints]),
         "{prefix}-fn-notify-failure": lambda_role("notify_failure", "NotifyFailure", [
             ("s3:PutObject", "{arts}/outputs/*", "code:handlers.put_object"),
