@@ -1,6 +1,6 @@
 """The simulator's model replayed on a measured local run, compared part by part with that run's ledger.
 
-The replay takes from the ledger only unit costs (the mean step time, one save, one attempt's download, the first
+The replay takes from the ledger only unit costs (each attempt's mean step time, one save, one attempt's download, the first
 and a restarted start-up, an interrupted attempt's tail after its last step, the evaluation and the upload) and
 the schedule: where each interruption came and of what kind. It predicts the rest as the simulator does: which
 checkpoints exist when each interruption comes (every `every_steps`; a save interrupted in flight never counts;
@@ -33,7 +33,7 @@ class Event:
 class Units:
     """Per instance, seconds: what the ledger measured once, that the replay multiplies."""
 
-    step: float
+    steps: tuple[float, ...]  # each attempt's mean step time
     save: float
     download: float
     first_startup: float
@@ -49,15 +49,16 @@ def _per_instance(attempt: dict, part: str) -> float:
     return float(attempt["parts"].get(part) or 0.0) / attempt["instance_count"]
 
 
-def units(goodput: dict) -> Units:
+def units(goodput: dict, schedule: list[Event]) -> Units:
     rows = goodput["attempts"]
     runs = [(a["step_seconds"], a.get("steps_run") or 1) for a in rows if a.get("step_seconds")]
-    step = sum(s * n for s, n in runs) / sum(n for _, n in runs)
-    saves = sum(a.get("saves") or 0 for a in rows) + 1  # + the final model write
+    mean = sum(s * n for s, n in runs) / sum(n for _, n in runs)
+    # the ledger's `saves` are the completed ones; a save interrupted in flight was paid too, and the final write
+    saves = sum(a.get("saves") or 0 for a in rows) + 1 + sum(e.kind == DURING_SAVE for e in schedule)
     tails = [((a.get("details") or {}).get("replayed") or {}).get("after_last_step", 0.0) / a["instance_count"]
              for a in rows[:-1]]
     return Units(
-        step=step, save=sum(_per_instance(a, "checkpointing") for a in rows) / saves,
+        steps=tuple(a.get("step_seconds") or mean for a in rows), save=sum(_per_instance(a, "checkpointing") for a in rows) / saves,
         download=statistics.fmean(_per_instance(a, "downloading") for a in rows),
         first_startup=_per_instance(rows[0], "startup"),
         restart_startup=statistics.fmean(_per_instance(a, "startup") for a in rows[1:]) if len(rows) > 1 else 0.0,
@@ -86,8 +87,10 @@ def _multiples(after: int, upto: int, every: int) -> list[int]:
 def replay(u: Units, schedule: list[Event], every_steps: int) -> dict[str, float]:
     """Predicted seconds per part, per instance."""
     parts = dict.fromkeys(COMPARED, 0.0)
-    start, saves, lost_steps = u.start_step, 0, 0
-    for event in schedule:
+    start, saves = u.start_step, 0
+    mean = statistics.fmean(u.steps)
+    for i, event in enumerate(schedule):
+        step = u.steps[i] if len(u.steps) == len(schedule) + 1 else mean  # that attempt's own step time
         done = _multiples(start, event.step, every_steps)
         if event.kind == DURING_SAVE:
             kept = [m for m in done if m < event.step]
@@ -99,14 +102,14 @@ def replay(u: Units, schedule: list[Event], every_steps: int) -> dict[str, float
         else:
             saves += len(done)
             resume = done[-1] if done else start
-        lost_steps += event.step - resume
+        parts["productive"] += (resume - start) * step
+        parts["replayed"] += (event.step - resume) * step + u.tail
         start = resume
     saves += len(_multiples(start, u.max_steps, every_steps)) + 1  # + the final model write
     attempts = len(schedule) + 1
     parts["downloading"] = attempts * u.download
     parts["startup"] = u.first_startup + (attempts - 1) * u.restart_startup
-    parts["productive"] = (u.max_steps - u.start_step) * u.step
-    parts["replayed"] = lost_steps * u.step + len(schedule) * u.tail
+    parts["productive"] += (u.max_steps - start) * (u.steps[-1] if len(u.steps) == attempts else mean)
     parts["checkpointing"] = saves * u.save
     parts["evaluation"] = u.evaluation
     parts["uploading"] = u.uploading
@@ -118,9 +121,10 @@ def cross_check(goodput: dict, schedule: list[Event] | None = None, *, every_ste
     """Every part predicted vs measured (per instance): ok when within `tolerance` of the measured value or
     `floor` of the billed time, whichever is larger. `save_scale` multiplies the save cost (the test's wrong
     model)."""
-    u = units(goodput)
+    schedule = schedule_from_ledger(goodput) if schedule is None else schedule
+    u = units(goodput, schedule)
     u = replace(u, save=u.save * save_scale)
-    predicted = replay(u, schedule_from_ledger(goodput) if schedule is None else schedule, every_steps)
+    predicted = replay(u, schedule, every_steps)
     measured = dict.fromkeys(COMPARED, 0.0)
     billed = 0.0
     for attempt in goodput["attempts"]:

@@ -18,7 +18,14 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.goodput_sim.replay import ABRUPT, DURING_SAVE, NOTICE, Event, cross_check, schedule_from_ledger
+from benchmarks.goodput_sim.replay import (
+    ABRUPT,
+    DURING_SAVE,
+    NOTICE,
+    Event,
+    cross_check,
+    schedule_from_ledger,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 LEDGERS = Path(__file__).parent / "ledgers"
