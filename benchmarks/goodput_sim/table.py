@@ -34,6 +34,12 @@ def rows(fleet: Fleet, *, samples: int, rates: tuple[float, ...] = RATES,
     return out
 
 
+LEGEND = ("columns at mid costs, shares of billed time: replayed = steps run again + interrupted attempts' tails "
+          "after their last step; restarts = image pull, downloads, start-up (the first start's included) and "
+          "recovery in place; stalled = until a stall or a lost instance is detected; saves = the loop's blocking "
+          "save time. lost inst-h = (billed - work) x instances. Provisioning is wall time, not billed.")
+
+
 def markdown(table: list[dict]) -> list[str]:
     head = ("per day", "policy", "goodput (low / mid / high costs)", "lost inst-h", "replayed", "restarts",
             "stalled", "saves")
@@ -44,7 +50,7 @@ def markdown(table: list[dict]) -> list[str]:
         out.append(f"| {r['interruptions_per_day']:g} | {r['policy']} | {r['goodput_low_costs']:.1%} / "
                    f"**{r['goodput']:.1%}** / {r['goodput_high_costs']:.1%} | {r['lost_instance_hours']:.1f} | "
                    f"{p['replayed']:.2%} | {restarts:.2%} | {p['stalled']:.2%} | {p['checkpointing']:.2%} |")
-    return out
+    return [*out, "", LEGEND]
 
 
 def verdict(table: list[dict]) -> list[str]:
