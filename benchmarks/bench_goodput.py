@@ -35,16 +35,18 @@ def _ledger(path: Path) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--fleet", choices=[*FLEETS, "all"], default="all")
+    parser.add_argument("--fleet", choices=[*FLEETS, "all", "none"], default="all", help="none: the cross-check only")
     parser.add_argument("--samples", type=int, default=400, help="simulated runs per row and cost end")
     parser.add_argument("--smoke", action="store_true", help="40 samples per row")
     parser.add_argument("--json", action="store_true", help="the rows as JSON objects, one per line")
     parser.add_argument("--sources", action="store_true", help="print every figure with its source")
     parser.add_argument("--ledger", type=Path, help="a local run's report/run.json: replay it, compare every part")
     parser.add_argument("--every-steps", type=int, help="that run's checkpoint.every_steps")
+    parser.add_argument("--save-scale", type=float, default=1.0, help="multiply the replay's save cost (a wrong "
+                        "model, to watch the check fail)")
     args = parser.parse_args(argv)
     samples = 40 if args.smoke else args.samples
-    fleets = list(FLEETS.values()) if args.fleet == "all" else [FLEETS[args.fleet]]
+    fleets = list(FLEETS.values()) if args.fleet == "all" else [] if args.fleet == "none" else [FLEETS[args.fleet]]
     everything = []
     for fleet in fleets:
         rows = table.rows(fleet, samples=samples)
@@ -65,7 +67,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.every_steps is None:
             parser.error("--ledger needs --every-steps (the run's checkpoint.every_steps)")
         ledger = _ledger(args.ledger)
-        check = cross_check(ledger, schedule_from_ledger(ledger), every_steps=args.every_steps)
+        check = cross_check(ledger, schedule_from_ledger(ledger), every_steps=args.every_steps,
+                            save_scale=args.save_scale)
         print(f"\ncross-check against {args.ledger}: " + ("every part within" if check["ok"] else "OUTSIDE")
               + " 10% (or 1% of the billed time)")
         for name, row in check["parts"].items():
