@@ -115,8 +115,10 @@ def run_once(costs: Costs, policy: Policy, rate_per_day: float, rng: random.Rand
     lag = costs.background_write if policy.background_saves else 0.0
     rate = rate_per_day / DAY
     while True:
-        if start != "in_place" and start != "first":
+        if start != "in_place":
             provisioning += costs.provisioning
+        if start == "in_place":  # the local checkpoint's upload finishes while the processes restart
+            durable = max(durable, local)
         if start != "first":
             position = durable if start == "new" else local
         budget = rng.expovariate(rate) if rate > 0 else math.inf
