@@ -56,6 +56,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\n## {fleet.instances} x {fleet.instance_type}: {fleet.model}, {fleet.work_hours:g} h of training "
               f"steps; interruptions: {events.DEFAULT_MIX.describe()}; {samples} runs per row and cost end")
         print("\n".join(table.markdown(rows)))
+        print(table.restart_ratio(fleet))
         if args.sources:
             print("\nfigures (low-cost end / mid / high-cost end):")
             print("\n".join(f"- {name}: {text}" for name, text in fleet.sources()))

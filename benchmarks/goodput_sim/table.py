@@ -64,3 +64,16 @@ def verdict(table: list[dict]) -> list[str]:
                      f"(target >= {target:.0%}: {ok}; {row['goodput_low_costs']:.1%} to "
                      f"{row['goodput_high_costs']:.1%} across the ranges)")
     return lines
+
+
+def restart_ratio(fleet: Fleet) -> str:
+    """What a new job's restart takes (wall: provisioning, image pull, downloads, start-up, restore) against a
+    fast recovery in place (HyperPod's range), at each end of the ranges (the issue's fleet ratio, >= 5x)."""
+    out = []
+    for end in ("low", "mid", "high"):
+        c = costs_at(fleet, end)
+        new = (c.provisioning + c.image_pull + c.data_download + c.checkpoint_download + c.imports + c.pg_join
+               + c.model_load + c.cache_load + c.restore)
+        out.append(f"{end} {new:.0f} s vs {c.in_place:.0f} s = {new / c.in_place:.1f}x")
+    return (f"{fleet.instances} x {fleet.instance_type}: a new job's restart vs a recovery in place (wall): "
+            + "; ".join(out))
