@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -57,27 +59,23 @@ def test_bench_gpu_smoke_and_skip_without_cuda(tmp_path):
         assert proc.returncode == 0 and "no CUDA device here: skipped" in proc.stdout
 
 
-def test_bench_goodput_prints_the_policy_table_and_replays_known_interruptions(tmp_path):
-    """The simulator runs from a fresh checkout (its cross-check against a run: tests/e2e/test_local_mode.py)."""
-    from benchmarks import bench_goodput
-
-    proc = _run("bench_goodput.py", "--smoke", cwd=tmp_path)
+def test_bench_goodput_prints_the_policy_table_for_both_fleets(tmp_path):
+    """The simulator runs from a fresh checkout: the table, its JSON rows, the sources (its model:
+    tests/benchmarks/test_goodput_sim.py; its cross-check against local runs: test_goodput_replay.py)."""
+    proc = _run("bench_goodput.py", "--smoke", "--sources", cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert proc.stdout.count("| 4 | auto, cache, MaxRuntime |") == 2  # both cost profiles
-    assert "auto vs fixed" in proc.stdout and "detection vs MaxRuntime" in proc.stdout
-    # the model on known interruptions: an abrupt one at 130 s of work loses the 30 s since the checkpoint at 100
-    # and the 4 s the attempt is billed until its processes are gone
-    costs = bench_goodput.Costs(download=1, startup=10, tokenize=0, cache_load=0, restore=2, save=1, eval=0,
-                                upload=3, stop=4)
-    parts = bench_goodput.replay(costs, work=300, every=50, interruptions=[130], notice=False)
-    assert parts["replayed"] == 30 + 4 and parts["startup"] == 10 + 12 and parts["checkpointing"] == 6
-    assert bench_goodput.replay(costs, work=300, every=50, interruptions=[130], notice=True)["replayed"] == 4
-    # many interruptions a day: auto saves more often than every 30 minutes and loses less
-    busy = bench_goodput.Scenario(rate_per_day=24, stall_per_day=0)
-    fixed = bench_goodput.simulate(busy, bench_goodput.P4D, samples=60)
-    auto = bench_goodput.simulate(bench_goodput.Scenario(rate_per_day=24, stall_per_day=0, interval="auto"),
-                                  bench_goodput.P4D, samples=60)
-    assert auto["interval_minutes"] < 30 and auto["goodput"] > fixed["goodput"]
+    assert "## 16 x ml.p4d.24xlarge" in proc.stdout and "## 4 x ml.g5.12xlarge" in proc.stdout
+    assert proc.stdout.count("| 4 | 6 + auto interval (estimated M) |") == 2  # both fleets
+    assert "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/spot-instance-termination-notices.html" in proc.stdout
+    assert "16 x ml.p4d.24xlarge, 1 interruption(s)/day, last policy, mid costs: " in proc.stdout
+    proc = _run("bench_goodput.py", "--smoke", "--json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert len(rows) == 2 * 4 * 6
+    for row in rows:
+        assert {"fleet", "interruptions_per_day", "policy", "goodput", "lost_instance_hours", "parts"} <= set(row)
+        assert row["goodput_low_costs"] >= row["goodput"] >= row["goodput_high_costs"]
+        assert sum(row["parts"].values()) == pytest.approx(1.0, abs=1e-3)
 
 
 def test_bench_preflight_smoke(tmp_path):

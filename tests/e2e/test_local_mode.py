@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.bench_goodput import cross_check
+from benchmarks.goodput_sim.replay import cross_check
 from local_mode.demo import build_inputs, demo_spec
 from local_mode.report import write_report
 from local_mode.session import LocalSession, RunOutcome
@@ -109,7 +109,7 @@ def test_local_run_end_to_end(dev_outdir: Path, tmp_path: Path) -> None:
         _assert_ledger_adds_up(ledger, desc)
         assert result["checkpoints"]["last_durable_step"] >= 20
         assert any("is durable in S3 (last_durable_step=" in line for line in said)
-        # The simulator (benchmarks/bench_goodput.py), given this run's parameters, predicts its goodput.
+        # The simulator (benchmarks/goodput_sim/replay.py), given this run's parameters, predicts every ledger part.
         check = cross_check(ledger, every_steps=5)
         assert check["ok"], check
 
