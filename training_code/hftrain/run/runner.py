@@ -26,7 +26,7 @@ from hftrain.data.raw import data_source, first_rows, gather_sharded, load_raw, 
 from hftrain.parallel import bandwidth, fsdp
 from hftrain.parallel import process_group as distributed
 from hftrain.parallel.nccl import NcclTransportCallback, NetworkError
-from hftrain.run import export, progress
+from hftrain.run import export, output, progress
 from hftrain.run.callbacks import (
     CheckpointCallback,
     EpochCallback,
@@ -532,6 +532,7 @@ def _run(job: TrainingRun, training_args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    output.tolerate_closed_output()  # a stop can end the reader of our output before the emergency save is done
     logging.basicConfig(
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         level=logging.INFO,
