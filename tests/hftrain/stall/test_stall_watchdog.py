@@ -88,7 +88,12 @@ def test_the_rank_not_waiting_in_a_collective_is_named_with_host_step_and_functi
 def test_the_culprit_is_named_even_when_a_waiting_rank_crosses_the_limit_first():
     beats = {r: beat(r, moved=NOW - 601) for r in range(4)}
     beats[2].update(waiting=False, moved_at=NOW - 590, frames=["hang (hftrain/stall/injection.py:1)"])
-    verdict = judge(beats, Limits(minutes=10), now=NOW, started_at=0, poll=10)
+    # rank 2 moved 590 s ago, within the 600 s limit: no verdict yet (progress means progress) ...
+    assert judge(beats, Limits(minutes=10), now=NOW, started_at=0, poll=10) is None
+    for b in beats.values():
+        b["alive_at"] = NOW + 11
+    # ... and once it is past its limit too, it is named (not the ranks that wait for it)
+    verdict = judge(beats, Limits(minutes=10), now=NOW + 11, started_at=0, poll=10)
     assert verdict.record["rank"] == 2 and verdict.record["ranks"] == [2]
 
 

@@ -138,6 +138,14 @@ class Identity:
     host: str = "algo-1"
     job: str = "local"
     checkpoint_dir: str | None = None
+    hosts: tuple[str, ...] = ()
+    local_world: int = 1
+
+    def layout(self, rank: int) -> tuple[str, int]:
+        """(host, local rank) of a global rank, as torchrun numbers them (node rank x processes per node + local
+        rank, the nodes in SageMaker's host order): for a rank that never published its own."""
+        node, local = divmod(rank, max(1, self.local_world))
+        return (self.hosts[node] if node < len(self.hosts) else "?"), local
 
     @classmethod
     def from_env(cls, checkpoint_dir: str | None = None) -> Identity:
@@ -146,7 +154,8 @@ class Identity:
         env = SageMakerEnv.from_environ()
         return cls(rank=int(os.environ.get("RANK", "0") or 0), world=int(os.environ.get("WORLD_SIZE", "1") or 1),
                    local_rank=int(os.environ.get("LOCAL_RANK", "0") or 0), host=env.current_host, job=env.job_name,
-                   checkpoint_dir=checkpoint_dir)
+                   checkpoint_dir=checkpoint_dir, hosts=tuple(env.hosts),
+                   local_world=int(os.environ.get("LOCAL_WORLD_SIZE", "1") or 1))
 
 
 def dump_stacks(handle) -> None:
@@ -205,7 +214,9 @@ class Watchdog(threading.Thread):
             self.board = board_from_env()
         if isinstance(self.board, LocalBoard) and self.who.world > 1:
             self.ranks = [self.who.rank]  # no store: this rank can only judge itself
-        while not self.stopping.wait(self.poll):
+        first = True
+        while first or not self.stopping.wait(self.poll):
+            first = False  # the first beat at once: a rank frozen before its first poll is still known
             try:
                 if self.tick():
                     return
@@ -238,7 +249,8 @@ class Watchdog(threading.Thread):
             keys = [f"{KEY}beat/{r}" for r in self.ranks]
             beats = {r: (json.loads(v) if v else None) for r, v in zip(self.ranks, self.board.get_many(keys),
                                                                        strict=True)}
-            found = judge(beats, self.limits, now=self.clock(), started_at=self.started_at, poll=self.poll)
+            found = judge(beats, self.limits, now=self.clock(), started_at=self.started_at, poll=self.poll,
+                          identity=self.who.layout)
             if found is not None and self.board.add(f"{KEY}claim", 1) == 1:
                 self.board.set(f"{KEY}flag", json.dumps({"message": found.message, "record": found.record,
                                                          "ranks": found.ranks}))
