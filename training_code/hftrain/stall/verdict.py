@@ -3,8 +3,8 @@ the `_stalls.json` record."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from contract.stall_records import MESSAGE_PREFIX, STACKS_DIR
