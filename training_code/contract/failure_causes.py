@@ -88,11 +88,36 @@ def classify(text: str, exit_code: int | None = None) -> str:
 
 
 def cause_of(reason: str) -> str:
-    """The cause a job's failure text (FailureReason, `AlgorithmError: ` prefix or not) gives: its first line is
-    the verdict `format_reason` wrote; anything else (a toolkit message) is classified whole, consequences left
-    out."""
-    verdict = reason.split(f"\n{CONSEQUENCES_PREFIX}", 1)[0]
-    return classify(verdict)
+    """The cause a job's failure text (FailureReason, `AlgorithmError: ` prefix or not) gives: the line before
+    the consequences is the verdict `format_reason` wrote; a text without consequences (a toolkit message, one
+    rank's own failure) is classified whole."""
+    verdict, _, rest = reason.partition(f"\n{CONSEQUENCES_PREFIX}")
+    return classify(verdict if rest else reason)
+
+
+_SILENT_RE = re.compile(r"rank (\d+) \(([^,()]+), local rank (\d+)\) went silent after step (\d+)")
+_TORCHRUN_RE = re.compile(r"failed \(exitcode: (-?\d+)\) local_rank: (\d+) \(pid: (\d+)\)")
+
+
+def silent_peer_text(*, rank: int, host: str, local_rank: int, step: int | None, silent_seconds: float,
+                     error: str) -> str:
+    """A rank whose collective failed says which peer went silent first (its watchdog stopped publishing): the
+    peer is the likely cause, this rank's error a consequence (hftrain/stall/watchdog.py `peer_failure`)."""
+    return (f"rank {rank} ({host}, local rank {local_rank}) went silent after step {step if step is not None else 0} "
+            f"(its watchdog stopped publishing {silent_seconds:.0f} s before this rank's collective failed: its "
+            f"process died or froze); this rank's error is a consequence: {error}")
+
+
+def silent_peer(text: str) -> tuple[int, str, int, int] | None:
+    """(rank, host, local rank, step) of the peer a `silent_peer_text` names."""
+    match = _SILENT_RE.search(text)
+    return (int(match[1]), match[2], int(match[3]), int(match[4])) if match else None
+
+
+def torchrun_failures(log: str) -> list[tuple[int, int, int]]:
+    """(local rank, exit code, pid) of every worker torchrun's agent reported failed in its log ("failed
+    (exitcode: -9) local_rank: 0 (pid: 123) of binary ..."): a negative exit code is the signal that killed it."""
+    return [(int(m[2]), int(m[1]), int(m[3])) for m in _TORCHRUN_RE.finditer(log)]
 
 
 def _rank_order(evidence: Evidence) -> tuple[int, float, int]:
@@ -117,11 +142,12 @@ def who(evidence: Evidence) -> str:
 
 
 def format_reason(cause: Evidence, consequences: list[Evidence]) -> str:
-    """The failure text: the cause's own words first (a stall keeps the watchdog's message), then one line that
-    lists the consequences."""
-    text = cause.text.strip()
+    """The failure text: the cause's first line (a stall keeps the watchdog's message), one line that lists the
+    consequences, then the rest of the cause's text (SageMaker keeps the first 1024 characters)."""
+    first, _, rest = cause.text.strip().partition("\n")
+    lines = [first]
     if consequences:
         listed = "; ".join(f"{who(c)}: {c.text.strip().splitlines()[0][:160]}" for c in consequences[:4])
         more = f" (+{len(consequences) - 4} more)" if len(consequences) > 4 else ""
-        text += f"\n{CONSEQUENCES_PREFIX}{listed}{more}"
-    return text
+        lines.append(f"{CONSEQUENCES_PREFIX}{listed}{more}")
+    return "\n".join([*lines, rest] if rest else lines)

@@ -471,6 +471,13 @@ def run(model_args, data_args, training_args, clock: GoodputClock | None = None)
     watchdog = start_watchdog(training_args)  # every rank, before anything can hang (stall/watchdog.py)
     try:
         return _run(job, training_args)
+    except Exception as err:
+        # a peer's collective error is a consequence: a stall announced wins, else the peer that went silent is
+        # named first (stall/watchdog.py peer_failure; main's own message then finds the failure file written)
+        peer = stall.peer_failure(err)
+        if peer:
+            write_failure(peer, where=_where())
+        raise
     finally:  # also when the run raises: a process that goes on (in-process tests) keeps no watchdog
         if watchdog is not None:
             watchdog.stop()

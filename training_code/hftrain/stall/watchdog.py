@@ -228,6 +228,8 @@ class Watchdog(threading.Thread):
 
     def stop(self) -> None:
         self.stopping.set()
+        if self in CURRENT:
+            CURRENT.remove(self)
 
     def beat(self) -> dict[str, Any]:
         heart, now = self.heart, self.clock()
@@ -350,7 +352,39 @@ def start(limits: Limits, *, checkpoint_dir: str | None, poll: float | None = No
     HEART.moved_at = time.time()
     watchdog = Watchdog(who, limits, poll=poll)
     watchdog.start()
+    CURRENT[:] = [watchdog]
     if who.rank == 0:
         logger.info("stall watchdog: every rank; training steps %s, start-up/evaluation/saves %s min, checked "
                     "every %.1f s", limits.describe("train", None), f"{limits.startup_minutes:g}", watchdog.poll)
     return watchdog
+
+
+CURRENT: list[Watchdog] = []  # this process's running watchdog (start), for `peer_failure`
+
+
+def peer_failure(error: BaseException, step: int | None = None) -> str | None:
+    """After this rank's collective failed (gloo "Connection reset by peer", an NCCL error): a stall already
+    announced is the cause (this rank's watchdog acts on it and ends the process: wait for it); else the failure
+    text that names the peer whose watchdog published last longest ago (the one that ended or froze) and this
+    rank's error as a consequence. None when the error is not a collective's or no watchdog runs."""
+    from contract import failure_causes
+
+    text = f"{type(error).__name__}: {str(error).strip().splitlines()[0] if str(error).strip() else 'no message'}"
+    watchdog = CURRENT[-1] if CURRENT else None
+    if watchdog is None or not watchdog.is_alive() or failure_causes.classify(text) != failure_causes.COLLECTIVE:
+        return None
+    try:
+        if watchdog.board.get(f"{KEY}flag") is not None:
+            watchdog.join(2 * watchdog.poll + watchdog.ack_seconds)  # it writes the stall and exits the process
+        keys = [f"{KEY}beat/{r}" for r in range(watchdog.who.world) if r != watchdog.who.rank]
+        beats = [json.loads(v) for v in watchdog.board.get_many(keys) if v]
+    except Exception:  # noqa: BLE001 - the store's host may be the one that ended
+        beats = []
+    step = HEART.step if step is None else step
+    if not beats:
+        return f"a collective failed after step {step} (a peer ended or froze; its heartbeat is unknown): {text}"
+    oldest = min(beats, key=lambda b: float(b.get("alive_at") or 0))
+    return failure_causes.silent_peer_text(rank=oldest["rank"], host=oldest.get("host") or "?",
+                                           local_rank=oldest.get("local_rank") or 0, step=step,
+                                           silent_seconds=time.time() - float(oldest.get("alive_at") or 0),
+                                           error=text)
