@@ -28,7 +28,7 @@ from urllib.parse import unquote_plus
 
 from botocore.exceptions import ClientError
 
-from contract import stall_records
+from contract import failure_causes, stall_records
 from contract import summary as run_summary
 from hfsm_lambda import naming
 from hfsm_lambda.goodput import sources as goodput_sources
@@ -356,7 +356,11 @@ def plan_fallback(event: PlanFallbackInput, context: Any = None) -> int:
     """Input {run, attempt, status}; returns the next attempt index ($.attempt) or raises
     FallbackExhaustedError (attempts used up) / JobFailedError (a failure a new attempt would not fix)."""
     run, attempt = run_json.from_json(event["run"]), int(event.get("attempt") or 0)
-    nxt = outcomes.next_attempt(run, attempt, event["status"])
+    earlier = None
+    if attempt and (event["status"] or {}).get("cause") == failure_causes.EXCEPTION:
+        # the script's own exception twice in a row ends the run (runs/actions.py): the attempt before's reason
+        earlier = _describe(client("sagemaker"), "training", run.job_names.train[attempt - 1]).get("FailureReason")
+    nxt = outcomes.next_attempt(run, attempt, event["status"], earlier)
     _log("fallback planned", run_id=run.run_id, **encode(run.attempts[nxt]))
     return nxt
 

@@ -84,8 +84,11 @@ def _desc(status: str, reason: str | None) -> dict[str, Any]:
 def test_a_stall_is_its_own_retryable_outcome_and_other_failures_are_not():
     status = outcomes.classify("training", _desc("Failed", STALL_REASON))
     assert status["state"] == "retryable" and status["outcome"] == "stall"
+    # the script's own exception is retried once (runs/actions.py), not as a stall; a settings error is not
     failed = outcomes.classify("training", _desc("Failed", "AlgorithmError: ExecuteUserScriptError: ExitCode 1"))
-    assert failed["state"] == "failed" and failed["outcome"] is None
+    assert failed["state"] == "retryable" and failed["outcome"] is None and failed["cause"] == "exception"
+    failed = outcomes.classify("training", _desc("Failed", "AlgorithmError: ExecuteUserScriptError: ExitCode 2"))
+    assert failed["state"] == "failed" and failed["cause"] == "configuration"
 
 
 def test_attempts_used_up_by_stalls_say_so():

@@ -521,13 +521,14 @@ def main(argv: list[str] | None = None) -> int:
     except USER_ERRORS as err:
         sys.stderr.write(f"ERROR: {err}\n")
         sys.stderr.flush()
-        write_failure(str(err), where=_where())
+        # "exit code 2" marks a settings or data error: the pipeline ends the run (contract/failure_causes.py)
+        write_failure(str(err), where=f"{_where()}; a settings or data error, exit code 2")
         return 2
     except Exception as err:
         # Not the user's data or settings: the traceback (printed below) is for the log; FailureReason says what.
         first = str(err).strip().splitlines()[0] if str(err).strip() else ""
-        write_failure(f"{type(err).__name__}: {first or 'no message'} (an unexpected error in the training code; "
-                      "the traceback is in the job's log)", where=_where())
+        write_failure(f"{type(err).__name__}: {first or 'no message'} (after step {stall.HEART.step}; an unexpected "
+                      "error in the training code; the traceback is in the job's log)", where=_where())
         raise
 
 
