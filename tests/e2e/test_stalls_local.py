@@ -29,9 +29,9 @@ REPO = Path(__file__).resolve().parents[2]
 FAULTS = ["3@4", "2@7:sigstop", "1@startup", "3@10:loader"]
 # rank, host, local rank, what the first line says
 NAMED = [(3, "algo-2", 1, "made no progress for", "at step 4"),
-         # last heard where its watchdog last published (every 0.6 s): a step, or the start-up's restore when
-         # the steps before the SIGSTOP were quicker than that
-         (2, "algo-2", 0, "stopped responding (its process is frozen or SIGSTOPped", "last heard at "),
+         # last heard at step 7, or, when its watchdog last published before that step, after step 7 (the step its
+         # peers completed with it)
+         (2, "algo-2", 0, "stopped responding (its process is frozen or SIGSTOPped", "step 7"),
          (1, "algo-1", 1, "made no progress for", "in start-up phase layout (before step 1)"),
          (3, "algo-2", 1, "made no progress for", "at step 10")]
 LIMITS = [0.1 * 60, 0.1 * 60, 0.5 * 60, 0.1 * 60]

@@ -49,7 +49,8 @@ def test_a_frozen_rank_is_named_at_the_step_its_peers_completed_not_a_stale_one(
                                                             waiting=False)}
     verdict = judge(beats, limits, now=NOW, started_at=0, poll=6)
     assert verdict.record["rank"] == 1 and verdict.record["step"] == 19 and verdict.record["frozen"]
-    assert "last heard at after step 19 (the last step every rank completed)" in verdict.message
+    first = verdict.message.splitlines()[0]
+    assert first.endswith("no progress for 1.0 min, after step 19 (the last step every rank completed)"), first
     assert "stall.minutes=1" in verdict.record["limit"]
 
 

@@ -74,9 +74,14 @@ def mine() -> Injection | None:
     return injection if injection.rank == int(os.environ.get("RANK", "0") or 0) else None
 
 
-def hang(what: str) -> None:
-    sys.stderr.write(f"INJECTED STALL: {what}\n")
+def announce(what: str) -> None:
+    """The injected fault's line in the log, with its time (benchmarks/bench_faults.py measures from it)."""
+    sys.stderr.write(f"INJECTED FAULT at {time.time():.3f}: {what}\n")
     sys.stderr.flush()
+
+
+def hang(what: str) -> None:
+    announce(what)
     while True:
         time.sleep(3600)
 
@@ -104,8 +109,7 @@ def after_step(injection: Injection | None, step: int) -> None:
     if injection is None or injection.step != step or injection.how not in ("sleep", "sigstop", "sigkill", "slow"):
         return
     if injection.how in ("sigkill", "slow"):
-        sys.stderr.write(f"INJECTED FAULT: {injection.describe()}\n")
-        sys.stderr.flush()
+        announce(injection.describe())
         if injection.how == "sigkill":
             os.kill(os.getpid(), signal.SIGKILL)
         # from another process (a stopped process cannot continue itself); it ends with this one
@@ -113,8 +117,7 @@ def after_step(injection: Injection | None, step: int) -> None:
                           str(SLOW_RUN_SECONDS)], start_new_session=True)
         return
     if injection.how == "sigstop":
-        sys.stderr.write(f"INJECTED STALL: {injection.describe()}\n")
-        sys.stderr.flush()
+        announce(injection.describe())
         subprocess.Popen(["kill", "-STOP", str(os.getpid())])  # noqa: S603, S607 - from another process
         time.sleep(5)
         os.kill(os.getpid(), signal.SIGSTOP)  # in case kill(1) is missing

@@ -78,8 +78,9 @@ def _fill_in_frozen(every: list[tuple[dict[str, Any], float, float]],
         return
     for beat, _quiet, _limit in every:
         if beat["frozen"] and (beat.get("step") is None or beat["step"] < min(steps)):
-            beat.update(step=min(steps), step_from_peers=True, kind="train" if beat.get("kind") == "startup" else
-                        beat.get("kind"))
+            # its frames and step part are as stale as its beat: not where it froze
+            beat.update(step=min(steps), step_from_peers=True, frames=[], where="",
+                        kind="train" if beat.get("kind") == "startup" else beat.get("kind"))
 
 
 def _quiet(beat: dict[str, Any], limits: Limits, median: float | None, now: float,
@@ -129,11 +130,11 @@ def _message(named: list[tuple[dict[str, Any], float, float]], quiet: float, rul
     elif beat.get("never"):
         state = "never reported (its process may not have started)"
     elif beat.get("frozen"):
-        at = (f"after step {beat.get('step')} (the last step every rank completed)" if beat.get("step_from_peers")
-              else f"step {beat.get('step')}" if beat.get("step") is not None
-              else f"start-up phase {beat.get('phase')}")
+        at = (f", after step {beat.get('step')} (the last step every rank completed)" if beat.get("step_from_peers")
+              else f", last heard at step {beat.get('step')}" if beat.get("step") is not None
+              else f", last heard at start-up phase {beat.get('phase')}")
         state = (f"stopped responding (its process is frozen or SIGSTOPped: not even its watchdog thread runs); no "
-                 f"progress for {quiet / 60:.1f} min, last heard at {at}")
+                 f"progress for {quiet / 60:.1f} min{at}")
     elif beat.get("step") is None or beat.get("kind") == "startup":
         state = f"made no progress for {quiet / 60:.1f} min in start-up phase {beat.get('phase')} (before step 1)"
     else:
