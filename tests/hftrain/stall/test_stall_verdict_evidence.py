@@ -97,3 +97,34 @@ def test_the_watchdog_publishes_its_first_beat_at_once():
 def test_the_layout_names_a_rank_that_never_published():
     who = stall.Identity(rank=0, world=4, hosts=("algo-1", "algo-2"), local_world=2)
     assert [who.layout(r) for r in range(4)] == [("algo-1", 0), ("algo-1", 1), ("algo-2", 0), ("algo-2", 1)]
+
+
+def test_evaluation_and_save_limits_follow_their_measured_durations_with_a_factor_a_floor_and_a_prior():
+    clock = [0.0]
+    heart = stall.Heart(clock=lambda: clock[0])
+    heart.mark("train", "train")
+    limits = Limits(minutes=1, startup_minutes=60, section_factor=3, section_floor_minutes=0.5)
+    assert limits.seconds("save", 0.1, heart.sections) == 3600  # the prior: nothing measured yet
+    assert "the prior before its first measurement" in limits.describe("save", 0.1, heart.sections)
+    clock[0] = 10.0
+    heart.mark("checkpoint save of step 100", "save")
+    clock[0] = 50.0  # a 40 s save
+    heart.step_ends(101)
+    assert heart.sections == {"save": 40.0}
+    assert limits.seconds("save", 0.1, heart.sections) == 120  # 3 x 40 s
+    assert limits.describe("save", 0.1, heart.sections) == ("stall.section: max(0.5 min, 3 x the longest save "
+                                                             "measured 40 s)")
+    heart.mark("evaluation", "eval")
+    clock[0] = 55.0  # a 5 s evaluation: the floor
+    heart.mark("train", "train")
+    assert limits.seconds("eval", 0.1, heart.sections) == 30
+    assert limits.seconds("startup", 0.1, heart.sections) == 3600  # start-up keeps its own limit
+    # a save quiet for 100 s (under 3 x 40 s) is not a stall; at 121 s it is
+    beats = {0: beat(0, moved=NOW - 100, kind="save", waiting=False), 1: beat(1, moved=NOW - 100)}
+    for b in beats.values():
+        b["sections"] = dict(heart.sections)
+    assert judge(beats, limits, now=NOW, started_at=0, poll=6) is None
+    for b in beats.values():
+        b["alive_at"] = NOW + 21
+    verdict = judge(beats, limits, now=NOW + 21, started_at=0, poll=6)
+    assert verdict is not None and verdict.record["rank"] == 0 and "3 x the longest save" in verdict.record["limit"]

@@ -51,7 +51,7 @@ def judge(beats: dict[int, dict[str, Any] | None], limits: Limits, *, now: float
     named = [s for s in every if s[0]["frozen"]] or [s for s in silent if not s[0].get("waiting")] or silent
     named.sort(key=lambda s: (-s[1], s[0]["rank"]))
     beat, quiet, _limit = named[0]
-    rule = limits.describe(binding[0].get("kind", "train"), median)
+    rule = limits.describe(binding[0].get("kind", "train"), median, binding[0].get("sections"))
     if beat["frozen"]:  # its own beat is stale: the job made no progress since its live peers' last move
         quiet = min(s[1] for s in live)
     message = _message(named, quiet, rule, len(silent), len(beats))
@@ -86,7 +86,7 @@ def _fill_in_frozen(every: list[tuple[dict[str, Any], float, float]],
 def _quiet(beat: dict[str, Any], limits: Limits, median: float | None, now: float,
            started_at: float) -> tuple[dict[str, Any], float, float]:
     """(beat, seconds without progress, the limit for its phase)."""
-    limit = limits.seconds(beat.get("kind", "train"), median)
+    limit = limits.seconds(beat.get("kind", "train"), median, beat.get("sections"))
     return beat, now - float(beat.get("moved_at") or started_at), limit
 
 

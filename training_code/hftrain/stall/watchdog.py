@@ -49,7 +49,7 @@ from typing import Any
 
 from contract import heartbeat, stall_records
 from hftrain.stall.boards import LocalBoard, board_from_env
-from hftrain.stall.limits import Limits
+from hftrain.stall.limits import MEASURED_KINDS, Limits
 from hftrain.stall.verdict import STACKS_DIR, judge
 
 logger = logging.getLogger("hftrain")
@@ -75,14 +75,22 @@ class Heart:
         self.moved_at = clock()
         self._step_started: float | None = None
         self.step_seconds: deque[float] = deque(maxlen=101)
+        self.sections: dict[str, float] = {}  # eval/save: the longest one measured (limits.py derives from it)
+        self.since = self.moved_at  # when the current phase began (the heartbeat says "since")
 
     def mark(self, phase: str, kind: str | None = None) -> None:
         """A phase begins: progress. kind: startup, train, eval, save or final (the limit that applies)."""
+        now = self.clock()
+        self._section_ends(now)
         self.phase, self.where = phase, ""
         self.kind = kind or self.kind
-        self.moved_at = self.clock()
+        self.moved_at = self.since = now
         if self.kind == "train":
             self._step_started = self.moved_at
+
+    def _section_ends(self, now: float) -> None:
+        if self.kind in MEASURED_KINDS:
+            self.sections[self.kind] = max(self.sections.get(self.kind, 0.0), now - self.since)
 
     def at(self, where: str) -> None:
         """Where a step is (data, forward_backward, ...): not progress."""
@@ -90,6 +98,9 @@ class Heart:
 
     def step_ends(self, step: int) -> None:
         now = self.clock()
+        if self.kind != "train":
+            self._section_ends(now)
+            self.since = now
         if self._step_started is not None and self.kind == "train":
             self.step_seconds.append(now - self._step_started)
         self.step, self.steps = step, self.steps + 1
@@ -238,6 +249,7 @@ class Watchdog(threading.Thread):
                 "job": self.who.job, "step": heart.step if heart.steps or heart.kind != "startup" else None,
                 "phase": heart.phase, "kind": heart.kind, "where": heart.where, "moved_at": heart.moved_at,
                 "alive_at": now, "median_step": heart.median_step(), "frames": frames, "waiting": waiting,
+                "since": heart.since, "sections": dict(heart.sections),
                 "hostname": socket.gethostname()}
 
     def tick(self) -> bool:
@@ -306,7 +318,8 @@ class Watchdog(threading.Thread):
         self._file_beat_at = now
         record = heartbeat.record(job=self.who.job, step=beat["step"], phase=beat["phase"], kind=beat["kind"],
                                   moved_at=beat["moved_at"], at=now,
-                                  limit_seconds=self.limits.seconds(beat["kind"], beat["median_step"]))
+                                  limit_seconds=self.limits.seconds(beat["kind"], beat["median_step"],
+                                                                    beat["sections"]))
         path = Path(self.who.checkpoint_dir) / heartbeat.FILE_NAME
         try:
             tmp = path.with_name(f".{heartbeat.FILE_NAME}.{os.getpid()}")
