@@ -346,6 +346,9 @@ def _watch_stall(sm: Any, job: dict[str, Any], desc: dict[str, Any], status: dic
     status["stall_watch"] = report
     if stop:
         _stop_job(sm, job["job_name"], "stall watch stopped the job", report["stop_reason"])
+        settings = load_settings()
+        stall_watch.add_record(client("s3"), job["checkpoint_uri"], report.pop("record"),
+                               lambda uri, text: _put_text(settings, uri, text))
     if report.get("stopped_at") and status["status"] in ("Stopped", "Failed") and status["state"] != "completed":
         status["state"] = outcomes.RETRYABLE
         status["outcome"] = outcomes.STALL
@@ -384,6 +387,9 @@ def _earlier_jobs(sm: Any, run: Run, attempt: int) -> tuple[list[dict[str, Any]]
             if run.tokenizer_stage]
     jobs += [("training", name) for name in run.job_names.train[:attempt]]
     usages, records = [], []
+    # stops by the outside watch: their reason lives in the stall records, not in the job's FailureReason
+    outside = {r.get("job"): r for r in (goodput_sources.read_stalls(client("s3"), run.uris.checkpoint)
+                                          if run.uris.checkpoint and attempt else []) if r.get("outside")}
     for job_type, name in jobs:
         try:
             desc = _describe(sm, job_type, name)
@@ -394,13 +400,16 @@ def _earlier_jobs(sm: Any, run: Run, attempt: int) -> tuple[list[dict[str, Any]]
         usages.append(outcomes.job_usage(job_type, desc))
         if job_type == "training":
             status = outcomes.classify(job_type, desc)
+            if name in outside and status.get("outcome") != outcomes.STALL:
+                status.update(outcome=outcomes.STALL, failure_reason=outside[name].get("reason") or "stalled",
+                              cause=failure_causes.STALLED)
             stalled = status.get("outcome") == outcomes.STALL  # what stalled: the reason's first line says it
             records.append({"attempt": len(records), "job_name": name, **_job_config(desc),
                             "outcome": "stalled" if stalled else status["state"],
                             "reason": f"{status['failure_reason'].splitlines()[0]}; stacks: "
                                       f"{stall_records.stacks_prefix(run.uris.checkpoint, name)}" if stalled else
                             status["failure_reason"] or status["status"],
-                            "interruptions": outcomes.interruptions(desc)})
+                            "cause": status.get("cause"), "interruptions": outcomes.interruptions(desc)})
     return usages, records
 
 

@@ -18,7 +18,8 @@ from hfsm_lambda.errors import FallbackExhaustedError, JobFailedError
     ("Stopped", "MaxWaitTimeExceeded", None, "retryable"),
     ("Failed", "Failed", "CapacityError: Unable to provision requested ML compute capacity.", "retryable"),
     ("Failed", "Failed", "InsufficientInstanceCapacity: insufficient capacity", "retryable"),
-    ("Failed", "Failed", "AlgorithmError: CUDA out of memory", "failed"),
+    # out of memory: PlanFallback retries it only on another instance type (runs/actions.py)
+    ("Failed", "Failed", "AlgorithmError: CUDA out of memory", "retryable"),
     ("Stopped", "Stopped", None, "failed"),
     ("Stopped", "MaxRuntimeExceeded", None, "failed"),
 ])

@@ -168,6 +168,13 @@ def test_check_job_stops_a_job_whose_progress_stopped_while_it_says_training(run
     assert "made no progress for 7.5 min at step 20" in status["failure_reason"]
     assert "resumes from the last durable checkpoint" in status["failure_reason"]
     assert handlers.plan_fallback({"run": run, "attempt": 0, "status": status}, context) == 1
+    # the reason is kept where the ledger (`stalled`) and the summary read stalls: the records beside the checkpoints
+    bucket, _, prefix = run["uris"]["checkpoint"].removeprefix("s3://").partition("/")
+    body = aws.client("s3").get_object(Bucket=bucket, Key=prefix.rstrip("/") + "/_stalls.json")["Body"].read()
+    record = json.loads(body)["stalls"][-1]
+    assert record["job"] == job["job_name"] and record["outside"] and record["step"] == 20
+    assert record["last_progress_at"] == (T0 + timedelta(minutes=6)).timestamp()
+    assert record["reason"] == status["failure_reason"] and "record" not in status["stall_watch"]
 
 
 def test_stall_action_fail_ends_the_run_and_a_job_without_heartbeat_gets_the_start_up_limit(running, context,
@@ -214,3 +221,21 @@ def test_a_stall_before_the_first_step_is_counted_as_stalled_though_the_log_cann
     assert_adds_up(ledger)
     assert ledger["parts"]["stalled"] == pytest.approx(2 * 65)  # from its last progress to the job's end
     assert goodput.ledger([desc], {JOB: [stream]})["parts"]["stalled"] == 0
+
+
+def test_the_outside_watch_says_what_every_rank_was_doing():
+    moved = (T0 + timedelta(minutes=5)).timestamp()
+    hb = {"job": "job-1", "step": 400, "phase": "checkpoint save of step 400", "kind": "save", "moved_at": moved,
+          "at": moved + 30, "limit_seconds": 600, "doing": "checkpoint save of step 400 since 12:05:00Z",
+          "ranks": [{"rank": 0, "host": "algo-1", "doing": "checkpoint save of step 400 since 12:05:00Z"},
+                    {"rank": 1, "host": "algo-2", "doing": "training, step 400"}]}
+    report, stop = stall_watch.watch(None, hb, job_name="job-1", now=T0 + timedelta(minutes=14), since=T0,
+                                     stall=STALL)
+    assert not stop and report["doing"] == "checkpoint save of step 400 since 12:05:00Z"  # a long save: no stop
+    assert report["ranks"] == ["rank 0 (algo-1): checkpoint save of step 400 since 12:05:00Z",
+                               "rank 1 (algo-2): training, step 400"]
+    report, stop = stall_watch.watch(report, hb, job_name="job-1", now=T0 + timedelta(minutes=21), since=T0,
+                                     stall=STALL)
+    assert stop and "at step 400 (checkpoint save of step 400 since 12:05:00Z)" in report["stop_reason"]
+    assert "ranks: rank 0 (algo-1): checkpoint save" in report["stop_reason"]
+    assert report["record"]["reason"] == report["stop_reason"] and report["record"]["phase"].startswith("checkpoint")

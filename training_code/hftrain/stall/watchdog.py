@@ -316,10 +316,18 @@ class Watchdog(threading.Thread):
                                            now - self._file_beat_at < heartbeat.WRITE_SECONDS):
             return
         self._file_beat_at = now
+        ranks = []
+        if self.who.world > 1 and len(self.ranks) > 1:
+            try:  # every rank's phase, not only this one's (the outside watch shows them)
+                values = self.board.get_many([f"{KEY}beat/{r}" for r in self.ranks])
+                ranks = [heartbeat.rank_entry(json.loads(v)) for v in values if v]
+            except Exception:  # noqa: BLE001 - the store may be going away; this rank's own line still goes out
+                ranks = []
         record = heartbeat.record(job=self.who.job, step=beat["step"], phase=beat["phase"], kind=beat["kind"],
                                   moved_at=beat["moved_at"], at=now,
                                   limit_seconds=self.limits.seconds(beat["kind"], beat["median_step"],
-                                                                    beat["sections"]))
+                                                                    beat["sections"]),
+                                  since=beat["since"], ranks=ranks)
         path = Path(self.who.checkpoint_dir) / heartbeat.FILE_NAME
         try:
             tmp = path.with_name(f".{heartbeat.FILE_NAME}.{os.getpid()}")
