@@ -14,7 +14,9 @@ second host):
 - `sigkill`: SIGKILLed after step 20: `signal`, retried;
 - `slow`: stopped 20 s, running 3 s, again and again from step 20 (slow but alive, each stop under the 30 s
   limit): no verdict, one attempt (a stall here is a false positive);
-- `startup`: hangs in its start-up (before the first step): `stalled`, retried.
+- `startup`: hangs in its start-up phase `layout` (before the first step): `stalled`, retried;
+- `startup-data`: hangs in its start-up phase `data_load`: `stalled`, retried;
+- `save`: hangs inside the checkpoint save of step 50: `stalled`, retried.
 One row per case: the verdict of the first attempt (and how many runs gave it), the rank named, seconds from the
 fault (the `INJECTED FAULT at <time>` line in the rank's log) to the first job's end, retried or not, the run's
 final status, and the goodput ledger's `stalled` and `unaccounted` shares of the billed time (medians). `ok` says
@@ -47,6 +49,8 @@ CASES: dict[str, tuple[str | None, str | None, int | None, bool]] = {
     "sigkill": ("1@20:sigkill", causes.SIGNAL, 1, True),
     "slow": ("1@20:slow=20", None, None, False),
     "startup": ("1@startup", causes.STALLED, 1, True),
+    "startup-data": ("1@startup:data_load", causes.STALLED, 1, True),
+    "save": ("1@50:save", causes.STALLED, 1, True),
 }
 _INJECTED = re.compile(r"INJECTED FAULT at (\d+\.\d+)")
 _RANK = re.compile(r"\brank (\d+) \(")

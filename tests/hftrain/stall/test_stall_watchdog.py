@@ -190,8 +190,12 @@ def test_injection_grammar():
     assert stall_injection.parse("2@7:sigstop").how == "sigstop"
     assert stall_injection.parse("0@5:loader").describe() == "the data loader of rank 0 blocks after step 5"
     assert stall_injection.parse("1@5:sigkill").how == "sigkill"
+    assert stall_injection.parse("1@startup").phase == "layout"
+    assert stall_injection.parse("1@startup:data_load") == stall_injection.Injection(1, None, "startup",
+                                                                                     phase="data_load")
+    assert stall_injection.parse("0@10:save").describe() == "rank 0 hangs inside the checkpoint save of step 10"
     assert stall_injection.parse("1@5:slow=20") == stall_injection.Injection(1, 5, "slow", 20.0)
-    for bad in ("3", "x@1", "1@2:nap", "1@-2", "1@2:sigstop=5"):
+    for bad in ("3", "x@1", "1@2:nap", "1@-2", "1@2:sigstop=5", "1@startup:nap"):
         with pytest.raises(ValueError, match="expected RANK@STEP, RANK@STEP:sigstop, RANK@STEP:loader, "):
             stall_injection.parse(bad)
 

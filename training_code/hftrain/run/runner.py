@@ -498,6 +498,7 @@ def _run(job: TrainingRun, training_args) -> int:
         elif phase not in ("setup", "layout"):
             _startup_lines(job, phase, time.time() - began)
     stall.HEART.mark("restore", "startup")
+    stall_injection.at_phase(job.injection, "restore")
     job.prepare_trainer()
     trainer, metrics = job.train()
     if not job.stopped_by_sigterm(trainer):

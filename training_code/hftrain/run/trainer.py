@@ -14,6 +14,7 @@ from hftrain.parallel import fsdp
 from hftrain.run import compat
 from hftrain.run.goodput import GoodputClock
 from hftrain.run.loss_scaling import settle as settle_loss_scaling
+from hftrain.stall import injection as stall_injection
 from hftrain.stall import watchdog as stall
 
 logger = logging.getLogger("hftrain")
@@ -83,6 +84,7 @@ def make_trainer_class(base):
         def _save_checkpoint(self, model, trial):
             self._goodput.save_begins(self.state.global_step)  # ends in GoodputCallback.on_save
             stall.HEART.mark(f"checkpoint save of step {self.state.global_step}", "save")
+            stall_injection.in_save(stall_injection.mine(), self.state.global_step)  # local mode's injected hang
             try:
                 result = super()._save_checkpoint(model, trial)
                 stall.HEART.mark("train", "train")

@@ -4,8 +4,9 @@
 - `R@N`: global rank R stops making progress after its optimizer step N (sleeps forever in the loop);
 - `R@N:sigstop`: after step N, rank R's process is stopped with SIGSTOP (sent by a child process: the whole
   process freezes, its watchdog thread too, as on a frozen host);
-- `R@startup`: rank R never reaches its first step (sleeps forever when its start-up phase `layout` begins;
-  the other ranks wait for it in a collective);
+- `R@startup` or `R@startup:PHASE`: rank R never reaches its first step: it sleeps forever when its start-up
+  phase PHASE begins (STARTUP_PHASES; default `layout`; the other ranks wait for it in a collective);
+- `R@N:save`: rank R hangs inside the checkpoint save of step N (the save's limit applies);
 - `R@N:loader`: the data loader of rank R blocks on the batch of step N + 1 (in its worker process when
   `dataloader_num_workers` > 0);
 - `R@N:sigkill`: after step N, rank R's process is killed with SIGKILL (a crash without a word: the OOM killer,
@@ -27,8 +28,9 @@ from dataclasses import dataclass
 
 logger = logging.getLogger("hftrain")
 ENV = "HFTRAIN_INJECT_STALL"
-_SPEC = re.compile(r"(?P<rank>\d+)@(?:(?P<startup>startup)|(?P<step>\d+)"
-                   r"(?::(?P<how>sleep|sigstop|loader|sigkill|slow)(?:=(?P<seconds>\d+(?:\.\d+)?))?)?)")
+STARTUP_PHASES = ("setup", "data_load", "model_load", "tokenize", "layout", "resume_verify", "restore")
+_SPEC = re.compile(r"(?P<rank>\d+)@(?:(?P<startup>startup)(?::(?P<phase>[a-z_]+))?|(?P<step>\d+)"
+                   r"(?::(?P<how>sleep|sigstop|loader|sigkill|slow|save)(?:=(?P<seconds>\d+(?:\.\d+)?))?)?)")
 SLOW_STOP_SECONDS, SLOW_RUN_SECONDS = 40.0, 3.0
 
 
@@ -36,12 +38,15 @@ SLOW_STOP_SECONDS, SLOW_RUN_SECONDS = 40.0, 3.0
 class Injection:
     rank: int
     step: int | None  # None: at start-up
-    how: str  # sleep | sigstop | loader | sigkill | slow | startup
+    how: str  # sleep | sigstop | loader | sigkill | slow | save | startup
     seconds: float = SLOW_STOP_SECONDS  # slow: how long each stop lasts
+    phase: str = "layout"  # startup: the start-up phase it hangs in
 
     def describe(self) -> str:
         if self.how == "startup":
-            return f"rank {self.rank} never reaches its first step"
+            return f"rank {self.rank} never reaches its first step (hangs in start-up phase {self.phase})"
+        if self.how == "save":
+            return f"rank {self.rank} hangs inside the checkpoint save of step {self.step}"
         if self.how == "loader":
             return f"the data loader of rank {self.rank} blocks after step {self.step}"
         if self.how == "sigstop":
@@ -56,11 +61,13 @@ class Injection:
 
 def parse(text: str) -> Injection:
     match = _SPEC.fullmatch(text.strip())
-    if match is None or (match["seconds"] and match["how"] != "slow"):
+    if match is None or (match["seconds"] and match["how"] != "slow") or \
+            (match["phase"] and match["phase"] not in STARTUP_PHASES):
         raise ValueError(f"{text!r}: expected RANK@STEP, RANK@STEP:sigstop, RANK@STEP:loader, RANK@STEP:sigkill, "
-                         "RANK@STEP:slow[=SECONDS] or RANK@startup (e.g. 3@20)")
+                         f"RANK@STEP:slow[=SECONDS], RANK@STEP:save or RANK@startup[:PHASE] (PHASE: "
+                         f"{', '.join(STARTUP_PHASES)}; e.g. 3@20)")
     if match["startup"]:
-        return Injection(int(match["rank"]), None, "startup")
+        return Injection(int(match["rank"]), None, "startup", phase=match["phase"] or "layout")
     seconds = float(match["seconds"]) if match["seconds"] else SLOW_STOP_SECONDS
     return Injection(int(match["rank"]), int(match["step"]), match["how"] or "sleep", seconds)
 
@@ -87,7 +94,12 @@ def hang(what: str) -> None:
 
 
 def at_phase(injection: Injection | None, phase: str) -> None:
-    if injection is not None and injection.how == "startup" and phase == "layout":
+    if injection is not None and injection.how == "startup" and phase == injection.phase:
+        hang(injection.describe())
+
+
+def in_save(injection: Injection | None, step: int) -> None:
+    if injection is not None and injection.how == "save" and injection.step == step:
         hang(injection.describe())
 
 
