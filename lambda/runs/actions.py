@@ -33,22 +33,36 @@ class Action:
     action: str
     retryable: bool  # may a new attempt follow (CheckJob's `retryable`); PlanFallback decides the conditions
     says: str  # what the pipeline does, in the words the failure and the README use
+    next: str = ""  # what the user does when the run ended with this cause (the failure notification's hint)
 
 
 _RETRY = "a new attempt resumes from the last durable checkpoint if fallback.max_attempts allows"
+_RAISE = "or raise fallback.max_attempts so that it is retried from the last durable checkpoint"
 ACTIONS: dict[str, Action] = {
-    causes.STALLED: Action(RECOVER_IN_PLACE, True, f"recovered: {_RETRY}"),
-    causes.SIGNAL: Action(RECOVER_IN_PLACE, True, f"recovered: {_RETRY}"),
-    causes.COLLECTIVE: Action(RECOVER_IN_PLACE, True, f"recovered: {_RETRY}"),
-    causes.INSTANCE: Action(NEW_ATTEMPT, True, _RETRY),
+    causes.STALLED: Action(RECOVER_IN_PLACE, True, f"recovered: {_RETRY}",
+                           "Read the stacks (_stalls/<job>/ under the checkpoint prefix) and the job's log (link "
+                           f"below), fix what hung, {_RAISE}."),
+    causes.SIGNAL: Action(RECOVER_IN_PLACE, True, f"recovered: {_RETRY}",
+                          "Find what killed the rank the reason names (the host's kernel log: the OOM killer; an "
+                          f"operator; a crash), {_RAISE}."),
+    causes.COLLECTIVE: Action(RECOVER_IN_PLACE, True, f"recovered: {_RETRY}",
+                              "Read the job's log (link below) for the rank that failed first (the reason names the "
+                              f"peer whose heartbeat stopped), {_RAISE}."),
+    causes.INSTANCE: Action(NEW_ATTEMPT, True, _RETRY,
+                            "Add fallback.options (other instance types, or spot: false for on-demand) or raise "
+                            "fallback.max_attempts, then submit again."),
     causes.OOM: Action(NEW_ATTEMPT_IF_CHANGED, True,
                        "a new attempt only on another instance type (fallback.options); otherwise the run ends: "
                        "lower per_device_train_batch_size (raise gradient_accumulation_steps to keep the batch), "
-                       "shorten max_seq_length, or add a larger instance type to fallback.options"),
+                       "shorten max_seq_length, or add a larger instance type to fallback.options",
+                       "Lower per_device_train_batch_size (raise gradient_accumulation_steps to keep the batch), "
+                       "shorten max_seq_length, or add a larger instance type to fallback.options; submit again."),
     causes.EXCEPTION: Action(ONCE, True, "retried once from the last durable checkpoint; the same error again ends "
-                                         "the run"),
+                                         "the run",
+                             "Read the job's CloudWatch logs (link below) for the traceback, fix it, submit again."),
     causes.CONFIGURATION: Action(END, False, "the run ends: a new attempt would fail the same way; fix the setting "
-                                             "or the data the message names"),
+                                             "or the data the message names",
+                                 "Fix the setting or the data the reason names and submit again."),
 }
 
 

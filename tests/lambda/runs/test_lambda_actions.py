@@ -89,3 +89,23 @@ def test_the_scripts_own_exception_is_retried_once_and_the_same_error_again_ends
         outcomes.next_attempt(run, 1, status, earlier_reason=REASONS[causes.EXCEPTION])
     other = "AlgorithmError: ValueError: bad batch (after step 9; an unexpected error ...)"
     assert outcomes.next_attempt(run, 1, status, earlier_reason=other) == 2  # another step: not the same error
+
+
+def test_the_advice_printed_with_a_failure_follows_its_cause(settings):
+    """A stall that used up its attempts advises looking at the stacks or raising max_attempts, not adding
+    fallback options (the issue: a stall was told to add fallback options)."""
+    from hfsm_lambda.runs import messages
+
+    base = {"run_id": "r", "reason": "x", "job_name": "j", "links": {"logs": "https://logs"}}
+    for cause, words in ((causes.STALLED, "Read the stacks"), (causes.SIGNAL, "Find what killed the rank"),
+                         (causes.OOM, "Lower per_device_train_batch_size"),
+                         (causes.CONFIGURATION, "Fix the setting or the data"),
+                         (causes.INSTANCE, "Add fallback.options")):
+        _, message = messages.failure_notification(settings, {**base, "error": "FallbackExhaustedError",
+                                                              "job_status": {"cause": cause}})
+        assert f"What to do: {words}" in message, (cause, message)
+    _, message = messages.failure_notification(settings, {**base, "error": "FallbackExhaustedError",
+                                                          "job_status": {"outcome": "stall"}})
+    assert "What to do: Read the stacks" in message
+    _, message = messages.failure_notification(settings, {**base, "error": "FallbackExhaustedError"})
+    assert "What to do: Add fallback.options" in message  # capacity, as before

@@ -148,5 +148,6 @@ def _message(named: list[tuple[dict[str, Any], float, float]], quiet: float, rul
     first = f"{MESSAGE_PREFIX}{who} {state}{last}"
     return (f"{first}\n{silent} of {world} ranks without progress (the others wait for the named rank in a "
             f"collective); limit {rule}. The stacks of every rank that could still run are in the job's log and in "
-            f"{STACKS_DIR}/{beat.get('job')}/rank-<rank>.txt under the run's checkpoint prefix; the pipeline retries "
-            "from the last durable checkpoint unless stall.action is 'fail'.")
+            f"{STACKS_DIR}/{beat.get('job')}/rank-<rank>.txt under the run's checkpoint prefix; the pipeline starts "
+            "a new attempt from the last durable checkpoint if fallback.max_attempts allows (stall.action 'fail': the "
+            "run ends).")
