@@ -104,7 +104,8 @@ def test_heartbeat_round_trip_and_hostile_text():
     beat = heartbeat.record(job="j-1", step=None, phase="imports", kind="startup", moved_at=1.23456, at=2.34567,
                             limit_seconds=3600.04)
     assert beat == {"job": "j-1", "step": None, "phase": "imports", "kind": "startup", "moved_at": 1.235,
-                    "at": 2.346, "limit_seconds": 3600.0, "doing": "imports since 00:00:01Z", "ranks": []}
+                    "at": 2.346, "limit_seconds": 3600.0, "doing": "imports since 00:00:01Z", "ranks": [],
+                    "stragglers": []}
     saving = heartbeat.record(job="j-1", step=400, phase="checkpoint save of step 400", kind="save", moved_at=43385,
                               at=43400, limit_seconds=600, since=43385,
                               ranks=[heartbeat.rank_entry({"rank": 1, "host": "algo-2", "step": 400, "kind": "train",

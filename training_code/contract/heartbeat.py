@@ -10,7 +10,8 @@ outside stall watch (lambda/watch/stalls.py), which reads it from S3 while the j
 
 `moved_at`: the last progress; `at`: when the watchdog wrote it; `limit_seconds`: the in-job limit in effect;
 `doing`: what the rank is doing, in words ("checkpoint save of step 400 since 12:03:05Z": a long save or upload
-is not a hang); `ranks`: every rank's phase as the store shows it (rank 0's view; [] without a store).
+is not a hang); `ranks`: every rank's phase as the store shows it (rank 0's view; [] without a store);
+`stragglers`: the ranks slower than the fleet over the last window (hftrain/stall/stragglers.py).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from contract.jsontext import dumps, loads_object
 FILE_NAME = "_heartbeat.json"
 WRITE_SECONDS = 30.0
 MAX_CHARS = 64 * 1024
-FIELDS = ("job", "step", "phase", "kind", "moved_at", "at", "limit_seconds", "doing", "ranks")
+FIELDS = ("job", "step", "phase", "kind", "moved_at", "at", "limit_seconds", "doing", "ranks", "stragglers")
 
 
 def doing(*, phase: str, kind: str, step: int | None, since: float | None) -> str:
@@ -35,12 +36,12 @@ def doing(*, phase: str, kind: str, step: int | None, since: float | None) -> st
 
 
 def record(*, job: str, step: int | None, phase: str, kind: str, moved_at: float, at: float,
-           limit_seconds: float, since: float | None = None, ranks: list[dict[str, Any]] | None = None
-           ) -> dict[str, Any]:
+           limit_seconds: float, since: float | None = None, ranks: list[dict[str, Any]] | None = None,
+           stragglers: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     return {"job": job, "step": step, "phase": phase, "kind": kind, "moved_at": round(moved_at, 3),
             "at": round(at, 3), "limit_seconds": round(limit_seconds, 1),
             "doing": doing(phase=phase, kind=kind, step=step, since=since if since is not None else moved_at),
-            "ranks": ranks or []}
+            "ranks": ranks or [], "stragglers": stragglers or []}
 
 
 def rank_entry(beat: dict[str, Any]) -> dict[str, Any]:

@@ -60,7 +60,8 @@ def make_trainer_class(base):
         def get_batch_samples(self, *a, **kw):
             stall.HEART.at("data")  # where a step waits when its data loader hangs
             try:
-                return super().get_batch_samples(*a, **kw)
+                with stall.HEART.own_time():  # this rank's own time (stall/stragglers.py)
+                    return super().get_batch_samples(*a, **kw)
             finally:
                 stall.HEART.at("forward_backward")
 
@@ -104,11 +105,12 @@ def make_trainer_class(base):
 
         def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
             weight = inputs.pop("loss_weight", None)
-            if packing.is_packed(inputs):  # padding-free rows: the span loss per example (data/packing.py)
-                out = packing.segment_span_loss(model, inputs, return_outputs=return_outputs)
-            else:
-                out = super().compute_loss(model, inputs, return_outputs=return_outputs,
-                                           num_items_in_batch=num_items_in_batch)
+            with stall.HEART.own_time():  # the forward pass: this rank's own time, not the wait for its peers
+                if packing.is_packed(inputs):  # padding-free rows: the span loss per example (data/packing.py)
+                    out = packing.segment_span_loss(model, inputs, return_outputs=return_outputs)
+                else:
+                    out = super().compute_loss(model, inputs, return_outputs=return_outputs,
+                                               num_items_in_batch=num_items_in_batch)
             return sharding.weighted_loss(out, weight, return_outputs)
 
     SageMakerTrainer.__name__ = f"SageMaker{base.__name__}"

@@ -23,7 +23,8 @@ def start_watchdog(training_args) -> stall.Watchdog | None:
                     floor_minutes=training_args.stall_floor_minutes,
                     section_factor=training_args.stall_section_factor,
                     section_floor_minutes=training_args.stall_section_floor_minutes)
-    return stall.start(limits, checkpoint_dir=training_args.checkpoint_dir)
+    return stall.start(limits, checkpoint_dir=training_args.checkpoint_dir,
+                       straggler_minutes=training_args.stall_straggler_minutes)
 
 
 class StallCallback(TrainerCallback):

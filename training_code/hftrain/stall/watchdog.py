@@ -29,6 +29,7 @@ claimant also appends the stall record `{job, last_progress_at, detected_at, ran
 
 from __future__ import annotations
 
+import contextlib
 import faulthandler
 import io
 import json
@@ -42,12 +43,13 @@ import threading
 import time
 import traceback
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from contract import heartbeat, stall_records
+from hftrain.stall import stragglers
 from hftrain.stall.boards import LocalBoard, board_from_env
 from hftrain.stall.limits import MEASURED_KINDS, Limits
 from hftrain.stall.verdict import STACKS_DIR, judge
@@ -76,6 +78,8 @@ class Heart:
         self._step_started: float | None = None
         self.step_seconds: deque[float] = deque(maxlen=101)
         self.sections: dict[str, float] = {}  # eval/save: the longest one measured (limits.py derives from it)
+        self.own_seconds = 0.0  # this step's own time so far: data and forward, not the wait for the peers
+        self.own_steps: deque[tuple[float, float]] = deque(maxlen=4096)  # (step end, own seconds)
         self.since = self.moved_at  # when the current phase began (the heartbeat says "since")
 
     def mark(self, phase: str, kind: str | None = None) -> None:
@@ -103,9 +107,30 @@ class Heart:
             self.since = now
         if self._step_started is not None and self.kind == "train":
             self.step_seconds.append(now - self._step_started)
+        self.own_steps.append((now, self.own_seconds))
+        self.own_seconds = 0.0
         self.step, self.steps = step, self.steps + 1
         self.phase, self.kind, self.where = "train", "train", ""
         self.moved_at = self._step_started = now
+
+    def own(self, seconds: float) -> None:
+        """Time this rank spent on its own work of the current step (its data, its forward pass)."""
+        self.own_seconds += seconds
+
+    @contextlib.contextmanager
+    def own_time(self) -> Iterator[None]:
+        """Counts the block as this rank's own time of the training step (not in evaluations)."""
+        began = time.perf_counter()
+        try:
+            yield
+        finally:
+            if self.kind == "train":
+                self.own(time.perf_counter() - began)
+
+    def own_step(self, since: float) -> tuple[float | None, int]:
+        """(the median own seconds per step of the steps that ended after `since`, how many)."""
+        recent = [own for at, own in list(self.own_steps) if at >= since]
+        return (statistics.median(recent) if recent else None), len(recent)
 
     def median_step(self) -> float | None:
         return statistics.median(self.step_seconds) if self.step_seconds else None
@@ -204,7 +229,8 @@ class Watchdog(threading.Thread):
     def __init__(self, who: Identity, limits: Limits, *, board: Any = None, heart: Heart = HEART,
                  poll: float | None = None, clock: Callable[[], float] = time.time,
                  exit: Callable[[int], None] = _exit_process, ack_seconds: float = ACK_SECONDS,
-                 frames: Callable[[], tuple[list[str], bool]] = main_frames) -> None:
+                 frames: Callable[[], tuple[list[str], bool]] = main_frames,
+                 straggler_seconds: float = 300.0) -> None:
         super().__init__(name="stall-watchdog", daemon=True)
         self.who, self.limits, self.heart, self.clock = who, limits, heart, clock
         self.board = board  # None: connected in the thread (board_from_env), never blocking the training
@@ -218,6 +244,9 @@ class Watchdog(threading.Thread):
         self.verdict: dict[str, Any] | None = None  # what this rank acted on
         self.store_errors = 0
         self._file_beat_at: float | None = None
+        self.straggler_seconds = straggler_seconds  # the straggler window (stragglers.py)
+        self._stragglers_at = self.started_at
+        self.stragglers: list[dict[str, Any]] = []  # the last window's (global rank 0)
 
     # the loop
     def run(self) -> None:
@@ -245,11 +274,13 @@ class Watchdog(threading.Thread):
     def beat(self) -> dict[str, Any]:
         heart, now = self.heart, self.clock()
         frames, waiting = self.frames()
+        own, own_count = heart.own_step(now - self.straggler_seconds)
         return {"rank": self.who.rank, "host": self.who.host, "local_rank": self.who.local_rank, "pid": os.getpid(),
                 "job": self.who.job, "step": heart.step if heart.steps or heart.kind != "startup" else None,
                 "phase": heart.phase, "kind": heart.kind, "where": heart.where, "moved_at": heart.moved_at,
                 "alive_at": now, "median_step": heart.median_step(), "frames": frames, "waiting": waiting,
                 "since": heart.since, "sections": dict(heart.sections),
+                "own_step": own, "own_steps": own_count,
                 "hostname": socket.gethostname()}
 
     def tick(self) -> bool:
@@ -271,9 +302,23 @@ class Watchdog(threading.Thread):
                 self._record(found.record)
                 announced = self.board.get(f"{KEY}flag")
         if announced is None:
+            if self.who.rank == 0 and len(self.ranks) > 1:
+                self._look_for_stragglers()
             return False
         self.act(json.loads(announced))
         return True
+
+    def _look_for_stragglers(self) -> None:
+        """Once per window: the ranks slower than the fleet by their own time per step, named in the log."""
+        now = self.clock()
+        if now - self._stragglers_at < self.straggler_seconds:
+            return
+        self._stragglers_at = now
+        values = self.board.get_many([f"{KEY}beat/{r}" for r in self.ranks])
+        beats = {r: (json.loads(v) if v else None) for r, v in zip(self.ranks, values, strict=True)}
+        self.stragglers = stragglers.find(beats)
+        for straggler in self.stragglers:
+            logger.warning("%s (over the last %.0f min)", stragglers.describe(straggler), self.straggler_seconds / 60)
 
     def act(self, announced: dict[str, Any]) -> None:
         """Stacks, failure file, frozen local ranks ended, everyone told, exit."""
@@ -327,7 +372,7 @@ class Watchdog(threading.Thread):
                                   moved_at=beat["moved_at"], at=now,
                                   limit_seconds=self.limits.seconds(beat["kind"], beat["median_step"],
                                                                     beat["sections"]),
-                                  since=beat["since"], ranks=ranks)
+                                  since=beat["since"], ranks=ranks, stragglers=self.stragglers)
         path = Path(self.who.checkpoint_dir) / heartbeat.FILE_NAME
         try:
             tmp = path.with_name(f".{heartbeat.FILE_NAME}.{os.getpid()}")
@@ -367,11 +412,12 @@ class Watchdog(threading.Thread):
             logger.warning("stall watchdog: could not write %s: %s", path, err)
 
 
-def start(limits: Limits, *, checkpoint_dir: str | None, poll: float | None = None) -> Watchdog:
+def start(limits: Limits, *, checkpoint_dir: str | None, poll: float | None = None,
+          straggler_minutes: float = 5.0) -> Watchdog:
     """This rank's watchdog, running; its heart starts counting now."""
     who = Identity.from_env(checkpoint_dir)
     HEART.moved_at = time.time()
-    watchdog = Watchdog(who, limits, poll=poll)
+    watchdog = Watchdog(who, limits, poll=poll, straggler_seconds=straggler_minutes * 60)
     watchdog.start()
     CURRENT[:] = [watchdog]
     if who.rank == 0:
