@@ -41,16 +41,22 @@ def test_the_verdict_is_the_same_whatever_order_the_evidence_arrives_in():
     assert verdicts == {evidence[2]}  # the stall, though the gloo error and the exception came first
     cause, consequences = causes.choose(evidence)
     reason = causes.format_reason(cause, consequences)
-    first, second = reason.splitlines()[:2]
-    assert first == STALL.splitlines()[0]
-    assert second.startswith(causes.CONSEQUENCES_PREFIX) and "rank 1 (algo-2): rank 1 (algo-2, local rank 0) was " \
-        "killed by signal 9" in second and "rank 0 (algo-1): RuntimeError" in second
+    assert reason.startswith(STALL)  # the stall's own words first, whole
+    last = reason.splitlines()[-1]
+    assert last.startswith(causes.CONSEQUENCES_PREFIX) and "rank 1 (algo-2): rank 1 (algo-2, local rank 0) was " \
+        "killed by signal 9" in last and "rank 0 (algo-1): RuntimeError" in last
     assert causes.cause_of(f"AlgorithmError: {reason}") == causes.STALLED
     # without the stall, the signal; without it, out of memory, then the collective, then the script's own error
     for expected in (causes.SIGNAL, causes.COLLECTIVE, causes.EXCEPTION):
         remaining = [e for e in evidence if causes.PRECEDENCE.index(e.cause) >= causes.PRECEDENCE.index(expected)]
         assert causes.choose(remaining)[0].cause == expected
         assert causes.cause_of(causes.format_reason(*causes.choose(remaining))) == expected
+
+
+def test_every_hosts_copy_of_one_verdict_is_not_a_consequence():
+    copy = causes.Evidence(causes.STALLED, STALL.splitlines()[0] + "\n(seen by rank 2 on algo-2)", host="algo-2")
+    cause = causes.Evidence(causes.STALLED, STALL, host="algo-1", at=1.0)
+    assert causes.format_reason(cause, [copy]) == STALL
 
 
 def test_among_equal_causes_the_earliest_wins():

@@ -88,11 +88,9 @@ def classify(text: str, exit_code: int | None = None) -> str:
 
 
 def cause_of(reason: str) -> str:
-    """The cause a job's failure text (FailureReason, `AlgorithmError: ` prefix or not) gives: the line before
-    the consequences is the verdict `format_reason` wrote; a text without consequences (a toolkit message, one
-    rank's own failure) is classified whole."""
-    verdict, _, rest = reason.partition(f"\n{CONSEQUENCES_PREFIX}")
-    return classify(verdict if rest else reason)
+    """The cause a job's failure text (FailureReason, `AlgorithmError: ` prefix or not) gives: the text before
+    the consequences line `format_reason` wrote (a toolkit message, one rank's own failure: the whole text)."""
+    return classify(reason.partition(f"\n{CONSEQUENCES_PREFIX}")[0])
 
 
 _SILENT_RE = re.compile(r"rank (\d+) \(([^,()]+), local rank (\d+)\) went silent after step (\d+)")
@@ -142,12 +140,18 @@ def who(evidence: Evidence) -> str:
 
 
 def format_reason(cause: Evidence, consequences: list[Evidence]) -> str:
-    """The failure text: the cause's first line (a stall keeps the watchdog's message), one line that lists the
-    consequences, then the rest of the cause's text (SageMaker keeps the first 1024 characters)."""
-    first, _, rest = cause.text.strip().partition("\n")
-    lines = [first]
-    if consequences:
-        listed = "; ".join(f"{who(c)}: {c.text.strip().splitlines()[0][:160]}" for c in consequences[:4])
-        more = f" (+{len(consequences) - 4} more)" if len(consequences) > 4 else ""
-        lines.append(f"{CONSEQUENCES_PREFIX}{listed}{more}")
-    return "\n".join([*lines, rest] if rest else lines)
+    """The failure text: the cause's own words (a stall keeps the watchdog's message), then one line that lists
+    the consequences (SageMaker keeps the first 1024 characters: the consequences are cut first). Evidence that
+    says the same as the cause (every host's copy of one stall verdict) is the cause, not a consequence."""
+    text = cause.text.strip()
+    first = text.splitlines()[0]
+    others = [c for c in consequences if c.text.strip().splitlines()[0] != first]
+    if others:
+        listed = "; ".join(f"{who(c)}: {_clip(c.text.strip().splitlines()[0], 200)}" for c in others[:4])
+        more = f" (+{len(others) - 4} more)" if len(others) > 4 else ""
+        text += f"\n{CONSEQUENCES_PREFIX}{listed}{more}"
+    return text
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -31,8 +31,8 @@ def test_a_sigkilled_rank_is_named_with_its_signal_and_its_peers_step(tmp_path):
         first = reason.splitlines()[0]
         assert first == ("rank 1 (algo-2, local rank 0, pid 4242) was killed by signal 9 (SIGKILL) after step 12 "
                          "(the last step its peers completed with it)"), first
-        assert reason.splitlines()[1].startswith(causes.CONSEQUENCES_PREFIX + "algo-1: rank 1 (algo-2, local rank 0)"
-                                                 " went silent after step 12")
+        assert reason.splitlines()[-1].startswith(causes.CONSEQUENCES_PREFIX + "algo-1: rank 1 (algo-2, local rank "
+                                                  "0) went silent after step 12")
         assert causes.cause_of(reason) == causes.SIGNAL
         assert "exitcode: -15" not in reason and "signal 15" not in reason  # the job's own stop is no cause
 
