@@ -59,10 +59,12 @@ ACTIONS: dict[str, Action] = {
                        "shorten max_seq_length, or add a larger instance type to fallback.options; submit again."),
     causes.EXCEPTION: Action(ONCE, True, "retried once from the last durable checkpoint; the same error again ends "
                                          "the run",
-                             "Read the job's CloudWatch logs (link below) for the traceback, fix it, submit again."),
+                             "Read the training job's CloudWatch logs (link below) for the traceback, fix it, submit "
+                             "again."),
     causes.CONFIGURATION: Action(END, False, "the run ends: a new attempt would fail the same way; fix the setting "
                                              "or the data the message names",
-                                 "Fix the setting or the data the reason names and submit again."),
+                                 "Read the training job's CloudWatch logs (link below), fix the settings or data, "
+                                 "submit again."),
 }
 
 

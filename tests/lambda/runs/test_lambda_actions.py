@@ -99,7 +99,8 @@ def test_the_advice_printed_with_a_failure_follows_its_cause(settings):
     base = {"run_id": "r", "reason": "x", "job_name": "j", "links": {"logs": "https://logs"}}
     for cause, words in ((causes.STALLED, "Read the stacks"), (causes.SIGNAL, "Find what killed the rank"),
                          (causes.OOM, "Lower per_device_train_batch_size"),
-                         (causes.CONFIGURATION, "Fix the setting or the data"),
+                         (causes.CONFIGURATION, "Read the training job's CloudWatch logs (link below), fix the "
+                                                "settings or data"),
                          (causes.INSTANCE, "Add fallback.options")):
         _, message = messages.failure_notification(settings, {**base, "error": "FallbackExhaustedError",
                                                               "job_status": {"cause": cause}})
