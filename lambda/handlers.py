@@ -413,6 +413,16 @@ def _earlier_jobs(sm: Any, run: Run, attempt: int) -> tuple[list[dict[str, Any]]
     return usages, records
 
 
+def _stragglers(run: Run, job_name: str) -> list[dict[str, Any]]:
+    """The ranks the final job's rank 0 named slower than the fleet in its last window (hftrain/stall/
+    stragglers.py), from its heartbeat file beside the checkpoints; [] without one."""
+    if not run.uris.checkpoint:
+        return []
+    beat = stall_watch.read_heartbeat(client("s3"), run.uris.checkpoint) or {}
+    found = beat.get("stragglers") if beat.get("job") == job_name else None
+    return [s for s in found if isinstance(s, dict)] if isinstance(found, list) else []
+
+
 def _job_config(desc: dict[str, Any]) -> dict[str, Any]:
     resources = desc.get("ResourceConfig", {})
     return {"instance_type": resources.get("InstanceType"), "instance_count": resources.get("InstanceCount"),
@@ -459,6 +469,7 @@ def finish(event: FinishInput, context: Any = None) -> dict[str, Any]:
         checkpoints=checkpoints,
         goodput=ledger,
         verdict=judged,
+        stragglers=_stragglers(run, job["job_name"]),
     )
     _put_text(settings, run.uris.summary, run_summary.format_summary(summary))
     subject, message = messages.success_notification(settings, summary)

@@ -239,3 +239,23 @@ def test_the_outside_watch_says_what_every_rank_was_doing():
     assert stop and "at step 400 (checkpoint save of step 400 since 12:05:00Z)" in report["stop_reason"]
     assert "ranks: rank 0 (algo-1): checkpoint save" in report["stop_reason"]
     assert report["record"]["reason"] == report["stop_reason"] and report["record"]["phase"].startswith("checkpoint")
+
+
+def test_the_final_jobs_stragglers_reach_the_summary_and_its_text(running):
+    from hfsm_lambda.plan import run as run_json
+    from hfsm_lambda.runs import summary_text
+
+    run, job, _fake, _clock, _stops = running
+    straggler = {"rank": 1, "host": "algo-2", "local_rank": 0, "own_step_seconds": 0.3, "median_step_seconds": 0.2,
+                 "slower": 0.5, "minutes_lost_per_hour": 20.0}
+    bucket, _, prefix = run["uris"]["checkpoint"].removeprefix("s3://").partition("/")
+    for name, found in ((job["job_name"], [straggler]), ("an-earlier-job", [])):
+        body = {"job": name, "step": 9, "phase": "train", "kind": "train", "moved_at": 1.0, "at": 2.0,
+                "limit_seconds": 600, "stragglers": [straggler]}
+        aws.client("s3").put_object(Bucket=bucket, Key=prefix.rstrip("/") + "/_heartbeat.json",
+                                    Body=json.dumps(body).encode())
+        assert handlers._stragglers(run_json.from_json(run), job["job_name"]) == found  # noqa: SLF001
+    line = summary_text.straggler_line(straggler)
+    assert line == ("  straggler: rank 1 (algo-2) takes 0.3 s of its own per step against the fleet's median 0.2 s "
+                    "(+50%): up to 20.0 min of every hour of every instance")
+    assert line in summary_text.success_lines({"run_id": "r", "stragglers": [straggler]})
