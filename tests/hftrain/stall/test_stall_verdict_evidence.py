@@ -50,7 +50,8 @@ def test_a_frozen_rank_is_named_at_the_step_its_peers_completed_not_a_stale_one(
     verdict = judge(beats, limits, now=NOW, started_at=0, poll=6)
     assert verdict.record["rank"] == 1 and verdict.record["step"] == 19 and verdict.record["frozen"]
     first = verdict.message.splitlines()[0]
-    assert first.endswith("no progress for 1.0 min, after step 19 (the last step every rank completed)"), first
+    assert "no progress for 1.0 min, after step 19 (the last step every rank completed); last heard in " \
+        "_engine_run_backward (torch/autograd/graph.py:1) (its last beat, older than that step)" in first, first
     assert "stall.minutes=1" in verdict.record["limit"]
 
 

@@ -78,8 +78,8 @@ def _fill_in_frozen(every: list[tuple[dict[str, Any], float, float]],
         return
     for beat, _quiet, _limit in every:
         if beat["frozen"] and (beat.get("step") is None or beat["step"] < min(steps)):
-            # its frames and step part are as stale as its beat: not where it froze
-            beat.update(step=min(steps), step_from_peers=True, frames=[], where="",
+            # its frames are as stale as its beat: said as such, not as where it froze
+            beat.update(step=min(steps), step_from_peers=True, where="",
                         kind="train" if beat.get("kind") == "startup" else beat.get("kind"))
 
 
@@ -143,6 +143,8 @@ def _message(named: list[tuple[dict[str, Any], float, float]], quiet: float, rul
             state += f" in {beat.get('phase')}"
     frames = beat.get("frames") or []
     last = f"; last in {' <- '.join(frames)}" if frames else ""
+    if frames and beat.get("step_from_peers"):
+        last = f"; last heard in {' <- '.join(frames)} (its last beat, older than that step)"
     if beat.get("where"):
         last += f" (step part: {beat['where']})"
     first = f"{MESSAGE_PREFIX}{who} {state}{last}"
