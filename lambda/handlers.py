@@ -35,8 +35,8 @@ from hfsm_lambda.goodput import sources as goodput_sources
 from hfsm_lambda.plan import checkpoint_interval, job_requests, planning, request_guard, runtime_limits
 from hfsm_lambda.plan import run as run_json
 from hfsm_lambda.plan.run import Run
+from hfsm_lambda.runs import actions, messages, model_package, outcomes, registry, verdict
 from hfsm_lambda.runs import claims as run_claims
-from hfsm_lambda.runs import messages, model_package, outcomes, registry, verdict
 from hfsm_lambda.runs.prepare import prepare_run
 from hfsm_lambda.runs.state import (
     CheckJobInput,
@@ -252,6 +252,10 @@ def start_training(event: StartTrainingInput, context: Any = None) -> Job:
     return {"job_type": "training", "stage": "train", "job_name": name, "job_arn": arn, "attempt": attempt,
             "created": created, **config, "links": messages.run_links(settings, None, name, "training"),
             "run_id": run.run_id, "checkpoint_uri": run.uris.checkpoint,
+            # the next fallback attempt's instance type, None when this is the last (runs/actions.py: out of memory
+            # and the script's own exception are retried only with an attempt left)
+            "next_instance_type": run.attempts[attempt + 1].instance_type
+            if attempt + 1 < min(run.max_attempts, len(run.attempts)) else None,
             "stall": ({"minutes": stall.minutes, "startup_minutes": stall.startup_minutes, "action": stall.action}
                       if stall else {"minutes": None, "startup_minutes": None, "action": "off"}),
             "watchdog": {"every_minutes": checkpoint_interval.watchdog_minutes(checkpoint.every_minutes),
@@ -288,6 +292,8 @@ def check_job(event: CheckJobInput, context: Any = None) -> Status:
             progress = durability.read_progress(client("s3"), job["checkpoint_uri"])
             status["failure_reason"] = runtime_limits.stopped_at_limit(desc, progress, status.get("durability"))
         _watch_stall(sm, job, desc, status, previous.get("stall_watch"))
+    if status.get("cause"):  # the action table: a new attempt only where one would change something
+        status["state"] = actions.state_after(status["cause"], status["state"], job)
     if status.get("outcome") == outcomes.STALL and (job.get("stall") or {}).get("action") == "fail":
         status["state"] = outcomes.FAILED  # stall.action fail: the run ends here, saying what stalled
     _log("job checked", **{k: status[k] for k in ("job_name", "status", "secondary_status", "state")},

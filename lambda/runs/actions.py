@@ -79,3 +79,17 @@ def same_error(reason: str, earlier: str | None) -> bool:
         return text.removeprefix("AlgorithmError: ").strip().splitlines()[0] if text.strip() else ""
 
     return bool(earlier) and first(reason) == first(earlier or "")
+
+
+def state_after(cause: str, state: str, job: dict) -> str:
+    """CheckJob's state for a failed training job of this cause: `retryable` only where the table's condition can
+    hold (out of memory: the next attempt runs on another instance type; the script's own exception: an attempt
+    is left), else `failed` (the run ends at TrainingFailed, saying the cause)."""
+    if state != "retryable":
+        return state
+    following = job.get("next_instance_type")
+    if cause == causes.OOM and (not following or following == job.get("instance_type")):
+        return "failed"
+    if cause == causes.EXCEPTION and not following:
+        return "failed"
+    return state

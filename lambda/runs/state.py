@@ -47,6 +47,7 @@ class Job(TypedDict, total=False):
     links: dict[str, str]
     run_id: str  # training only, from here on
     checkpoint_uri: str
+    next_instance_type: str | None  # the next fallback attempt's, None for the last attempt
     stall: dict[str, Any]
     watchdog: dict[str, Any]
 

@@ -110,3 +110,14 @@ def test_the_advice_printed_with_a_failure_follows_its_cause(settings):
     assert "What to do: Read the stacks" in message
     _, message = messages.failure_notification(settings, {**base, "error": "FallbackExhaustedError"})
     assert "What to do: Add fallback.options" in message  # capacity, as before
+
+
+def test_check_job_retries_out_of_memory_and_the_scripts_exception_only_where_an_attempt_would_differ():
+    job = {"instance_type": "ml.g5.2xlarge", "next_instance_type": "ml.g5.2xlarge"}
+    assert actions.state_after(causes.OOM, "retryable", job) == "failed"  # the same type: nothing changes
+    assert actions.state_after(causes.OOM, "retryable", {**job, "next_instance_type": "ml.g5.12xlarge"}) == \
+        "retryable"
+    assert actions.state_after(causes.EXCEPTION, "retryable", job) == "retryable"
+    assert actions.state_after(causes.EXCEPTION, "retryable", {**job, "next_instance_type": None}) == "failed"
+    for cause in (causes.STALLED, causes.SIGNAL, causes.COLLECTIVE):  # PlanFallback says the attempts are used up
+        assert actions.state_after(cause, "retryable", {**job, "next_instance_type": None}) == "retryable"
