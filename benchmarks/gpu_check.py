@@ -10,10 +10,13 @@ Everything goes through the command lines, as a job runs them, not through the t
    the NCCL backend (`ddp_backend nccl`), extractive QA on a BERT-large-sized model built from a config (random
    weights, no download; the bench_gpu.py QA workload: 24 layers, 1024 wide, 335M parameters, max_seq_length
    384, doc_stride 128, batch 32), bf16 and tf32, final evaluation (SQuAD F1) and model write.
-2. qa-fsdp: the same with `fsdp "full_shard auto_wrap"` and FSDP2 (`fsdp_config {"version": 2, ...}`, the
+2. qa-blocking: qa-nccl with `background_saves false`: every checkpoint save blocks the loop for its whole time
+   (qa-nccl writes its two checkpoints, in the middle and at the end, behind the loop: the loop waits only for the
+   copy off the GPU; the table shows both the loop's blocked seconds and when each checkpoint was complete).
+3. qa-fsdp: the same with `fsdp "full_shard auto_wrap"` and FSDP2 (`fsdp_config {"version": 2, ...}`, the
    pipeline's default), one sharded checkpoint in the middle (its blocking save time from the GOODPUT lines)
    and the consolidated final model.
-3. bench: benchmarks/bench_gpu.py (this code at its defaults against the Hugging Face examples' best flags,
+4. bench: benchmarks/bench_gpu.py (this code at its defaults against the Hugging Face examples' best flags,
    BERT-large-sized QA and BART-large-sized summarization, MFU) with --steps/--warmup from here, and the
    hf-best+workers arm (the examples' best flags plus the data-loader workers ours uses).
 
@@ -54,7 +57,8 @@ TRAIN_PY = REPO / "training_code" / "train.py"
 BENCH_GPU = REPO / "benchmarks" / "bench_gpu.py"
 PEAK_SOURCE = "NVIDIA H200 datasheet: 989 TFLOP/s dense BF16 tensor (1,979 with sparsity), SXM"
 FSDP_CONFIG = {"version": 2, "transformer_layer_cls_to_wrap": ["BertLayer"]}
-PARTS = ("qa-nccl", "qa-fsdp", "bench")
+PARTS = ("qa-nccl", "qa-blocking", "qa-fsdp", "bench")
+TORCHRUN_PARTS = ("qa-nccl", "qa-blocking", "qa-fsdp")
 
 
 def free_port() -> int:
@@ -126,19 +130,20 @@ def prepare(work: Path, smoke: bool, train_examples: int, eval_examples: int):
     return w, model_dir, files
 
 
-def hyperparameters(w, model_dir: Path, files: dict, *, steps: int, cuda: bool, fsdp: bool, seed: int) -> dict:
+def hyperparameters(w, model_dir: Path, files: dict, *, steps: int, cuda: bool, fsdp: bool, seed: int,
+                    background_saves: bool = True, saves: int = 2) -> dict:
+    # `saves` checkpoints evenly spaced, the last at the end: the blocking time of a save, behind the loop or not
     hps = {"task": w.task, "model_name_or_path": model_dir, "train_path": files["train"].parent,
            "validation_path": files["validation"].parent, "max_steps": steps,
            "per_device_train_batch_size": w.batch_size, "learning_rate": w.learning_rate, "seed": seed,
-           "max_seq_length": w.max_seq_length, "logging_steps": max(1, steps // 4), "save_steps": steps + 1,
-           "resume": "false", **w.extra}
+           "max_seq_length": w.max_seq_length, "logging_steps": max(1, steps // 4), "save_steps": max(1, steps // max(1, saves)),
+           "resume": "false", "background_saves": str(background_saves).lower(), **w.extra}
     if cuda:
         hps.update({"ddp_backend": "nccl", "precision": "bf16", "tf32": "true"})
     else:
         hps.update({"ddp_backend": "gloo", "padding_free": "true"})  # on CPU auto is off: the packed path anyway
     if fsdp:
-        hps.update({"fsdp": "full_shard auto_wrap", "fsdp_config": json.dumps(FSDP_CONFIG),
-                    "save_steps": max(1, steps // 2)})
+        hps.update({"fsdp": "full_shard auto_wrap", "fsdp_config": json.dumps(FSDP_CONFIG)})
     return hps
 
 
@@ -164,16 +169,18 @@ def job_env(base: Path, cuda: bool) -> dict:
 def parse_log(log: str) -> dict:
     """Window rates, GOODPUT save times, the NCCL version line and the setup line from a run's output."""
     windows = [w for w in map(progress_lines.parse_train_line, log.splitlines()) if w]
-    saves = []
+    saves, complete = [], []
     for line in log.splitlines():
         record = goodput_line.parse_line(line)
-        if record and record.get("event") == "save" and record.get("save_seconds_last") is not None:
+        if record and record.get("event") == goodput_line.SAVE and record.get("save_seconds_last") is not None:
             saves.append(float(record["save_seconds_last"]))
+        if record and record.get("event") == goodput_line.COMPLETE:
+            complete.append(float(record.get("complete_seconds_last") or 0.0))
     nccl = re.search(r"NCCL version [^\s]+", log)
     setup = re.search(r"^\[setup\] .* process\(es\), device \w+.*$", log, re.M)
     steady = [rate for _, rate in windows[1:]] or [rate for _, rate in windows]
     return {"windows": windows, "samples_per_s": statistics.median(steady) if steady else None,
-            "save_seconds": saves, "nccl_line": nccl.group(0) if nccl else None,
+            "save_seconds": saves, "complete_seconds": complete, "nccl_line": nccl.group(0) if nccl else None,
             "setup_line": setup.group(0) if setup else None}
 
 
@@ -231,6 +238,10 @@ def check_training(result: dict, *, cuda: bool, fsdp: bool) -> list[str]:
         problems.append("NCCL never initialised (no 'NCCL version' line with NCCL_DEBUG=VERSION)")
     if cuda and (not result["setup_line"] or "device cuda" not in result["setup_line"]):
         problems.append(f"not on the GPU: {result['setup_line']!r}")
+    background = result.get("hyperparameters", {}).get("background_saves") == "true" and not fsdp
+    if background and len(result.get("complete_seconds", [])) != len(result.get("save_seconds", [])):
+        problems.append(f"{len(result.get('save_seconds', []))} save(s) began, "
+                        f"{len(result.get('complete_seconds', []))} completed behind the loop")
     if fsdp and not result["fsdp_shards"]:
         problems.append(f"FSDP did not engage: the checkpoint holds no FSDP shards ({result['checkpoint_entries']})")
     return problems
@@ -275,9 +286,10 @@ def render(report: dict) -> str:
     info, peak = report["environment"], report["peak_tflops"]
     lines = [f"gpu_check: {info.get('device', 'CPU (smoke)')}, torch {info['torch']}, transformers "
              f"{info.get('transformers')}, NCCL {info.get('nccl', 'n/a')}; peak {peak} TFLOP/s ({report['peak_source']})",
-             "", "| run | result | samples/s | MFU | peak GPU memory (nvidia-smi) | eval F1 | eval loss | checkpoint save s | wall s |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-    for name in ("qa-nccl", "qa-fsdp"):
+             "", "| run | result | samples/s | MFU | peak GPU memory (nvidia-smi) | eval F1 | eval loss | save: loop blocked s "
+             "| save: complete after s | wall s |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for name in TORCHRUN_PARTS:
         r = report["runs"].get(name)
         if r is None:
             continue
@@ -288,8 +300,10 @@ def render(report: dict) -> str:
         f1 = f"{metrics['eval_f1']:.1f}" if "eval_f1" in metrics else "n/a"
         loss = f"{metrics['eval_loss']:.3f}" if "eval_loss" in metrics else "n/a"
         saves = ", ".join(f"{s:.2f}" for s in r.get("save_seconds", [])) or "-"
+        complete = ", ".join(f"{s:.2f}" for s in r.get("complete_seconds", [])) or "-"
         status = "ok" if not r["problems"] else "FAILED: " + "; ".join(r["problems"])
-        lines.append(f"| {name} | {status} | {rate} | {mfu} | {mem} | {f1} | {loss} | {saves} | {r['wall_s']} |")
+        lines.append(f"| {name} | {status} | {rate} | {mfu} | {mem} | {f1} | {loss} | {saves} | {complete} | "
+                     f"{r['wall_s']} |")
     bench = report.get("bench")
     if bench is not None:
         lines += ["", f"bench_gpu.py: exit code {bench['returncode']}, {bench['wall_s']} s"]
@@ -313,6 +327,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=None, help="results (default $OUT, else benchmarks/results/)")
     parser.add_argument("--parts", nargs="+", choices=PARTS, default=list(PARTS))
     parser.add_argument("--steps", type=int, default=60, help="optimizer steps of each torchrun run (default 60)")
+    parser.add_argument("--saves", type=int, default=2, help="checkpoints per torchrun run, the last at the end")
     parser.add_argument("--train-examples", type=int, default=4096, help="QA training examples (bench_gpu's 4096)")
     parser.add_argument("--eval-examples", type=int, default=256)
     parser.add_argument("--bench-steps", type=int, default=30)
@@ -342,14 +357,15 @@ def main(argv: list[str] | None = None) -> int:
     report: dict = {"environment": info, "peak_tflops": args.peak_tflops, "peak_source": PEAK_SOURCE,
                     "settings": {k: str(v) for k, v in vars(args).items()}, "runs": {}}
     failed = False
-    if {"qa-nccl", "qa-fsdp"} & set(args.parts):
+    if set(TORCHRUN_PARTS) & set(args.parts):
         w, model_dir, files = prepare(work, args.smoke, args.train_examples, args.eval_examples)
         print(f"prepared the model and data in {time.time() - started:.0f} s", flush=True)
-        for name in ("qa-nccl", "qa-fsdp"):
+        for name in TORCHRUN_PARTS:
             if name not in args.parts:
                 continue
             fsdp = name == "qa-fsdp"
-            hps = hyperparameters(w, model_dir, files, steps=args.steps, cuda=cuda, fsdp=fsdp, seed=args.seed)
+            hps = hyperparameters(w, model_dir, files, steps=args.steps, cuda=cuda, fsdp=fsdp, seed=args.seed,
+                                  background_saves=name != "qa-blocking", saves=args.saves)
             nproc = 2 if (fsdp and not cuda) else 1  # FSDP engages on CPU with 2 gloo ranks only (hftrain/parallel/fsdp.py)
             result = run_training(name, hps, nproc=nproc, base=work / name, out=out, cuda=cuda,
                                   timeout=args.run_timeout)

@@ -22,18 +22,16 @@ from cloud_assembly.reader import AssemblyError
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m local_mode", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--cdk-out", type=Path, default=Path("cdk.out"), help="synthesized app (make synth)")
-    parser.add_argument("--work-dir", type=Path, default=None, help="default: .local-runs/<time>")
-    parser.add_argument("--verbose", action="store_true",
-                        help="also every log line of the leader hosts, the raw error and cause, tracebacks")
+                                     formatter_class=argparse.RawDescriptionHelpFormatter, parents=[_globals()])
+    parser.set_defaults(cdk_out=Path("cdk.out"), work_dir=None, verbose=False)
     sub = parser.add_subparsers(dest="command", required=True)
-    demo = sub.add_parser("demo", help="tokenizer stage + QA fine-tuning on 2 hosts with a spot interruption")
+    add = _with_globals(sub)
+    demo = add("demo", help="tokenizer stage + QA fine-tuning on 2 hosts with a spot interruption")
     demo.add_argument("--interrupt-at-step", type=int, default=100, help="0: no interruption")
-    example = sub.add_parser("example", help="run examples/NAME.json as shipped, with the local overrides said aloud")
+    example = add("example", help="run examples/NAME.json as shipped, with the local overrides said aloud")
     example.add_argument("names", nargs="*", metavar="NAME", help="file name in examples/ without .json")
     example.add_argument("--all", action="store_true", help="every example, one after the other")
-    run = sub.add_parser("run", help="run any run spec locally with your data (its model may be a folder here)")
+    run = add("run", help="run any run spec locally with your data (its model may be a folder here)")
     run.add_argument("spec", type=Path, nargs="+", help="one or more run specs, run one after the other")
     run.add_argument("--data", type=Path, required=True, help="folder uploaded to the data bucket's root first "
                                                 "(e.g. DIR/datasets/x/ -> s3://<data>/datasets/x/); every local "
@@ -52,15 +50,37 @@ def _parser() -> argparse.ArgumentParser:
                           "SIGSTOPped), RANK@STEP:loader (its data loader blocks), RANK@startup (it never reaches "
                           "its first step). Repeat for the run's next training jobs: the n-th fault goes to the n-th "
                           "job (a retry after a stall is a new job; set fallback.max_attempts)")
+    run.add_argument("--inject-save-error", default=None, metavar="STEP[@RANK]",
+                     help="make the background write of the first checkpoint at or after STEP fail (on global rank "
+                          "RANK, default every rank) as a full disk would, in every training job of the run: the "
+                          "run must end with the save's error, not train on unprotected")
     run.add_argument("--processes-per-host", type=int, default=1, metavar="N",
                      help="torchrun processes per emulated host (default 1)")
-    data = sub.add_parser("data", help="write generated data and a tiny model for a task, and a spec using them")
+    data = add("data", help="write generated data and a tiny model for a task, and a spec using them")
     data.add_argument("task", help="a task of the training code's registry (hftrain/tasks/; an unknown one is "
                       "refused with the list)")
     data.add_argument("dir", type=Path)
     data.add_argument("--family", help="tiny model family: bert, distilbert, roberta, bart, t5 (default: per task)")
     data.add_argument("--rows", type=int, default=320, help="training rows (validation: 64)")
     return parser
+
+
+def _globals() -> argparse.ArgumentParser:
+    """The options every sub-command takes, before or after its name (as aws-cli's do). SUPPRESS: a sub-command
+    that does not repeat one keeps what was given before it (the defaults are set once, on the main parser)."""
+    options = argparse.ArgumentParser(add_help=False)
+    options.add_argument("--cdk-out", type=Path, default=argparse.SUPPRESS, help="synthesized app (make synth)")
+    options.add_argument("--work-dir", type=Path, default=argparse.SUPPRESS, help="default: .local-runs/<time>")
+    options.add_argument("--verbose", action="store_true", default=argparse.SUPPRESS,
+                         help="also every log line of the leader hosts, the raw error and cause, tracebacks")
+    return options
+
+
+def _with_globals(sub):
+    def add(name: str, **kwargs):
+        return sub.add_parser(name, parents=[_globals()], **kwargs)
+
+    return add
 
 
 def _quiet_libraries(verbose: bool) -> None:
@@ -113,10 +133,14 @@ def main(argv: list[str] | None = None) -> int:
             rules += [Interruption(n, abrupt=True) for n in args.interrupt_abruptly_at_step]
             rules += [Interruption(n, abrupt=True, during_save=True) for n in args.interrupt_during_save]
             outcomes = run_files(args.cdk_out, work_dir, args.spec, args.data, rules, verbose=args.verbose,
-                                 stalls=args.inject_stall, processes_per_host=args.processes_per_host)
+                                 stalls=args.inject_stall, processes_per_host=args.processes_per_host,
+                                 save_error=args.inject_save_error)
     except (AssemblyError, UsageError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # a second Ctrl-C, or one before a run started: no traceback
+        print("stopped (Ctrl-C)", file=sys.stderr)
+        return 130
     return 0 if all(o.status == "SUCCEEDED" for o in outcomes) else 1
 
 

@@ -15,7 +15,7 @@ from hfsm_lambda.spec.spec_file import read_spec_file
 from local_mode import spec_inputs, synthetic, task_registry
 from local_mode.console import failure_lines, success_lines
 from local_mode.report import write_report
-from local_mode.sagemaker.settings import Interruption
+from local_mode.sagemaker.settings import SAVE_ERROR_ENV, Interruption
 from local_mode.sagemaker.stall_faults import describe_stall
 from local_mode.session import LocalSession, RunOutcome
 
@@ -101,7 +101,7 @@ def upload_local_model(session: LocalSession, spec: dict[str, Any], folder: Path
 
 def run_files(cdk_out: Path, work_dir: Path, spec_paths: list[Path], data: Path, interruptions: list[Interruption], *,
               verbose: bool = False, stalls: list[str] | None = None,
-              processes_per_host: int = 1) -> list[RunOutcome]:
+              processes_per_host: int = 1, save_error: str | None = None) -> list[RunOutcome]:
     """Each spec with the data under `data` (uploaded once), one after the other in one emulator session; with
     several specs each run's report goes to work_dir/<spec file name>/. Interruptions and stall faults
     (`--inject-stall`: the n-th fault in a run's n-th training job) apply to every spec's run."""
@@ -115,8 +115,12 @@ def run_files(cdk_out: Path, work_dir: Path, spec_paths: list[Path], data: Path,
             raise UsageError(f"--inject-stall {exc}") from None
     if processes_per_host < 1:
         raise UsageError(f"--processes-per-host {processes_per_host}: at least 1")
+    if save_error is not None and not re.fullmatch(r"\d+(@\d+)?", save_error):
+        raise UsageError(f"--inject-save-error {save_error!r}: STEP or STEP@RANK, e.g. 40 or 40@1")
+    job_env = {SAVE_ERROR_ENV: save_error} if save_error else {}
     outcomes = []
-    with LocalSession(cdk_out, work_dir, verbose=verbose, processes_per_host=processes_per_host) as session:
+    with LocalSession(cdk_out, work_dir, verbose=verbose, processes_per_host=processes_per_host,
+                      job_env=job_env) as session:
         print(f"uploaded {session.upload_folder(data)} files from {data} to s3://{session.dep.data_bucket}/")
         for index, (spec, path, folder) in enumerate(zip(specs, spec_paths, folders, strict=True)):
             run_dir = work_dir if len(specs) == 1 else work_dir / f"{index + 1:02d}-{path.stem}"

@@ -83,11 +83,13 @@ class LocalSession:
     """Use as a context manager: `with LocalSession(Path("cdk.out"), work_dir) as s: s.run_spec(...)`."""
 
     def __init__(self, cdk_out: Path, work_dir: Path, *, poll_seconds: int = 2, processes_per_host: int = 1,
-                 say: Callable[[str], None] = print, verbose: bool = False) -> None:
+                 say: Callable[[str], None] = print, verbose: bool = False,
+                 job_env: dict[str, str] | None = None) -> None:
         self.assembly = CloudAssembly(cdk_out)
         self.work_dir = Path(work_dir)
         self.poll_seconds = poll_seconds
         self.processes_per_host = processes_per_host
+        self.job_env = dict(job_env or {})  # added to every job's environment (injected faults)
         self.say = say
         self.verbose = verbose
         self.losses: list[tuple[int, float]] = []
@@ -132,7 +134,7 @@ class LocalSession:
                     settings = LocalSageMakerSettings(
                         work_dir=self.work_dir / "sagemaker", fsx_root=self.work_dir / "fsx",
                         processes_per_host=self.processes_per_host, on_event=self._on_event,
-                        stream_logs=self.verbose)
+                        stream_logs=self.verbose, extra_env=self.job_env)
                     with local_sagemaker(settings) as sm:
                         self.sagemaker: LocalSageMaker = sm
                         self.s3 = boto3.client("s3", region_name=self.dep.region)
@@ -272,23 +274,23 @@ class LocalSession:
         self.say(f"  {self.clock(started)} execution {arn.rsplit(':', 1)[-1]} started")
         seen, states, run_id, losses_before, evals_before = 0, [], None, len(self.losses), len(self.evals)
         self._take_pending(following=True)
+        stopping = False
         while True:
-            cutoff = time.time()
-            lines = self._take_pending(following=True)
-            desc = self.sfn.describe_execution(executionArn=arn)
-            events = self.sfn.get_execution_history(executionArn=arn, maxResults=1000)["events"]
-            running = desc["status"] == "RUNNING"
-            for at, event in _timed_events(events[seen:], cutoff, until_cutoff=running):
-                seen += 1
-                run_id = run_id or _prepared_run_id(event)
-                lines += self._event_lines(at, event, states)
-            self._say_in_order(lines)
-            if not running:
-                break
-            if time.time() - started > timeout:
-                self._take_pending(following=False)
-                raise TimeoutError(f"{arn} still running after {timeout:.0f}s")
-            time.sleep(0.5)
+            try:
+                cutoff = time.time()
+                seen, run_id, running = self._look(arn, seen, states, run_id, cutoff)
+                if not running:
+                    break
+                if time.time() - started > timeout:
+                    self._take_pending(following=False)
+                    raise TimeoutError(f"{arn} still running after {timeout:.0f}s")
+                time.sleep(0.5)
+            except KeyboardInterrupt:
+                if stopping:
+                    raise  # a second Ctrl-C while stopping: leave at once
+                stopping = True
+                self._stop_run(arn, jobs_before)
+        desc = self.sfn.describe_execution(executionArn=arn)
         run_jobs = [j for j in self.sagemaker.jobs if j.arn not in (jobs_before or set())]
         for job in run_jobs:
             job.wait(30)  # a failed run can end while a job it started is still stopping
@@ -303,6 +305,33 @@ class LocalSession:
             host_logs={job.name: _last_attempt_logs(job.work_dir / "logs") for job in run_jobs},
             notifications=self.notifications(), planned_run_id=run_id, evals=self.evals[evals_before:],
             started_at=started)
+
+    def _look(self, arn: str, seen: int, states: list[str], run_id: str | None,
+              cutoff: float) -> tuple[int, str | None, bool]:
+        """One look at the execution: print what happened up to `cutoff`; (events seen, run id, still running)."""
+        lines = self._take_pending(following=True)
+        desc = self.sfn.describe_execution(executionArn=arn)
+        events = self.sfn.get_execution_history(executionArn=arn, maxResults=1000)["events"]
+        running = desc["status"] == "RUNNING"
+        for at, event in _timed_events(events[seen:], cutoff, until_cutoff=running):
+            seen += 1
+            run_id = run_id or _prepared_run_id(event)
+            lines += self._event_lines(at, event, states)
+        self._say_in_order(lines)
+        return seen, run_id, running
+
+    def _stop_run(self, arn: str, jobs_before: set[str] | None) -> None:
+        """Ctrl-C: stop the execution (no retry or fallback starts), then every job it started (SIGTERM, then
+        SIGKILL after the stop grace), as `runctl stop` does in AWS; the report is written as for any ending."""
+        self.say(f"  {self.clock()} Ctrl-C: stopping the run (its execution and its jobs); Ctrl-C again to leave "
+                 "at once")
+        try:
+            self.sfn.stop_execution(executionArn=arn, error="Interrupted", cause="Ctrl-C in python -m local_mode")
+        except Exception as err:  # noqa: BLE001 - the jobs are stopped anyway
+            self.say(f"  could not stop the execution: {err}")
+        for job in self.sagemaker.jobs:
+            if job.arn not in (jobs_before or set()):
+                job.stop()
 
     def _say_in_order(self, lines: list[tuple[float, str]]) -> None:
         for at, text in sorted(lines, key=lambda line: line[0]):

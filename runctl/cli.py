@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import boto3
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, NoRegionError
 
 from hfsm_lambda.goodput import text as goodput
 from hfsm_lambda.runs import verdict
@@ -134,7 +134,7 @@ def _checkpoint_lines(info: dict[str, Any]) -> list[str]:
         lines.append(f"Interrupted: step {'unknown' if reached is None else reached} reached, resumed from "
                      f"{record.get('resumed_from_step') or 0}, "
                      f"{'?' if record.get('lost_steps') is None else record['lost_steps']} step(s) / "
-                     f"{'?' if lost is None else f'{lost:.1f}'} min lost"
+                     f"{goodput.lost_time(lost)} lost"
                      + (f" (unknown: {record['unknown']})" if record.get("unknown") else ""))
     return lines
 
@@ -259,6 +259,12 @@ def main(argv: list[str] | None = None, clients: Clients | None = None) -> int:
             _print(args, result, lines)
     except (core.RunctlError, RunNotFound) as err:
         print(f"runctl: error: {err}", file=sys.stderr)
+        return 2
+    except (NoRegionError, NoCredentialsError) as err:
+        missing = "region" if isinstance(err, NoRegionError) else "credentials"
+        print(f"runctl: error: no AWS {missing} configured ({err}). Set them (--region and --profile, the "
+              "AWS_REGION and AWS_PROFILE variables, or `aws configure`), or add --local to work with the runs of "
+              "`python -m local_mode` on this machine (runctl list --local)", file=sys.stderr)
         return 2
     except (ClientError, BotoCoreError) as err:
         print(f"runctl: AWS error: {err}", file=sys.stderr)

@@ -163,6 +163,24 @@ def _row(i: int, attempt: Attempt, found: Evidence | None, split: Split, parts: 
     }
 
 
+def _never_negative(parts: dict[str, float], details: dict[str, dict[str, float]]) -> float:
+    """When the measured parts add up to more than the billed time (`unaccounted` below zero), scale them down to
+    it and set `unaccounted` to 0, keeping the excess in its details (`measured_over_billed`); returns the excess."""
+    over = -parts.get("unaccounted", 0.0)
+    measured = sum(v for k, v in parts.items() if k != "unaccounted")
+    if over <= 0.0005 or measured <= 0:
+        return 0.0
+    billed = measured - over
+    names = [k for k in parts if k != "unaccounted"]
+    for name in names:
+        parts[name] = round(parts[name] * billed / measured, 3)
+    largest = max(names, key=lambda k: parts[k])
+    parts[largest] = round(parts[largest] + billed - sum(parts[k] for k in names), 3)  # the rounding's residue
+    parts["unaccounted"] = 0.0
+    details.setdefault("unaccounted", {})["measured_over_billed"] = round(over, 3)
+    return over
+
+
 def _reconcile(rows: list[dict[str, Any]], job_reported: dict[str, float], totals: _Totals) -> None:
     """What SageMaker bills is the reference: the rest goes into each ended job's last row as `unaccounted`."""
     for job, seconds in job_reported.items():
@@ -215,6 +233,14 @@ def ledger(jobs: list[dict[str, Any]], streams: dict[str, list[dict[str, Any]]],
     rows, totals = account.rows, account.totals
     from_transitions = sum(r["billed_seconds"] for r in rows)
     _reconcile(rows, run.job_reported, totals)
+    for row in rows:
+        over = _never_negative(row["parts"], row.setdefault("details", {}))
+        if over:
+            account.notes.append(f"{row['job_name']} start {row['restart']}: the measured parts exceeded the billed "
+                                 f"time by {over:.1f} s; they are scaled down to it (SageMaker bills whole seconds "
+                                 "and the parts are measured by the instances' clocks)")
+            row["ratio"] = _share(row["parts"], row["billed_seconds"])
+    _never_negative(totals.parts, totals.details)
     billed_total = sum(r["billed_seconds"] for r in rows)
     waiting = sum(a.waiting_before for a in run.attempts) + run.waiting_after
     return {

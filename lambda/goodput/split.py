@@ -143,6 +143,17 @@ def _loop(last: dict[str, Any], times: _Times, last_progress: float | None, *, e
     return loop
 
 
+def _writing(reports: list[dict[str, Any]]) -> bool:
+    """Whether a background save was in flight at the attempt's last report: a `write_begin` with no `checkpoint`
+    (complete) after it (the loop was training meanwhile; the save's checkpoint never counted)."""
+    for report in reversed(reports):
+        if report.get("event") == goodput_line.COMPLETE:
+            return False
+        if report.get("event") == goodput_line.WRITE_BEGIN:
+            return True
+    return False
+
+
 def _kept(attempt: Attempt, evidence: Evidence, steps: float, start_step: int, reached: int, *,
           kept_until: int | None, final: bool, notes: list[str]) -> float:
     """The step seconds the final model kept: all of the final attempt's, a lost one's up to where the next
@@ -188,6 +199,7 @@ def _from_reports(attempt: Attempt, evidence: Evidence, last: dict[str, Any], pa
     details: dict[str, dict[str, float]] = {"startup": startup}
     last_progress = evidence.progress[-1][0] if evidence.progress else None
     loop = _loop(last, times, last_progress, ended=ended)
+    loop.during_save = loop.during_save or (not ended and bool(times.first_step) and _writing(evidence.reports))
     steps_run = int(last.get("steps") or 0)
     if not times.first_step:  # never reached its first step: start-up until the end (or until its last report)
         parts["startup"] += 0.0 if ended else loop.tail

@@ -8,7 +8,7 @@ from typing import Any
 
 from hfsm_lambda.goodput.values import PARTS
 
-SHOW_SHARE = 0.05  # parts shown in the summary text: more than 5% of the billed time
+SMALL_SHARE = 0.01  # parts under 1% of the billed time are shown together as `other` (each named in it)
 TOP_DETAILS = 4  # the largest details shown beside a part
 
 
@@ -21,30 +21,63 @@ def _seconds(value: float) -> str:
     return f"{value / 3600:.2f} h"
 
 
-def _part_line(name: str, value: float, billed: float, details: dict[str, float]) -> str:
-    """One part: its share, its time and its largest details (half a second or more)."""
+def lost_time(minutes: float | None) -> str:
+    """Time lost, never rounded to nothing: seconds under a minute ("under 1 s" for a loss below half a second),
+    minutes above; "unknown time" when not known."""
+    if minutes is None:
+        return "unknown time"
+    seconds = float(minutes) * 60
+    if 0 < seconds < 0.5:
+        return "under 1 s"
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    return f"{float(minutes):.1f} min"
+
+
+def _part_line(name: str, value: float, percent: float, details: dict[str, float]) -> str:
+    """One part: its share (percent), its time and its largest details (half a second or more)."""
     top = sorted(((k, v) for k, v in details.items() if v >= 0.5), key=lambda kv: -kv[1])[:TOP_DETAILS]
     extra = " (" + ", ".join(f"{k.replace('_', ' ')} {_seconds(v)}" for k, v in top) + ")" if top else ""
-    return f"  {name:<13} {value / billed:6.1%}  {_seconds(value)}{extra}"
+    return f"  {name:<13} {percent:5.1f}%  {_seconds(value)}{extra}"
+
+
+def shares(parts: dict[str, float], billed: float) -> dict[str, float]:
+    """Each part's share of the billed time in percent with one decimal, rounded so that they add up to exactly
+    100.0 (largest remainders)."""
+    if billed <= 0:
+        return dict.fromkeys(parts, 0.0)
+    exact = {k: max(0.0, v) * 1000 / billed for k, v in parts.items()}
+    tenths = {k: int(v) for k, v in exact.items()}
+    short = 1000 - sum(tenths.values())
+    for name in sorted(exact, key=lambda k: exact[k] - tenths[k], reverse=True)[:max(0, short)]:
+        tenths[name] += 1
+    return {k: v / 10 for k, v in tenths.items()}
 
 
 def summary_lines(goodput: dict[str, Any] | None) -> list[str]:
-    """The goodput line and the parts that cost more than 5% (unaccounted always), for notifications and
-    `runctl status`."""
+    """The goodput line and every part, `productive` first, their shares adding up to 100% (parts under
+    `SMALL_SHARE` grouped as `other`, named), for notifications and `runctl status`."""
     if not goodput or not goodput.get("billed_seconds"):
         return []
     billed = float(goodput["billed_seconds"])
-    parts = goodput.get("parts") or {}
+    parts = {name: float((goodput.get("parts") or {}).get(name) or 0.0) for name in PARTS}
     ratio = goodput.get("ratio") or 0.0
     attempts = goodput.get("attempts") or []
     lines = [f"Goodput: {ratio:.1%} of {_seconds(billed)} billed instance time was productive training "
              f"({len(attempts)} attempt(s); waiting for instances, unbilled: {_seconds(goodput.get('waiting_seconds') or 0)})"]
     details = goodput.get("details") or {}
-    for name in PARTS:
-        value = float(parts.get(name) or 0.0)
-        if name != "unaccounted" and value <= SHOW_SHARE * billed:
-            continue
-        lines.append(_part_line(name, value, billed, details.get(name) or {}))
+    order = ["productive", *[name for name in PARTS if name != "productive"]]
+    small = [n for n in order if n not in ("productive", "unaccounted") and parts[n] < SMALL_SHARE * billed]
+    shown = {n: parts[n] for n in order if n not in small}
+    if small:
+        shown["other"] = sum(parts[n] for n in small)
+    percent = shares(shown, billed)
+    for name, value in shown.items():
+        if name == "other":  # every small part named, zeros too: the list is the whole ledger
+            named = ", ".join(f"{n} {_seconds(parts[n])}" for n in small)
+            lines.append(f"  {name:<13} {percent[name]:5.1f}%  {_seconds(value)} ({named})")
+        else:
+            lines.append(_part_line(name, value, percent[name], details.get(name) or {}))
     return lines
 
 
@@ -63,7 +96,7 @@ def _back(resumed: int | None) -> str:
 def _lost(record: dict[str, Any]) -> str:
     if record.get("lost_steps") is None:
         return "work lost unknown"
-    return f"{record['lost_steps']} step(s), {record.get('lost_minutes') or 0:.2f} min of training lost"
+    return f"{record['lost_steps']} step(s), {lost_time(record.get('lost_minutes'))} of training lost"
 
 
 def interruption_line(record: dict[str, Any]) -> str:

@@ -152,8 +152,7 @@ def failure_notification(settings: Settings, summary: dict[str, Any]) -> tuple[s
 def interruption_line(record: dict[str, Any]) -> str:
     if "how" in record:  # the goodput ledger's record (from the attempts' logs)
         return goodput.interruption_line(record)
-    lost = record.get("lost_minutes")
-    minutes = "unknown minutes" if lost is None else f"{lost:.1f} min"
+    minutes = goodput.lost_time(record.get("lost_minutes"))
     return (f"step {record.get('step_reached')} reached by {record.get('job')}, resumed from step "
             f"{record.get('resumed_from_step') if record.get('resumed_from_step') is not None else '0 (scratch)'}: "
             f"{record.get('lost_steps')} step(s), {minutes} of work lost")
@@ -166,7 +165,7 @@ def checkpoint_lines(summary: dict[str, Any]) -> list[str]:
     if interruptions:
         total = sum(r.get("lost_minutes") or 0 for r in interruptions)
         unknown = sum(1 for r in interruptions if r.get("lost_minutes") is None)
-        lines.append(f"Interruptions: {len(interruptions)}, {total:.1f} min of work lost in all"
+        lines.append(f"Interruptions: {len(interruptions)}, {goodput.lost_time(total)} of work lost in all"
                      + (f" ({unknown} unknown)" if unknown else ""))
         lines += [f"  {interruption_line(r)}" for r in interruptions[:20]]
     checkpoints = summary.get("checkpoints") or {}

@@ -6,6 +6,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+# read by the training code (hftrain/checkpoint/background.py, INJECT_ENV): "<step>[@<rank>]" makes that background
+# checkpoint write fail as a full disk would (`python -m local_mode run --inject-save-error`)
+SAVE_ERROR_ENV = "HFTRAIN_INJECT_SAVE_ERROR"
+
 
 @dataclass(frozen=True)
 class JobEvent:

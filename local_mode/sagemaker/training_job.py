@@ -54,11 +54,19 @@ END_STATES = {
 
 
 def _saving_step(report: dict[str, Any] | None) -> int | None:
-    """The step a GOODPUT `save_begin` report begins to save (-1 when it says none); None for any other line."""
-    if not report or report.get("event") != goodput_line.SAVE_BEGIN:
+    """The step whose checkpoint files begin to be written (-1 when the report says none), from a GOODPUT
+    `save_begin` report of a blocking save or the `write_begin` report of a background save (its `save_begin` only
+    starts the snapshot); None for any other line."""
+    if not report:
+        return None
+    if report.get("event") == goodput_line.WRITE_BEGIN:
+        key = "writing_step"
+    elif report.get("event") == goodput_line.SAVE_BEGIN and not report.get("background"):
+        key = "saving_step"
+    else:
         return None
     try:
-        return int(report.get("saving_step", -1))
+        return int(report.get(key, -1))
     except (TypeError, ValueError):
         return -1
 

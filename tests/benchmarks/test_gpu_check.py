@@ -49,12 +49,15 @@ def test_the_log_gives_the_steady_rate_the_saves_and_the_nccl_line():
 def test_the_smoke_run_trains_through_torchrun_with_and_without_fsdp(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "OUT")}
     proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "gpu_check.py"), "--smoke", "--parts", "qa-nccl",
-                           "qa-fsdp", "--out", str(tmp_path / "out")], cwd=tmp_path, env=env, capture_output=True,
+                           "qa-blocking", "qa-fsdp", "--out", str(tmp_path / "out")], cwd=tmp_path, env=env, capture_output=True,
                           text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     report = json.loads((tmp_path / "out" / "gpu_check.json").read_text())
     runs = report["runs"]
-    assert set(runs) == {"qa-nccl", "qa-fsdp"} and all(not r["problems"] for r in runs.values())
+    assert set(runs) == {"qa-nccl", "qa-blocking", "qa-fsdp"} and all(not r["problems"] for r in runs.values())
+    # two checkpoints each (middle, end): written behind the loop in qa-nccl, blocking in qa-blocking
+    assert len(runs["qa-nccl"]["save_seconds"]) == 2 and len(runs["qa-nccl"]["complete_seconds"]) == 2
+    assert len(runs["qa-blocking"]["save_seconds"]) == 2 and runs["qa-blocking"]["complete_seconds"] == []
     assert runs["qa-fsdp"]["fsdp_shards"] and runs["qa-fsdp"]["nproc_per_node"] == 2
     assert runs["qa-nccl"]["hyperparameters"]["ddp_backend"] == "gloo"  # CPU; nccl, bf16 and tf32 on CUDA
     assert "| qa-fsdp | ok |" in (tmp_path / "out" / "gpu_check.md").read_text()

@@ -19,6 +19,7 @@ MAX_LINE_CHARS = 64 * 1024  # a record is about 1 KB; a longer line is not one o
 # events (the record's "event")
 STARTUP, BEAT, SAVE_BEGIN, SAVE, EVAL_BEGIN, EVAL, END = "startup", "beat", "save_begin", "save", "eval_begin", \
     "eval", "end"
+WRITE_BEGIN, COMPLETE = "write_begin", "checkpoint"  # a background save's write begins; a checkpoint is complete
 
 
 def format_line(record: dict[str, Any]) -> str:

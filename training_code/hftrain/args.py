@@ -261,6 +261,16 @@ class SageMakerTrainingArguments(Seq2SeqTrainingArguments):
         default=True,
         metadata={"help": "On SIGTERM (spot interruption, stop), save a checkpoint at the next step and exit 0."},
     )
+    background_saves: bool = field(
+        default=True,
+        metadata={
+            "help": "Write checkpoints behind the training loop (hftrain/checkpoint/background.py): the loop waits "
+            "only while the state is copied off the accelerator (on CPU, into memory), the files, hashes and "
+            "markers follow on a thread, at most one save in flight; a checkpoint counts once every node marked "
+            "it. Needs host memory for one copy of the model and optimizer state. FSDP and DeepSpeed saves "
+            "(sharded state is saved through collectives) and saves with load_best_model_at_end always block."
+        },
+    )
     save_every_minutes: float = field(
         default=0.0,
         metadata={

@@ -158,7 +158,7 @@ def test_a_running_job_is_billed_up_to_now():
     assert attempt.billed_wall == pytest.approx(15) and attempt.ended == "running"
 
 
-def test_summary_lines_show_the_goodput_and_the_parts_over_five_percent():
+def test_summary_lines_show_the_goodput_and_every_part_productive_first():
     lines = attempt_lines(t0=2, start_step=0, steps=100, saves=(50, 100))
     done = lines[-1][0] - T + 1
     desc = describe([("Downloading", 0, 2), ("Training", 2, done), ("Uploading", done, done + 1),
@@ -166,6 +166,8 @@ def test_summary_lines_show_the_goodput_and_the_parts_over_five_percent():
     text = summary_lines(goodput.ledger([desc], {JOB: [stream("1", lines)]}))
     assert text[0].startswith("Goodput: ") and "was productive training (1 attempt(s)" in text[0]
     shown = [line.split()[0] for line in text[1:]]
-    assert shown == ["startup", "productive", "unaccounted"]  # downloading 1.7%, checkpointing 3.4%: not shown
-    assert "tokenize 2 s" in text[1] and "launch 1 s" in text[1]
+    # every part over 1% on its own line (productive first), the rest named in `other`
+    assert shown == ["productive", "downloading", "startup", "checkpointing", "uploading", "unaccounted", "other"]
+    assert "tokenize 2 s" in text[3] and "launch 1 s" in text[3]
+    assert "(replayed 0 s, evaluation 0 s, stalled 0 s)" in text[-1]
     assert summary_lines({"format": 1, "error": "x"}) == []

@@ -83,15 +83,20 @@ def any_rank(flag: bool) -> bool:
     return bool(tensor.item() > 0)
 
 
-def any_rank_each(flags: list[bool]) -> list[bool]:
-    """For each flag: True on every rank when it is True on at least one rank (one all-reduce for all)."""
+def sum_each(values: list[float]) -> list[float]:
+    """Each value summed over every rank (one all-reduce for all; small counts, exact in float32)."""
     dist = _dist()
     if dist is None:
-        return [bool(f) for f in flags]
+        return [float(v) for v in values]
     group, device = _control()
-    tensor = torch.tensor([1.0 if f else 0.0 for f in flags], dtype=torch.float32, device=device)
+    tensor = torch.tensor([float(v) for v in values], dtype=torch.float32, device=device)
     dist.all_reduce(tensor, op=dist.ReduceOp.SUM, group=group)  # SUM: supported by every backend (SMDDP too)
-    return [v > 0 for v in tensor.tolist()]
+    return tensor.tolist()
+
+
+def any_rank_each(flags: list[bool]) -> list[bool]:
+    """For each flag: True on every rank when it is True on at least one rank (one all-reduce for all)."""
+    return [v > 0 for v in sum_each([1.0 if f else 0.0 for f in flags])]
 
 
 def all_gather_objects(obj) -> list:

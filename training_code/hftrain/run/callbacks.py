@@ -15,6 +15,7 @@ from contract import progress_lines
 from contract.checkpoint_marker import checkpoint_name
 from hftrain.checkpoint import history as run_history
 from hftrain.checkpoint import manager as checkpoints
+from hftrain.checkpoint.background import BackgroundSaves
 from hftrain.checkpoint.storage import LocalStorage
 from hftrain.parallel import process_group as distributed
 
@@ -53,8 +54,8 @@ class SigtermCallback(TrainerCallback):
     a checkpoint at least every `save_every_seconds` (whichever of steps and time comes first).
 
     The signal only sets a flag; at each step end the ranks agree (one all-reduce of two flags, see
-    distributed.any_rank_each) so that all of them stop or save at the same step and save the same checkpoint
-    together.
+    distributed.sum_each) so that all of them stop or save at the same step and save the same checkpoint
+    together. The same all-reduce carries the background save's votes (checkpoint/background.py).
     """
 
     def __init__(self, save_every_seconds: float | None = None, clock=time.monotonic) -> None:
@@ -63,6 +64,8 @@ class SigtermCallback(TrainerCallback):
         self.stopped = False
         self.save_every_seconds = save_every_seconds or None
         self.interval = None  # save_interval.AutoInterval: the interval chosen from measurements (auto)
+        # checkpoint/background.py: the save being written behind the loop rides on this step's all-reduce
+        self.saves: BackgroundSaves | None = None
         self.clock = clock
         self.timed_saves = 0
         self._last_save = clock()
@@ -94,7 +97,11 @@ class SigtermCallback(TrainerCallback):
     def on_step_end(self, args, state, control, **kwargs):
         every = self.every_seconds()
         due = bool(every) and self.clock() - self._last_save >= every
-        stop, due = distributed.any_rank_each([self.requested, due])
+        votes = self.saves.votes() if self.saves is not None else []
+        sums = distributed.sum_each([1.0 if self.requested else 0.0, 1.0 if due else 0.0, *votes])
+        stop, due = sums[0] > 0, sums[1] > 0
+        if self.saves is not None:
+            self.saves.settle(sums[2:])  # a phase of the save in flight ends on every rank at once (or it failed)
         if due and not control.should_save:
             self.timed_saves += 1
             control.should_save = True
@@ -145,6 +152,7 @@ class CheckpointCallback(TrainerCallback):
         self.saved: list[int] = []
         self.deleted: list[str] = []
         self.moved: list[tuple[str, str]] = []
+        self.saves: BackgroundSaves | None = None  # set when saves are written behind the loop
 
     def _node_leader(self) -> bool:
         return distributed.local_rank() == 0
@@ -172,24 +180,33 @@ class CheckpointCallback(TrainerCallback):
 
     def on_save(self, args, state, control, **kwargs):
         step = state.global_step
-        path = os.path.join(self.root, checkpoint_name(step))
+        if self.saves is not None and self.saves.in_flight == step:
+            return control  # written behind the loop: marked and counted when complete (checkpoint/background.py)
         distributed.barrier()  # every rank has finished writing its files
-        marker = None
         if self._node_leader():
-            marker = checkpoints.write_node_marker(
-                path, host=self.host, hosts=self.hosts, step=step, world_size=distributed.world_size(),
-                identity=self.identity, lineage=self.lineage, storage=self.storage,
-            )
+            self.mark(step, os.path.join(self.root, checkpoint_name(step)))
         distributed.barrier()  # every node's marker is written: the checkpoint is complete
+        self.complete(step)
+        return control
+
+    def mark(self, step: int, path: str) -> None:
+        """The node's completion marker (its local rank 0, once every rank of the node has written its files)."""
+        marker = checkpoints.write_node_marker(
+            path, host=self.host, hosts=self.hosts, step=step, world_size=distributed.world_size(),
+            identity=self.identity, lineage=self.lineage, storage=self.storage,
+        )
+        if distributed.rank() == 0:
+            size = sum(f["size"] for f in marker["files"].values())
+            logger.info("checkpoint %s complete: %d file(s), %.1f MB hashed (%s) in %.3f s", path,
+                        len(marker["files"]), size / 1e6, marker["hash_algorithm"], marker["hash_seconds"])
+
+    def complete(self, step: int) -> None:
+        """Every node marked checkpoint `step` (every rank, at the same step): it counts from now on: the progress
+        record, and rotation of the older ones."""
         self.ours = sorted(set(self.ours) | {step})
         self.saved.append(step)
-        if state.is_world_process_zero:
-            size = sum(f["size"] for f in marker["files"].values()) if marker else 0
-            logger.info("checkpoint %s complete: %d file(s), %.1f MB hashed (%s) in %.3f s", path,
-                        len(marker["files"]) if marker else 0, size / 1e6,
-                        marker["hash_algorithm"] if marker else "-", marker["hash_seconds"] if marker else 0.0)
-            if self.history is not None:
-                self.history.beat(step, force=True)
+        if self.history is not None and distributed.rank() == 0:
+            self.history.beat(step, force=True)
         victims = checkpoints.rotation_victims(self.ours, keep=self.keep, protected=self.protected)
         for victim in victims:
             victim_path = os.path.join(self.root, checkpoint_name(victim))
@@ -204,7 +221,6 @@ class CheckpointCallback(TrainerCallback):
                                    ", ".join(kept[:10]) + (" ..." if len(kept) > 10 else ""))
             self.deleted.append(checkpoint_name(victim))
         self.ours = [s for s in self.ours if s not in victims]
-        return control
 
 
 class ReleaseStagedCheckpoint(TrainerCallback):

@@ -10,14 +10,17 @@ step time lay before each checkpoint (what an interrupted attempt keeps when the
   tokenized data set kept with the run: `tokenize_cache` says hit, miss, rebuilt or off), `layout`,
   `resume_verify` (checkpoint verification), `restore` (the Trainer's set-up and checkpoint load up to the
   first step);
-- `save_begin` / `save` (before and after a blocking checkpoint save; `saved_step`, `save_seconds_last`);
+- `save_begin` / `save` (before and after the part of a checkpoint save that blocks the loop: all of it, or with
+  `background` true only the snapshot and the small files; `saved_step`, `save_seconds_last`);
+- `write_begin` (a background save's files begin to be written: `writing_step`) and `checkpoint` (every node marked
+  it: it counts from now on; `complete_step`, `complete_seconds_last` from its snapshot) (checkpoint/background.py);
 - `eval_begin` / `eval` (before and after an evaluation during training);
 - `beat` (every `beat_seconds` of training, with the step reached);
 - `end` (the last thing the process does, after the final evaluation and model write, or after a SIGTERM save).
 
 Totals: `step_seconds` (optimizer steps: forward, backward, update, the data loading between them and the
 per-step callbacks), `eval_seconds`, `save_seconds` (the Trainer's save plus the completion marker and rotation:
-the time the loop blocked), `final_seconds` (final evaluation and model write, also in eval_ and save_seconds),
+the time the loop blocked; a background save's writing and hashing are not in it), `final_seconds` (final evaluation and model write, also in eval_ and save_seconds),
 `steps` (optimizer steps run by this process). Times are Unix seconds from this host's clock.
 
 The same numbers go to SageMaker's metric charts as METRIC lines (contract/progress_lines.py) `startup_seconds`,
@@ -74,6 +77,7 @@ class GoodputClock:
         self.last_step_at: float | None = None
         self.step_seconds = self.eval_seconds = self.save_seconds = self.final_seconds = 0.0
         self.saves = 0
+        self.complete_saves = 0
         self.evals = 0
         self._cursor: float | None = None  # the end of the last accounted interval once training runs
         self._restore_started: float | None = None
@@ -142,9 +146,29 @@ class GoodputClock:
             self._cursor = now
         return now
 
-    def save_begins(self, step: int) -> None:
+    def save_begins(self, step: int, *, background: bool = False) -> None:
         self._save_started = self._close_interval()
-        self.emit(goodput_line.SAVE_BEGIN, saving_step=step)
+        self.emit(goodput_line.SAVE_BEGIN, saving_step=step, background=background)
+
+    def write_begins(self, step: int) -> None:
+        """A background save's files begin to be written (checkpoint/background.py; off the loop's clock)."""
+        self.emit(goodput_line.WRITE_BEGIN, writing_step=step)
+
+    def checkpoint_complete(self, step: int, seconds: float) -> None:
+        """Every node marked checkpoint `step`: from now on it counts (seconds: from its snapshot)."""
+        self.complete_saves += 1
+        self.emit(goodput_line.COMPLETE, complete_step=step, complete_seconds_last=round(seconds, 4))
+
+    @contextmanager
+    def save_wait(self) -> Iterator[None]:
+        """The loop waits for a background save to finish (after training): blocking save time."""
+        started = self.clock()
+        try:
+            yield
+        finally:
+            self.save_seconds += max(0.0, self.clock() - started)
+            if self._cursor is not None:
+                self._cursor = self.clock()
 
     def save_ends(self, step: int) -> None:
         if self._save_started is None:

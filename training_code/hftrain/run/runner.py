@@ -13,12 +13,13 @@ import os
 import sys
 import time
 
+from contract.checkpoint_marker import checkpoint_name
 from hftrain import args as hp
 from hftrain import smenv
+from hftrain.checkpoint import background, resume, volume
 from hftrain.checkpoint import history as run_history
 from hftrain.checkpoint import interval as save_interval
 from hftrain.checkpoint import manager as checkpoints
-from hftrain.checkpoint import resume, volume
 from hftrain.data import batching, packing, sharding, tokenized_cache
 from hftrain.data.files import DataError
 from hftrain.data.raw import data_source, first_rows, gather_sharded, load_raw, row_count
@@ -64,9 +65,9 @@ def record_start(history: run_history.RunHistory, decision: resume.ResumeDecisio
         logger.info("interruption: %s; resumed from step %s", interruption["unknown"], decision.step)
     elif interruption:
         lost = interruption["lost_minutes"]
-        logger.info("interruption: job %s reached step %d, resumed from step %s: %d step(s) lost (%s minutes)",
+        logger.info("interruption: job %s reached step %d, resumed from step %s: %d step(s) lost (%s)",
                     interruption["job"], interruption["step_reached"], decision.step, interruption["lost_steps"],
-                    "?" if lost is None else f"{lost:.2f}")
+                    "? minutes" if lost is None else f"{lost * 60:.1f} s" if lost < 1 else f"{lost:.2f} minutes")
 
 
 def decide_resume(training_args, env, model, task_name: str) -> tuple[resume.ResumePlanner, resume.ResumeDecision]:
@@ -356,7 +357,31 @@ class TrainingRun:
             goodput_clock=self.clock,
         )
         trainer.remove_callback(PrinterCallback)  # METRIC lines carry the same numbers
+        self._background_saves(trainer)
         return trainer
+
+    def _background_saves(self, trainer) -> None:
+        """Checkpoints written behind the loop (checkpoint/background.py), where the Trainer's saves allow it."""
+        if not self.args.background_saves:
+            return
+        able, why = background.eligible(trainer)
+        if not able:
+            if self.rank == 0:
+                logger.info("checkpoint saves block the loop for their whole time: %s", why)
+            return
+        marks = next(cb for cb in trainer.callback_handler.callbacks if isinstance(cb, CheckpointCallback))
+
+        def complete(step: int, seconds: float) -> None:
+            marks.complete(step)
+            self.clock.checkpoint_complete(step, seconds)
+
+        saves = background.BackgroundSaves(
+            mark=marks.mark, on_complete=complete, node_leader=distributed.local_rank() == 0,
+            agree=distributed.sum_each, on_write_begin=self.clock.write_begins,
+            inject_failure_at=background.injected_failure_step(os.environ.get(background.INJECT_ENV), self.rank),
+            describe=lambda err, step: volume.save_failure(err, self.args.checkpoint_dir, checkpoint_name(step),
+                                                           lambda: volume.state_bytes(self.model, None)))
+        trainer._saves = marks.saves = self.sigterm.saves = saves
 
     def _callbacks(self) -> list:
         decision = self.decision
@@ -382,7 +407,11 @@ class TrainingRun:
         while True:
             trainer = self.build_trainer()
             try:
-                return trainer, self._train_once(trainer, total_steps)
+                metrics = self._train_once(trainer, total_steps)
+                if trainer._saves is not None:
+                    with self.clock.save_wait():  # the last checkpoint (a SIGTERM's above all) is complete first
+                        trainer._saves.drain()
+                return trainer, metrics
             except resume.CheckpointLoadError as err:
                 if self.decision.step is None or args.resume_from_checkpoint:
                     raise

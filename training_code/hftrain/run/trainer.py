@@ -6,9 +6,10 @@ The library workarounds it applies live in compat.py, tasks/loss_scaling.py and 
 from __future__ import annotations
 
 import logging
+import os
 
 from contract.checkpoint_marker import checkpoint_name
-from hftrain.checkpoint import resume, volume
+from hftrain.checkpoint import background, resume, volume
 from hftrain.data import packing, sharding
 from hftrain.parallel import fsdp
 from hftrain.run import compat
@@ -20,13 +21,16 @@ from hftrain.stall import watchdog as stall
 logger = logging.getLogger("hftrain")
 
 
-def make_trainer_class(base):
+def make_trainer_class(base):  # noqa: C901 - mccabe counts every method of the class it makes as one function
     class SageMakerTrainer(base):
         """The task's Trainer, reading training batches from the agreed layout and honouring
         zero-weight batches (see data/sharding.py)."""
 
-        def __init__(self, *a, train_loader_factory=None, goodput_clock=None, **kw):
+        def __init__(self, *a, train_loader_factory=None, goodput_clock=None, background_saves=None, **kw):
             self._train_loader_factory = train_loader_factory
+            # checkpoint/background.py: saves written behind the loop (None: every save blocks for its whole time)
+            self._saves = background_saves
+            self._deferred: list | None = None  # the current save's writes, while they are being collected
             # goodput.py: save and evaluation time during training (a clock that writes nothing unless given one)
             self._goodput = goodput_clock or GoodputClock(enabled=False)
             super().__init__(*a, **kw)
@@ -83,16 +87,45 @@ def make_trainer_class(base):
             resume.guarded_load("model weights", resume_from_checkpoint, load)
 
         def _save_checkpoint(self, model, trial):
-            self._goodput.save_begins(self.state.global_step)  # ends in GoodputCallback.on_save
-            stall.HEART.mark(f"checkpoint save of step {self.state.global_step}", "save")
-            stall_injection.in_save(stall_injection.mine(), self.state.global_step)  # local mode's injected hang
+            step = self.state.global_step
+            self._goodput.save_begins(step, background=self._saves is not None)  # ends in GoodputCallback.on_save
+            stall.HEART.mark(f"checkpoint save of step {step}", "save")
+            stall_injection.in_save(stall_injection.mine(), step)  # local mode's injected hang
+            try:
+                result = (super()._save_checkpoint(model, trial) if self._saves is None
+                          else self._save_in_background(model, trial, step))
+            except background.BackgroundSaveError:  # the previous save's failure, said as it is
+                raise
+            except Exception as err:  # a full volume says so (checkpoint/volume.py); anything else as it is
+                volume.raise_save_failure(err, self.args.checkpoint_dir, checkpoint_name(step),
+                                          lambda: volume.state_bytes(self.model, self.optimizer))
+            stall.HEART.mark("train", "train")
+            return result
+
+        def _save_in_background(self, model, trial, step: int):
+            """The Trainer's own save with its two large writes (weights, optimizer) deferred to a thread on a
+            snapshot: the small files are written now, the rest by checkpoint/background.py."""
+            self._saves.wait_for_room()  # at most one save in flight
+            self._deferred = []
             try:
                 result = super()._save_checkpoint(model, trial)
-                stall.HEART.mark("train", "train")
-                return result
-            except Exception as err:  # a full volume says so (checkpoint/volume.py); anything else as it is
-                volume.raise_save_failure(err, self.args.checkpoint_dir, checkpoint_name(self.state.global_step),
-                                          lambda: volume.state_bytes(self.model, self.optimizer))
+                writes = self._deferred
+            finally:
+                self._deferred = None
+            self._saves.submit(step, os.path.join(self._get_output_dir(trial=trial), checkpoint_name(step)), writes)
+            return result
+
+        def _save(self, output_dir=None, state_dict=None):
+            if self._deferred is None:
+                return super()._save(output_dir, state_dict)
+            self._deferred.append(background.model_write(self, output_dir, state_dict, super()._save))
+            return None
+
+        def _save_optimizer_and_scheduler(self, output_dir):
+            if self._deferred is None:
+                return super()._save_optimizer_and_scheduler(output_dir)
+            self._deferred.extend(background.optimizer_writes(self, output_dir))
+            return None
 
         def _load_rng_state(self, checkpoint):
             try:
