@@ -97,7 +97,9 @@ def test_the_run_retries_from_the_last_durable_checkpoint_and_finishes(stalls: d
     assert result["status"] == "Succeeded"
     assert [a["outcome"] for a in result["attempts"]] == ["stalled"] * 4 + ["completed"]
     assert all(a["reason"].startswith("AlgorithmError: stall watchdog: rank ") for a in result["attempts"][:4])
-    assert result["checkpoints"]["rejected"] == []  # every checkpoint a stall left behind verified at resume
+    # every checkpoint a stall left behind verified at resume, but a background save (checkpoint/background.py) that
+    # the stall cut before its completion marker: refused as incomplete, the previous complete one used instead
+    assert all(r["kind"] == "incomplete" for r in result["checkpoints"]["rejected"]), result["checkpoints"]
     # resumed each time from the last durable checkpoint (every 3 steps), never backwards; the attempt stalled in
     # its start-up reported no start step
     starts = [a["start_step"] for a in result["goodput"]["attempts"]]
