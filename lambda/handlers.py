@@ -29,15 +29,15 @@ from urllib.parse import unquote_plus
 
 from botocore.exceptions import ClientError
 
-from contract import stall_records
+from contract import failure_causes, stall_records
 from contract import summary as run_summary
 from hfsm_lambda import naming
 from hfsm_lambda.goodput import sources as goodput_sources
 from hfsm_lambda.plan import checkpoint_interval, job_requests, planning, request_guard, runtime_limits
 from hfsm_lambda.plan import run as run_json
 from hfsm_lambda.plan.run import Run
+from hfsm_lambda.runs import actions, messages, model_package, outcomes, registry, verdict
 from hfsm_lambda.runs import claims as run_claims
-from hfsm_lambda.runs import messages, model_package, outcomes, registry, verdict
 from hfsm_lambda.runs.prepare import prepare_run
 from hfsm_lambda.runs.state import (
     CheckJobInput,
@@ -253,6 +253,10 @@ def start_training(event: StartTrainingInput, context: Any = None) -> Job:
     return {"job_type": "training", "stage": "train", "job_name": name, "job_arn": arn, "attempt": attempt,
             "created": created, **config, "links": messages.run_links(settings, None, name, "training"),
             "run_id": run.run_id, "checkpoint_uri": run.uris.checkpoint,
+            # the next fallback attempt's instance type, None when this is the last (runs/actions.py: out of memory
+            # and the script's own exception are retried only with an attempt left)
+            "next_instance_type": run.attempts[attempt + 1].instance_type
+            if attempt + 1 < min(run.max_attempts, len(run.attempts)) else None,
             "stall": ({"minutes": stall.minutes, "startup_minutes": stall.startup_minutes, "action": stall.action}
                       if stall else {"minutes": None, "startup_minutes": None, "action": "off"}),
             "watchdog": {"every_minutes": checkpoint_interval.watchdog_minutes(checkpoint.every_minutes),
@@ -289,6 +293,8 @@ def check_job(event: CheckJobInput, context: Any = None) -> Status:
             progress = durability.read_progress(client("s3"), job["checkpoint_uri"])
             status["failure_reason"] = runtime_limits.stopped_at_limit(desc, progress, status.get("durability"))
         _watch_stall(sm, job, desc, status, previous.get("stall_watch"))
+    if status.get("cause"):  # the action table: a new attempt only where one would change something
+        status["state"] = actions.state_after(status["cause"], status["state"], job)
     if status.get("outcome") == outcomes.STALL and (job.get("stall") or {}).get("action") == "fail":
         status["state"] = outcomes.FAILED  # stall.action fail: the run ends here, saying what stalled
     _log("job checked", **{k: status[k] for k in ("job_name", "status", "secondary_status", "state")},
@@ -347,6 +353,9 @@ def _watch_stall(sm: Any, job: dict[str, Any], desc: dict[str, Any], status: dic
     status["stall_watch"] = report
     if stop:
         _stop_job(sm, job["job_name"], "stall watch stopped the job", report["stop_reason"])
+        settings = load_settings()
+        stall_watch.add_record(client("s3"), job["checkpoint_uri"], report.pop("record"),
+                               lambda uri, text: _put_text(settings, uri, text))
     if report.get("stopped_at") and status["status"] in ("Stopped", "Failed") and status["state"] != "completed":
         status["state"] = outcomes.RETRYABLE
         status["outcome"] = outcomes.STALL
@@ -357,7 +366,11 @@ def plan_fallback(event: PlanFallbackInput, context: Any = None) -> int:
     """Input {run, attempt, status}; returns the next attempt index ($.attempt) or raises
     FallbackExhaustedError (attempts used up) / JobFailedError (a failure a new attempt would not fix)."""
     run, attempt = run_json.from_json(event["run"]), int(event.get("attempt") or 0)
-    nxt = outcomes.next_attempt(run, attempt, event["status"])
+    earlier = None
+    if attempt and (event["status"] or {}).get("cause") == failure_causes.EXCEPTION:
+        # the script's own exception twice in a row ends the run (runs/actions.py): the attempt before's reason
+        earlier = _describe(client("sagemaker"), "training", run.job_names.train[attempt - 1]).get("FailureReason")
+    nxt = outcomes.next_attempt(run, attempt, event["status"], earlier)
     _log("fallback planned", run_id=run.run_id, **encode(run.attempts[nxt]))
     return nxt
 
@@ -381,6 +394,9 @@ def _earlier_jobs(sm: Any, run: Run, attempt: int) -> tuple[list[dict[str, Any]]
             if run.tokenizer_stage]
     jobs += [("training", name) for name in run.job_names.train[:attempt]]
     usages, records = [], []
+    # stops by the outside watch: their reason lives in the stall records, not in the job's FailureReason
+    outside = {r.get("job"): r for r in (goodput_sources.read_stalls(client("s3"), run.uris.checkpoint)
+                                          if run.uris.checkpoint and attempt else []) if r.get("outside")}
     for job_type, name in jobs:
         try:
             desc = _describe(sm, job_type, name)
@@ -391,14 +407,27 @@ def _earlier_jobs(sm: Any, run: Run, attempt: int) -> tuple[list[dict[str, Any]]
         usages.append(outcomes.job_usage(job_type, desc))
         if job_type == "training":
             status = outcomes.classify(job_type, desc)
+            if name in outside and status.get("outcome") != outcomes.STALL:
+                status.update(outcome=outcomes.STALL, failure_reason=outside[name].get("reason") or "stalled",
+                              cause=failure_causes.STALLED)
             stalled = status.get("outcome") == outcomes.STALL  # what stalled: the reason's first line says it
             records.append({"attempt": len(records), "job_name": name, **_job_config(desc),
                             "outcome": "stalled" if stalled else status["state"],
                             "reason": f"{status['failure_reason'].splitlines()[0]}; stacks: "
                                       f"{stall_records.stacks_prefix(run.uris.checkpoint, name)}" if stalled else
                             status["failure_reason"] or status["status"],
-                            "interruptions": outcomes.interruptions(desc)})
+                            "cause": status.get("cause"), "interruptions": outcomes.interruptions(desc)})
     return usages, records
+
+
+def _stragglers(run: Run, job_name: str) -> list[dict[str, Any]]:
+    """The ranks the final job's rank 0 named slower than the fleet in its last window (hftrain/stall/
+    stragglers.py), from its heartbeat file beside the checkpoints; [] without one."""
+    if not run.uris.checkpoint:
+        return []
+    beat = stall_watch.read_heartbeat(client("s3"), run.uris.checkpoint) or {}
+    found = beat.get("stragglers") if beat.get("job") == job_name else None
+    return [s for s in found if isinstance(s, dict)] if isinstance(found, list) else []
 
 
 def _job_config(desc: dict[str, Any]) -> dict[str, Any]:
@@ -454,6 +483,7 @@ def finish(event: FinishInput, context: Any = None) -> dict[str, Any]:
         checkpoints=checkpoints,
         goodput=ledger,
         verdict=judged,
+        stragglers=_stragglers(run, job["job_name"]),
     )
     _record_success(settings, run, summary)
     _log("finished", run_id=run.run_id, model_package_arn=package_arn,

@@ -17,6 +17,7 @@ from hfsm_lambda.plan import cost, job_requests
 from hfsm_lambda.plan import run as run_json
 from hfsm_lambda.runs import prepare as runs
 from hfsm_lambda.settings import parse_settings
+from hfsm_lambda.watch import stalls as stall_watch
 from runctl.core import Clients, RunctlError
 
 
@@ -68,6 +69,16 @@ def _hours(seconds: int) -> str:
     return f"{hours}h{rest // 60:02d}m"
 
 
+def _stall_lines(stall: Any) -> list[str]:
+    """The stall limits the job will apply (hftrain/stall/limits.py) and the outside watch's (watch/stalls.py)."""
+    if stall is None or stall.action == "off":
+        return ["", "Stall watch: off"]
+    steps = "max(10 min, 20 x the median step time)" if stall.minutes == "auto" else f"{stall.minutes:g} min"
+    return ["", f"Stall limits (stall.action {stall.action}): training steps {steps}; evaluations and saves 3 x the "
+                f"longest measured, at least 10 min ({stall.startup_minutes:g} min before the first); start-up "
+                f"{stall.startup_minutes:g} min; the outside watch adds {stall_watch.MARGIN_MINUTES:g} min"]
+
+
 def plan_lines(result: dict[str, Any], *, show_requests: bool = True) -> list[str]:
     if not result["ok"]:
         return [f"{result['error']} in environment {result['environment']}: nothing would start.",
@@ -92,8 +103,11 @@ def plan_lines(result: dict[str, Any], *, show_requests: bool = True) -> list[st
         lines.append(f"  {'':<20} {item['instance_count']} x {item['instance_type']} {kind}, "
                      f"max {_hours(item['max_seconds'])}{wait}")
     if run.max_attempts > 1:
-        lines.append(f"  (attempts 1-{run.max_attempts - 1} run only when the one before ends with "
-                     "MaxWaitTimeExceeded or a capacity error)")
+        lines.append(f"  (attempts 1-{run.max_attempts - 1} run only when the one before ends with a cause the "
+                     "action table retries: no capacity or spot wait, a stall, a rank killed by a signal, a "
+                     "collective error, the script's own exception once, out of memory only on another instance "
+                     "type; lambda/runs/actions.py)")
+    lines += _stall_lines(spec.stall)
     lines += ["", "Worst case (every job at its max runtime, every fallback attempt used):"]
     for item in worst["items"]:
         price = "no price" if item["price_per_hour"] is None else \

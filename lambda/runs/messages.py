@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from contract import failure_causes
 from hfsm_lambda import naming
 from hfsm_lambda.goodput import text as goodput
 from hfsm_lambda.neutral_text import neutral, printable
 from hfsm_lambda.plan.run import Run
-from hfsm_lambda.runs import summary_text, verdict
+from hfsm_lambda.runs import actions, summary_text, verdict
 from hfsm_lambda.settings import Settings
 from hfsm_lambda.watch import durability
 
@@ -35,6 +36,7 @@ HINTS = {
     "TokenizerReduceJobFailed": "Read the tokenizer reduce job's logs (link below): check the tokenizer settings.",
 }
 DEFAULT_HINT = "See the execution's event history (link below) for the failing step."
+_JOB_ERRORS = ("FallbackExhaustedError", "JobFailedError", "TrainingJobFailed")
 
 
 def parse_error(error: dict[str, Any] | None) -> tuple[str, str]:
@@ -115,7 +117,12 @@ def success_notification(settings: Settings, summary: dict[str, Any]) -> tuple[s
 def _hint(summary: dict[str, Any]) -> str:
     """What to do; a hint that points at a link says so only when the links below hold that link (the job's logs
     for a hint about logs, the execution for the event history)."""
-    hint = HINTS.get(summary["error"], DEFAULT_HINT)
+    cause = (summary.get("job_status") or {}).get("cause")
+    if cause is None and (summary.get("job_status") or {}).get("outcome") == "stall":
+        cause = failure_causes.STALLED
+    # a failed training job: what to do follows its cause (runs/actions.py), not the error's name
+    hint = actions.action_for(cause).next if cause and summary["error"] in _JOB_ERRORS else \
+        HINTS.get(summary["error"], DEFAULT_HINT)
     wanted = "execution" if "event history" in hint else "logs"
     return hint if (summary.get("links") or {}).get(wanted) else hint.replace(" (link below)", "")
 

@@ -7,9 +7,11 @@ import re
 from datetime import datetime
 from typing import Any
 
+from contract import failure_causes as causes
 from contract import stall_records
 from hfsm_lambda.errors import FallbackExhaustedError, JobFailedError
 from hfsm_lambda.plan.run import Run
+from hfsm_lambda.runs import actions
 
 RUNNING, COMPLETED, RETRYABLE, FAILED = "running", "completed", "retryable", "failed"
 CAPACITY_RE = re.compile(r"insufficient\s*(instance\s*)?capacity|capacity\s*error", re.IGNORECASE)
@@ -42,17 +44,26 @@ def _state(job_type: str, status: str, secondary: str | None, reason: str) -> tu
         return RETRYABLE, reason or f"{MAX_WAIT}: no spot capacity within spot.max_wait_seconds"
     if (status == "Failed" and CAPACITY_RE.search(reason)) or _stalled(job_type, status, reason):
         return RETRYABLE, reason
+    if job_type == "training" and status == "Failed" and actions.action_for(cause_of(reason)).retryable:
+        return RETRYABLE, reason  # the action table: PlanFallback decides whether a new attempt follows
     if status == "Stopped" and not reason:
         return FAILED, f"stopped ({secondary or 'by request'})"
     return FAILED, reason
+
+
+def cause_of(reason: str) -> str:
+    """The cause of a failed training job (contract/failure_causes.py's precedence; SageMaker's capacity errors are
+    the instances', not the script's)."""
+    return causes.INSTANCE if CAPACITY_RE.search(reason) else causes.cause_of(reason)
 
 
 def classify(job_type: str, desc: dict[str, Any]) -> dict[str, Any]:
     """Describe* response -> status summary with `state` running|completed|retryable|failed.
 
     Retryable: a spot job stopped at MaxWaitTimeExceeded, a job that failed for lack of capacity
-    (InsufficientCapacity / CapacityError in FailureReason), or a job its stall watchdog ended (`outcome`
-    "stall"; check_job makes it failed when the spec's stall.action is `fail`). Anything else that ended is failed.
+    (InsufficientCapacity / CapacityError in FailureReason), a job its stall watchdog ended (`outcome`
+    "stall"; check_job makes it failed when the spec's stall.action is `fail`), or a failed training job whose
+    `cause` the action table (actions.py) may retry. Anything else that ended is failed.
     """
     if job_type == "training":
         name, status = desc["TrainingJobName"], desc["TrainingJobStatus"]
@@ -69,6 +80,7 @@ def classify(job_type: str, desc: dict[str, Any]) -> dict[str, Any]:
         "failure_reason": reason or None,
         "state": classification,
         "outcome": STALL if _stalled(job_type, status, reason) else None,
+        "cause": cause_of(reason) if job_type == "training" and status == "Failed" else None,
         "status_message": transitions[-1].get("StatusMessage") if transitions else None,
         "billable_seconds": desc.get("BillableTimeInSeconds"),
         "training_seconds": desc.get("TrainingTimeInSeconds"),
@@ -80,24 +92,33 @@ def interruptions(desc: dict[str, Any]) -> int:
     return sum(1 for t in desc.get("SecondaryStatusTransitions") or [] if t.get("Status") == "Interrupted")
 
 
-def next_attempt(run: Run, attempt: int, status: dict[str, Any]) -> int:
+def next_attempt(run: Run, attempt: int, status: dict[str, Any], earlier_reason: str | None = None) -> int:
     """The index of the next training attempt, or FallbackExhaustedError / JobFailedError.
 
-    `status` is check_job's output for attempt `attempt`; only a retryable training outcome moves on.
+    `status` is check_job's output for attempt `attempt`; only a retryable training outcome moves on, as the
+    action table (actions.py) says for its cause; `earlier_reason`: the attempt before's FailureReason (the
+    script's own exception twice in a row ends the run).
     """
     state = status.get("state")
     reason = status.get("failure_reason") or status.get("secondary_status") or state
     name = status.get("job_name", "?")
+    cause = status.get("cause") or (causes.STALLED if status.get("outcome") == STALL else causes.INSTANCE)
+    action = actions.action_for(cause)
     if status.get("job_type", "training") != "training" or state != RETRYABLE:
-        raise JobFailedError(f"job {name} ended {status.get('status', state)}: {reason}; a fallback attempt would "
-                             "not fix this, see the job's CloudWatch logs")
+        advice = f"{cause}: {action.says}" if status.get("cause") else "a fallback attempt would not fix this"
+        raise JobFailedError(f"job {name} ended {status.get('status', state)}: {reason}; {advice}; see the job's "
+                             "CloudWatch logs")
+    _refuse_pointless(run, attempt, name, reason, cause, earlier_reason)
     if attempt + 1 < run.max_attempts:
         return attempt + 1
-    if status.get("outcome") == STALL:
+    if cause in (causes.STALLED, causes.SIGNAL, causes.COLLECTIVE, causes.EXCEPTION, causes.OOM):
+        what = {causes.STALLED: "stalled", causes.SIGNAL: "lost a rank to a signal",
+                causes.COLLECTIVE: "failed in a collective", causes.EXCEPTION: "failed in the training script",
+                causes.OOM: "ran out of memory"}[cause]
         raise FallbackExhaustedError(
-            f"run {run.run_id}: job {name} stalled ({reason}); all {attempt + 1} attempt(s) allowed by "
-            f"fallback.max_attempts={run.max_attempts} are used. Next: look at the stacks in the job's log, "
-            "fix what hung, or raise fallback.max_attempts to retry from the last durable checkpoint.")
+            f"run {run.run_id}: job {name} {what} ({reason}); all {attempt + 1} attempt(s) allowed by "
+            f"fallback.max_attempts={run.max_attempts} are used. Next: look at the job's log (and the stacks of a "
+            "stall), fix what failed, or raise fallback.max_attempts to retry from the last durable checkpoint.")
     configs = "; ".join(
         f"#{c.attempt} {c.job_name} ({c.instance_type} x{c.instance_count}, "
         f"{'spot' if c.spot else 'on-demand'})" for c in run.attempts[: attempt + 1])
@@ -105,6 +126,20 @@ def next_attempt(run: Run, attempt: int, status: dict[str, Any]) -> int:
         f"run {run.run_id}: all {attempt + 1} attempt(s) allowed by fallback.max_attempts={run.max_attempts} "
         f"ended without capacity (last: {name}: {reason}). Attempts: {configs}. Next: add fallback.options with "
         "other instance types or spot: false, or raise fallback.max_attempts.")
+
+
+def _refuse_pointless(run: Run, attempt: int, name: str, reason: str, cause: str, earlier_reason: str | None) -> None:
+    """JobFailedError where the action table says a new attempt would fail the same way."""
+    action = actions.action_for(cause)
+    if cause == causes.OOM:
+        current = run.attempts[attempt].instance_type if attempt < len(run.attempts) else None
+        following = run.attempts[attempt + 1].instance_type if attempt + 1 < min(len(run.attempts),
+                                                                                 run.max_attempts) else None
+        if following is None or following == current:
+            raise JobFailedError(f"job {name} ran out of memory: {reason}; {action.says}")
+    if cause == causes.EXCEPTION and actions.same_error(reason, earlier_reason):
+        raise JobFailedError(f"job {name} failed with the same error as the attempt before it: {reason}; the run "
+                             "ends (a new attempt would fail the same way); see the job's CloudWatch logs")
 
 
 def _number(value: Any) -> float | str:

@@ -47,6 +47,7 @@ class Job(TypedDict, total=False):
     links: dict[str, str]
     run_id: str  # training only, from here on
     checkpoint_uri: str
+    next_instance_type: str | None  # the next fallback attempt's, None for the last attempt
     stall: dict[str, Any]
     watchdog: dict[str, Any]
 
@@ -68,6 +69,7 @@ class Status(TypedDict, total=False):
     durability: dict[str, Any]
     stall_watch: dict[str, Any]
     outcome: str
+    cause: str  # a failed training job's cause (contract/failure_causes.py; the action: runs/actions.py)
 
 
 class ExecutionContext(TypedDict, total=False):
@@ -89,7 +91,8 @@ class ExecutionState(TypedDict, total=False):
     status: Annotated[Status, Key(
         "check_job (a Pass state resets it for a new job)", "the Choice states, plan_fallback, check_job",
         "`state` = running | completed | retryable | failed; for training also `durability`, `stall_watch` and "
-        "`outcome` (\"stall\" when the job's stall watchdog or the outside watch ended it); each CheckTraining "
+        "`outcome` (\"stall\" when the job's stall watchdog or the outside watch ended it) and a failed job's "
+        "`cause` (runs/actions.py says what follows it); each CheckTraining "
         "gets the previous `$.status` as `previous`")]
     result: Annotated[dict[str, Any], Key("finish", "the end state", "the run's summary")]
     error: Annotated[ErrorInfo, Key("a Catch", "notify_failure", "{Error, Cause}: the failed state's error")]

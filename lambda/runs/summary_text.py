@@ -68,6 +68,14 @@ def attempt_line(attempt: dict[str, Any]) -> str:
     return line
 
 
+def straggler_line(straggler: dict[str, Any]) -> str:
+    """A rank slower than the fleet (hftrain/stall/stragglers.py), as the summary and the notification say it."""
+    return (f"  straggler: rank {straggler.get('rank')} ({straggler.get('host')}) takes "
+            f"{straggler.get('own_step_seconds')} s of its own per step against the fleet's median "
+            f"{straggler.get('median_step_seconds')} s (+{float(straggler.get('slower') or 0):.0%}): up to "
+            f"{straggler.get('minutes_lost_per_hour')} min of every hour of every instance")
+
+
 def success_lines(summary: dict[str, Any]) -> list[str]:
     cost = summary.get("cost") or {}
     attempts = summary.get("attempts") or []
@@ -83,6 +91,7 @@ def success_lines(summary: dict[str, Any]) -> list[str]:
         lines.append("  metrics: none reported (check the metric definitions and the training log)")
     if summary.get("verdict"):
         lines.append(f"  verdict: {summary['verdict']['text']}")
+    lines += [straggler_line(s) for s in summary.get("stragglers") or []]
     lines.append("")
     price = cost.get("cost_usd")
     final = training_jobs[-1] if training_jobs else {}

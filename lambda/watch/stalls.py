@@ -55,6 +55,11 @@ def _strict(heartbeat: dict[str, Any] | None) -> dict[str, Any] | None:
         return None
 
 
+def rank_line(entry: dict[str, Any]) -> str:
+    """One rank's phase as the heartbeat shows it: "rank 1 (algo-2): training, step 57"."""
+    return f"rank {entry.get('rank')} ({entry.get('host')}): {entry.get('doing') or entry.get('kind')}"
+
+
 def watch(previous: dict[str, Any] | None, heartbeat: dict[str, Any] | None, *, job_name: str, now: datetime,
           since: datetime | None, stall: dict[str, Any]) -> tuple[dict[str, Any], bool]:
     """(report for $.status.stall_watch, stop now?)."""
@@ -75,14 +80,35 @@ def watch(previous: dict[str, Any] | None, heartbeat: dict[str, Any] | None, *, 
     else:
         limit = allowed_limit(mine["limit_seconds"], stall)
         quiet = t - max(mine["moved_at"], since.timestamp())
-        where = f"at step {mine['step']} ({printable(mine['phase'])}); its watchdog last wrote {t - mine['at']:.0f} s ago"
+        where = (f"at step {mine['step']} ({printable(str(mine.get('doing') or mine['phase']))}); its watchdog last "
+                 f"wrote {t - mine['at']:.0f} s ago")
+        if mine.get("ranks"):
+            where += "; ranks: " + ", ".join(printable(rank_line(r)) for r in mine["ranks"][:8])
     report.update(watching=True, quiet_minutes=round(quiet / 60, 1), threshold_minutes=round((limit + margin) / 60, 1),
-                  step=(mine or {}).get("step"))
+                  step=(mine or {}).get("step"), doing=(mine or {}).get("doing"),
+                  ranks=[rank_line(r) for r in (mine or {}).get("ranks") or []])
     if quiet <= limit + margin or prev.get("stopped_at"):
         return report, False
     reason = stall_records.outside_message(
         f"job {job_name} made no progress for {quiet / 60:.1f} min {where}, while it says Training (limit "
         f"{limit / 60:.1f} min + {MARGIN_MINUTES:g} min margin); the job could not report it itself (a frozen "
         "instance or a dead host?): stopped so that the next attempt resumes from the last durable checkpoint")
-    report.update(stopped_at=now.strftime("%Y-%m-%dT%H:%M:%SZ"), stop_reason=reason)
+    report.update(stopped_at=now.strftime("%Y-%m-%dT%H:%M:%SZ"), stop_reason=reason,
+                  record={"job": job_name, "last_progress_at": round(t - quiet, 3), "detected_at": round(t, 3),
+                          "rank": None, "host": None, "step": (mine or {}).get("step"),
+                          "phase": (mine or {}).get("phase") or "start-up", "outside": True,
+                          "limit": f"{limit / 60:.1f} min + {MARGIN_MINUTES:g} min margin",
+                          "reason": reason, "ranks": (mine or {}).get("ranks") or []})
     return report, True
+
+
+def add_record(s3: Any, checkpoint_uri: str, record: dict[str, Any], put: Any) -> None:
+    """The outside watch's stop as a stall record in `_stalls.json` beside the checkpoints (the ledger's `stalled`,
+    the summary's attempt outcome read it there, as they read the job's own); `put(uri, text)` writes it."""
+    bucket, _, prefix = checkpoint_uri.removeprefix("s3://").partition("/")
+    try:
+        body = s3.get_object(Bucket=bucket, Key=stall_records.key(prefix))["Body"].read()
+    except Exception:  # noqa: BLE001 - none yet
+        body = None
+    records = (stall_records.parse_records(body) or []) if body else []
+    put(f"s3://{bucket}/{stall_records.key(prefix)}", stall_records.format_records([*records, record]))

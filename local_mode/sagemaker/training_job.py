@@ -35,7 +35,8 @@ from local_mode.sagemaker.container_layout import (
     lay_out_training_host,
     plan_hosts,
 )
-from local_mode.sagemaker.host_processes import signal_host
+from local_mode.sagemaker.failure_evidence import HostEnd, job_failure
+from local_mode.sagemaker.host_processes import HostProcess, signal_host
 from local_mode.sagemaker.job import JobSetupError, LocalJob, now, output_members, truncate
 from local_mode.sagemaker.metrics import MetricTracker
 from local_mode.sagemaker.s3_channels import ChannelError, parse_s3_uri, tar_folder, upload_folder
@@ -210,10 +211,9 @@ class TrainingJob(LocalJob):
             if checkpoints and not abrupt:  # a lost instance syncs nothing more
                 checkpoints.sync()  # what the hosts wrote before they ended, deletions included
             if outcome == "failed" and failed is not None:
+                reason = self._job_failure(hosts, failed)
                 with self.lock:
-                    self.failure_reason = self.host_failure(
-                        failed, next(h for h in hosts if h.name == failed.host).base_dir
-                    )
+                    self.failure_reason = reason
             return outcome
         except (ChannelError, botocore.exceptions.ClientError) as error:
             raise JobSetupError(f"Data download failed: {error}") from error
@@ -223,6 +223,15 @@ class TrainingJob(LocalJob):
             with self.lock:
                 self._seconds_done += time.monotonic() - self._attempt_started
                 self._attempt_started = None
+
+    def _job_failure(self, hosts: list[Host], failed: HostProcess) -> str:
+        """FailureReason from every host's evidence (failure_evidence.py), the cause first."""
+        ends = [HostEnd(h.name, h.index, process.poll(), h.base_dir / "output" / "failure", process.log_path)
+                for h in hosts for process in self.hosts if process.host == h.name]
+        fallback = self.host_failure(failed, next(h for h in hosts if h.name == failed.host).base_dir)
+        text = job_failure(ends, self.settings.processes_per_host or 1,
+                           fallback.removeprefix("AlgorithmError: "))
+        return truncate(f"AlgorithmError: {text}")
 
     def _restore_checkpoints(self, s3: Any, hosts: list[Host]) -> CheckpointSync | None:
         sync = checkpoint_sync(self.request, s3, hosts, self.settings.checkpoint_sync_seconds)

@@ -104,7 +104,15 @@ def test_heartbeat_round_trip_and_hostile_text():
     beat = heartbeat.record(job="j-1", step=None, phase="imports", kind="startup", moved_at=1.23456, at=2.34567,
                             limit_seconds=3600.04)
     assert beat == {"job": "j-1", "step": None, "phase": "imports", "kind": "startup", "moved_at": 1.235,
-                    "at": 2.346, "limit_seconds": 3600.0}
+                    "at": 2.346, "limit_seconds": 3600.0, "doing": "imports since 00:00:01Z", "ranks": [],
+                    "stragglers": []}
+    saving = heartbeat.record(job="j-1", step=400, phase="checkpoint save of step 400", kind="save", moved_at=43385,
+                              at=43400, limit_seconds=600, since=43385,
+                              ranks=[heartbeat.rank_entry({"rank": 1, "host": "algo-2", "step": 400, "kind": "train",
+                                                           "phase": "train", "moved_at": 43380, "alive_at": 43399})])
+    assert saving["doing"] == "checkpoint save of step 400 since 12:03:05Z"  # a long save is not a hang
+    assert saving["ranks"] == [{"rank": 1, "host": "algo-2", "step": 400, "kind": "train",
+                                "doing": "training, step 400", "moved_at": 43380, "at": 43399}]
     assert tuple(beat) == heartbeat.FIELDS
     assert heartbeat.parse_heartbeat(heartbeat.format_heartbeat(beat)) == beat
     assert heartbeat.parse_heartbeat(heartbeat.format_heartbeat(beat).encode()) == beat  # an S3 body

@@ -29,9 +29,9 @@ REPO = Path(__file__).resolve().parents[2]
 FAULTS = ["3@4", "2@7:sigstop", "1@startup", "3@10:loader"]
 # rank, host, local rank, what the first line says
 NAMED = [(3, "algo-2", 1, "made no progress for", "at step 4"),
-         # last heard where its watchdog last published (every 0.6 s): a step, or the start-up's restore when
-         # the steps before the SIGSTOP were quicker than that
-         (2, "algo-2", 0, "stopped responding (its process is frozen or SIGSTOPped", "last heard at "),
+         # last heard at step 7, or, when its watchdog last published before that step, after step 7 (the step its
+         # peers completed with it)
+         (2, "algo-2", 0, "stopped responding (its process is frozen or SIGSTOPped", "step 7"),
          (1, "algo-1", 1, "made no progress for", "in start-up phase layout (before step 1)"),
          (3, "algo-2", 1, "made no progress for", "at step 10")]
 LIMITS = [0.1 * 60, 0.1 * 60, 0.5 * 60, 0.1 * 60]
@@ -97,7 +97,9 @@ def test_the_run_retries_from_the_last_durable_checkpoint_and_finishes(stalls: d
     assert result["status"] == "Succeeded"
     assert [a["outcome"] for a in result["attempts"]] == ["stalled"] * 4 + ["completed"]
     assert all(a["reason"].startswith("AlgorithmError: stall watchdog: rank ") for a in result["attempts"][:4])
-    assert result["checkpoints"]["rejected"] == []  # every checkpoint a stall left behind verified at resume
+    # every checkpoint a stall left behind verified at resume, but a background save (checkpoint/background.py) that
+    # the stall cut before its completion marker: refused as incomplete, the previous complete one used instead
+    assert all(r["kind"] == "incomplete" for r in result["checkpoints"]["rejected"]), result["checkpoints"]
     # resumed each time from the last durable checkpoint (every 3 steps), never backwards; the attempt stalled in
     # its start-up reported no start step
     starts = [a["start_step"] for a in result["goodput"]["attempts"]]

@@ -18,7 +18,8 @@ from hfsm_lambda.errors import FallbackExhaustedError, JobFailedError
     ("Stopped", "MaxWaitTimeExceeded", None, "retryable"),
     ("Failed", "Failed", "CapacityError: Unable to provision requested ML compute capacity.", "retryable"),
     ("Failed", "Failed", "InsufficientInstanceCapacity: insufficient capacity", "retryable"),
-    ("Failed", "Failed", "AlgorithmError: CUDA out of memory", "failed"),
+    # out of memory: retried only when the next attempt runs on another instance type (runs/actions.py), as here
+    ("Failed", "Failed", "AlgorithmError: CUDA out of memory", "retryable"),  # the next option: ml.g6.2xlarge
     ("Stopped", "Stopped", None, "failed"),
     ("Stopped", "MaxRuntimeExceeded", None, "failed"),
 ])

@@ -5,13 +5,18 @@ every WRITE_SECONDS; SageMaker's checkpoint sync uploads it to the run's checkpo
 outside stall watch (lambda/watch/stalls.py), which reads it from S3 while the job is Training.
 
     {"job": ..., "step": 57, "phase": "train", "kind": "train", "moved_at": <unix s>, "at": <unix s>,
-     "limit_seconds": 600.0}
+     "limit_seconds": 600.0, "doing": "training, step 57", "ranks": [{"rank": 1, "host": "algo-2",
+     "step": 57, "kind": "train", "doing": "training, step 57", "moved_at": <unix s>, "at": <unix s>}, ...]}
 
-`moved_at`: the last progress; `at`: when the watchdog wrote it; `limit_seconds`: the in-job limit in effect.
+`moved_at`: the last progress; `at`: when the watchdog wrote it; `limit_seconds`: the in-job limit in effect;
+`doing`: what the rank is doing, in words ("checkpoint save of step 400 since 12:03:05Z": a long save or upload
+is not a hang); `ranks`: every rank's phase as the store shows it (rank 0's view; [] without a store);
+`stragglers`: the ranks slower than the fleet over the last window (hftrain/stall/stragglers.py).
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from contract.jsontext import dumps, loads_object
@@ -19,13 +24,32 @@ from contract.jsontext import dumps, loads_object
 FILE_NAME = "_heartbeat.json"
 WRITE_SECONDS = 30.0
 MAX_CHARS = 64 * 1024
-FIELDS = ("job", "step", "phase", "kind", "moved_at", "at", "limit_seconds")
+FIELDS = ("job", "step", "phase", "kind", "moved_at", "at", "limit_seconds", "doing", "ranks", "stragglers")
+
+
+def doing(*, phase: str, kind: str, step: int | None, since: float | None) -> str:
+    """What a rank is doing, in words: "training, step 57", "checkpoint save of step 400 since 12:03:05Z"."""
+    if kind == "train":
+        return f"training, step {step if step is not None else 0}"
+    when = time.strftime("%H:%M:%SZ", time.gmtime(since)) if since else "?"
+    return f"{phase} since {when}" + (f" (after step {step})" if step and kind != "save" else "")
 
 
 def record(*, job: str, step: int | None, phase: str, kind: str, moved_at: float, at: float,
-           limit_seconds: float) -> dict[str, Any]:
+           limit_seconds: float, since: float | None = None, ranks: list[dict[str, Any]] | None = None,
+           stragglers: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     return {"job": job, "step": step, "phase": phase, "kind": kind, "moved_at": round(moved_at, 3),
-            "at": round(at, 3), "limit_seconds": round(limit_seconds, 1)}
+            "at": round(at, 3), "limit_seconds": round(limit_seconds, 1),
+            "doing": doing(phase=phase, kind=kind, step=step, since=since if since is not None else moved_at),
+            "ranks": ranks or [], "stragglers": stragglers or []}
+
+
+def rank_entry(beat: dict[str, Any]) -> dict[str, Any]:
+    """One rank's line in `ranks`, from its stall watchdog beat (hftrain/stall/watchdog.py)."""
+    return {"rank": beat.get("rank"), "host": beat.get("host"), "step": beat.get("step"), "kind": beat.get("kind"),
+            "doing": doing(phase=str(beat.get("phase")), kind=str(beat.get("kind")), step=beat.get("step"),
+                           since=beat.get("since") or beat.get("moved_at")),
+            "moved_at": round(float(beat.get("moved_at") or 0), 3), "at": round(float(beat.get("alive_at") or 0), 3)}
 
 
 def format_heartbeat(heartbeat: dict[str, Any]) -> str:
@@ -58,7 +82,25 @@ def parse_heartbeat(text: str | bytes | None) -> dict[str, Any] | None:
             and _number(value.get("moved_at")) and _number(value.get("at")) and _number(value.get("limit_seconds"))
             and value["limit_seconds"] > 0):
         return None
-    return {name: value[name] for name in FIELDS}
+    core = {name: value[name] for name in FIELDS[:7]}
+    doing_text = value.get("doing")
+    return {**core, "doing": doing_text if _text(doing_text) else None,
+            "ranks": _entries(value.get("ranks")), "stragglers": _entries(value.get("stragglers"))}
+
+
+MAX_ENTRIES = 1024  # ranks (and stragglers) a heartbeat may list
+
+
+def _entries(value: Any) -> list[dict[str, Any]]:
+    """`ranks`/`stragglers` as a reader may use them: at most MAX_ENTRIES objects of short texts and numbers
+    (anything else in an entry is left out; a value that is not a list is none)."""
+    if not isinstance(value, list):
+        return []
+    out = []
+    for entry in value[:MAX_ENTRIES]:
+        if isinstance(entry, dict):
+            out.append({k: v for k, v in entry.items() if _text(k) and (v is None or _text(v) or _number(v))})
+    return out
 
 
 def key(prefix: str) -> str:

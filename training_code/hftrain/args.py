@@ -340,6 +340,23 @@ class SageMakerTrainingArguments(Seq2SeqTrainingArguments):
         default=10.0,
         metadata={"help": "stall_minutes auto: the least limit for training steps, in minutes."},
     )
+    stall_straggler_minutes: float = field(
+        default=5.0,
+        metadata={"help": "The window over which each rank's own time per step (its data and forward pass, not the "
+                  "wait for its peers) is compared with the fleet's median; a rank at least 20% slower is named "
+                  "in the log (hftrain/stall/stragglers.py)."},
+    )
+    stall_section_factor: float = field(
+        default=3.0,
+        metadata={"help": "The stall watchdog's limit for evaluations and checkpoint saves once one was measured: "
+                  "this many times the longest one so far, at least stall_section_floor_minutes (before the first "
+                  "measurement: stall_startup_minutes)."},
+    )
+    stall_section_floor_minutes: float = field(
+        default=10.0,
+        metadata={"help": "The least stall limit for evaluations and checkpoint saves once one was measured, in "
+                  "minutes."},
+    )
     # --- speed defaults (see hftrain/data/batching.py and hftrain/data/packing.py) ---
     train_sampling_strategy: str = field(
         default="auto",

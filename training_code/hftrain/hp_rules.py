@@ -64,6 +64,9 @@ BOUNDS: dict[str, dict[str, float]] = {
     "interruption_prior_hours": {"minimum": 0},
     "stall_startup_minutes": {"exclusiveMinimum": 0},
     "stall_floor_minutes": {"exclusiveMinimum": 0},
+    "stall_section_factor": {"minimum": 1},
+    "stall_straggler_minutes": {"exclusiveMinimum": 0},
+    "stall_section_floor_minutes": {"exclusiveMinimum": 0},
     "seed": {"minimum": 0, "maximum": 2**32 - 1},  # numpy's seed range (set_seed at start-up)
     "data_seed": {"minimum": 0, "maximum": 2**32 - 1},
     "adam_beta1": {"minimum": 0, "exclusiveMaximum": 1},

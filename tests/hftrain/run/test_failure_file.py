@@ -21,7 +21,7 @@ def test_wrong_label_column_writes_the_reason_first(tiny_models, tmp_path, run_i
     lines = (base / "output" / "failure").read_text().splitlines()
     assert lines[0].startswith("the training data is missing column(s) ['sentiment']; it has ")
     assert "label_column" in lines[0] or "_column hyperparameters" in lines[0]
-    assert lines[1] == "(train.py on algo-1, rank 0)"
+    assert lines[1] == "(train.py on algo-1, rank 0; a settings or data error, exit code 2)"
 
 
 def test_first_failure_wins_and_is_clipped(tmp_path, monkeypatch):

@@ -88,7 +88,12 @@ def test_the_rank_not_waiting_in_a_collective_is_named_with_host_step_and_functi
 def test_the_culprit_is_named_even_when_a_waiting_rank_crosses_the_limit_first():
     beats = {r: beat(r, moved=NOW - 601) for r in range(4)}
     beats[2].update(waiting=False, moved_at=NOW - 590, frames=["hang (hftrain/stall/injection.py:1)"])
-    verdict = judge(beats, Limits(minutes=10), now=NOW, started_at=0, poll=10)
+    # rank 2 moved 590 s ago, within the 600 s limit: no verdict yet (progress means progress) ...
+    assert judge(beats, Limits(minutes=10), now=NOW, started_at=0, poll=10) is None
+    for b in beats.values():
+        b["alive_at"] = NOW + 11
+    # ... and once it is past its limit too, it is named (not the ranks that wait for it)
+    verdict = judge(beats, Limits(minutes=10), now=NOW + 11, started_at=0, poll=10)
     assert verdict.record["rank"] == 2 and verdict.record["ranks"] == [2]
 
 
@@ -184,8 +189,14 @@ def test_injection_grammar():
     assert stall_injection.parse("1@startup") == stall_injection.Injection(1, None, "startup")
     assert stall_injection.parse("2@7:sigstop").how == "sigstop"
     assert stall_injection.parse("0@5:loader").describe() == "the data loader of rank 0 blocks after step 5"
-    for bad in ("3", "x@1", "1@2:nap", "1@-2"):
-        with pytest.raises(ValueError, match="expected RANK@STEP, RANK@STEP:sigstop, RANK@STEP:loader or RANK@"):
+    assert stall_injection.parse("1@5:sigkill").how == "sigkill"
+    assert stall_injection.parse("1@startup").phase == "layout"
+    assert stall_injection.parse("1@startup:data_load") == stall_injection.Injection(1, None, "startup",
+                                                                                     phase="data_load")
+    assert stall_injection.parse("0@10:save").describe() == "rank 0 hangs inside the checkpoint save of step 10"
+    assert stall_injection.parse("1@5:slow=20") == stall_injection.Injection(1, 5, "slow", 20.0)
+    for bad in ("3", "x@1", "1@2:nap", "1@-2", "1@2:sigstop=5", "1@startup:nap"):
+        with pytest.raises(ValueError, match="expected RANK@STEP, RANK@STEP:sigstop, RANK@STEP:loader, "):
             stall_injection.parse(bad)
 
 

@@ -84,8 +84,11 @@ def _desc(status: str, reason: str | None) -> dict[str, Any]:
 def test_a_stall_is_its_own_retryable_outcome_and_other_failures_are_not():
     status = outcomes.classify("training", _desc("Failed", STALL_REASON))
     assert status["state"] == "retryable" and status["outcome"] == "stall"
+    # the script's own exception is retried once (runs/actions.py), not as a stall; a settings error is not
     failed = outcomes.classify("training", _desc("Failed", "AlgorithmError: ExecuteUserScriptError: ExitCode 1"))
-    assert failed["state"] == "failed" and failed["outcome"] is None
+    assert failed["state"] == "retryable" and failed["outcome"] is None and failed["cause"] == "exception"
+    failed = outcomes.classify("training", _desc("Failed", "AlgorithmError: ExecuteUserScriptError: ExitCode 2"))
+    assert failed["state"] == "failed" and failed["cause"] == "configuration"
 
 
 def test_attempts_used_up_by_stalls_say_so():
@@ -165,6 +168,13 @@ def test_check_job_stops_a_job_whose_progress_stopped_while_it_says_training(run
     assert "made no progress for 7.5 min at step 20" in status["failure_reason"]
     assert "resumes from the last durable checkpoint" in status["failure_reason"]
     assert handlers.plan_fallback({"run": run, "attempt": 0, "status": status}, context) == 1
+    # the reason is kept where the ledger (`stalled`) and the summary read stalls: the records beside the checkpoints
+    bucket, _, prefix = run["uris"]["checkpoint"].removeprefix("s3://").partition("/")
+    body = aws.client("s3").get_object(Bucket=bucket, Key=prefix.rstrip("/") + "/_stalls.json")["Body"].read()
+    record = json.loads(body)["stalls"][-1]
+    assert record["job"] == job["job_name"] and record["outside"] and record["step"] == 20
+    assert record["last_progress_at"] == (T0 + timedelta(minutes=6)).timestamp()
+    assert record["reason"] == status["failure_reason"] and "record" not in status["stall_watch"]
 
 
 def test_stall_action_fail_ends_the_run_and_a_job_without_heartbeat_gets_the_start_up_limit(running, context,
@@ -211,3 +221,41 @@ def test_a_stall_before_the_first_step_is_counted_as_stalled_though_the_log_cann
     assert_adds_up(ledger)
     assert ledger["parts"]["stalled"] == pytest.approx(2 * 65)  # from its last progress to the job's end
     assert goodput.ledger([desc], {JOB: [stream]})["parts"]["stalled"] == 0
+
+
+def test_the_outside_watch_says_what_every_rank_was_doing():
+    moved = (T0 + timedelta(minutes=5)).timestamp()
+    hb = {"job": "job-1", "step": 400, "phase": "checkpoint save of step 400", "kind": "save", "moved_at": moved,
+          "at": moved + 30, "limit_seconds": 600, "doing": "checkpoint save of step 400 since 12:05:00Z",
+          "ranks": [{"rank": 0, "host": "algo-1", "doing": "checkpoint save of step 400 since 12:05:00Z"},
+                    {"rank": 1, "host": "algo-2", "doing": "training, step 400"}]}
+    report, stop = stall_watch.watch(None, hb, job_name="job-1", now=T0 + timedelta(minutes=14), since=T0,
+                                     stall=STALL)
+    assert not stop and report["doing"] == "checkpoint save of step 400 since 12:05:00Z"  # a long save: no stop
+    assert report["ranks"] == ["rank 0 (algo-1): checkpoint save of step 400 since 12:05:00Z",
+                               "rank 1 (algo-2): training, step 400"]
+    report, stop = stall_watch.watch(report, hb, job_name="job-1", now=T0 + timedelta(minutes=21), since=T0,
+                                     stall=STALL)
+    assert stop and "at step 400 (checkpoint save of step 400 since 12:05:00Z)" in report["stop_reason"]
+    assert "ranks: rank 0 (algo-1): checkpoint save" in report["stop_reason"]
+    assert report["record"]["reason"] == report["stop_reason"] and report["record"]["phase"].startswith("checkpoint")
+
+
+def test_the_final_jobs_stragglers_reach_the_summary_and_its_text(running):
+    from hfsm_lambda.plan import run as run_json
+    from hfsm_lambda.runs import summary_text
+
+    run, job, _fake, _clock, _stops = running
+    straggler = {"rank": 1, "host": "algo-2", "local_rank": 0, "own_step_seconds": 0.3, "median_step_seconds": 0.2,
+                 "slower": 0.5, "minutes_lost_per_hour": 20.0}
+    bucket, _, prefix = run["uris"]["checkpoint"].removeprefix("s3://").partition("/")
+    for name, found in ((job["job_name"], [straggler]), ("an-earlier-job", [])):
+        body = {"job": name, "step": 9, "phase": "train", "kind": "train", "moved_at": 1.0, "at": 2.0,
+                "limit_seconds": 600, "stragglers": [straggler]}
+        aws.client("s3").put_object(Bucket=bucket, Key=prefix.rstrip("/") + "/_heartbeat.json",
+                                    Body=json.dumps(body).encode())
+        assert handlers._stragglers(run_json.from_json(run), job["job_name"]) == found  # noqa: SLF001
+    line = summary_text.straggler_line(straggler)
+    assert line == ("  straggler: rank 1 (algo-2) takes 0.3 s of its own per step against the fleet's median 0.2 s "
+                    "(+50%): up to 20.0 min of every hour of every instance")
+    assert line in summary_text.success_lines({"run_id": "r", "stragglers": [straggler]})

@@ -500,6 +500,13 @@ def run(model_args, data_args, training_args, clock: GoodputClock | None = None)
     watchdog = start_watchdog(training_args)  # every rank, before anything can hang (stall/watchdog.py)
     try:
         return _run(job, training_args)
+    except Exception as err:
+        # a peer's collective error is a consequence: a stall announced wins, else the peer that went silent is
+        # named first (stall/watchdog.py peer_failure; main's own message then finds the failure file written)
+        peer = stall.peer_failure(err)
+        if peer:
+            write_failure(peer, where=_where())
+        raise
     finally:  # also when the run raises: a process that goes on (in-process tests) keeps no watchdog
         if watchdog is not None:
             watchdog.stop()
@@ -520,6 +527,7 @@ def _run(job: TrainingRun, training_args) -> int:
         elif phase not in ("setup", "layout"):
             _startup_lines(job, phase, time.time() - began)
     stall.HEART.mark("restore", "startup")
+    stall_injection.at_phase(job.injection, "restore")
     job.prepare_trainer()
     trainer, metrics = job.train()
     if not job.stopped_by_sigterm(trainer):
@@ -544,13 +552,14 @@ def main(argv: list[str] | None = None) -> int:
     except USER_ERRORS as err:
         sys.stderr.write(f"ERROR: {err}\n")
         sys.stderr.flush()
-        write_failure(str(err), where=_where())
+        # "exit code 2" marks a settings or data error: the pipeline ends the run (contract/failure_causes.py)
+        write_failure(str(err), where=f"{_where()}; a settings or data error, exit code 2")
         return 2
     except Exception as err:
         # Not the user's data or settings: the traceback (printed below) is for the log; FailureReason says what.
         first = str(err).strip().splitlines()[0] if str(err).strip() else ""
-        write_failure(f"{type(err).__name__}: {first or 'no message'} (an unexpected error in the training code; "
-                      "the traceback is in the job's log)", where=_where())
+        write_failure(f"{type(err).__name__}: {first or 'no message'} (after step {stall.HEART.step}; an unexpected "
+                      "error in the training code; the traceback is in the job's log)", where=_where())
         raise
 
 

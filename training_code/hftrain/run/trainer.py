@@ -15,6 +15,7 @@ from hftrain.parallel import fsdp
 from hftrain.run import compat
 from hftrain.run.goodput import GoodputClock
 from hftrain.run.loss_scaling import settle as settle_loss_scaling
+from hftrain.stall import injection as stall_injection
 from hftrain.stall import watchdog as stall
 
 logger = logging.getLogger("hftrain")
@@ -63,7 +64,8 @@ def make_trainer_class(base):  # noqa: C901 - mccabe counts every method of the 
         def get_batch_samples(self, *a, **kw):
             stall.HEART.at("data")  # where a step waits when its data loader hangs
             try:
-                return super().get_batch_samples(*a, **kw)
+                with stall.HEART.own_time():  # this rank's own time (stall/stragglers.py)
+                    return super().get_batch_samples(*a, **kw)
             finally:
                 stall.HEART.at("forward_backward")
 
@@ -88,6 +90,7 @@ def make_trainer_class(base):  # noqa: C901 - mccabe counts every method of the 
             step = self.state.global_step
             self._goodput.save_begins(step, background=self._saves is not None)  # ends in GoodputCallback.on_save
             stall.HEART.mark(f"checkpoint save of step {step}", "save")
+            stall_injection.in_save(stall_injection.mine(), step)  # local mode's injected hang
             try:
                 result = (super()._save_checkpoint(model, trial) if self._saves is None
                           else self._save_in_background(model, trial, step))
@@ -135,11 +138,12 @@ def make_trainer_class(base):  # noqa: C901 - mccabe counts every method of the 
 
         def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
             weight = inputs.pop("loss_weight", None)
-            if packing.is_packed(inputs):  # padding-free rows: the span loss per example (data/packing.py)
-                out = packing.segment_span_loss(model, inputs, return_outputs=return_outputs)
-            else:
-                out = super().compute_loss(model, inputs, return_outputs=return_outputs,
-                                           num_items_in_batch=num_items_in_batch)
+            with stall.HEART.own_time():  # the forward pass: this rank's own time, not the wait for its peers
+                if packing.is_packed(inputs):  # padding-free rows: the span loss per example (data/packing.py)
+                    out = packing.segment_span_loss(model, inputs, return_outputs=return_outputs)
+                else:
+                    out = super().compute_loss(model, inputs, return_outputs=return_outputs,
+                                               num_items_in_batch=num_items_in_batch)
             return sharding.weighted_loss(out, weight, return_outputs)
 
     SageMakerTrainer.__name__ = f"SageMaker{base.__name__}"

@@ -20,8 +20,11 @@ def start_watchdog(training_args) -> stall.Watchdog | None:
         logger.info("stall watchdog: off (stall_minutes off)")
         return None
     limits = Limits(minutes=minutes, startup_minutes=training_args.stall_startup_minutes,
-                    floor_minutes=training_args.stall_floor_minutes)
-    return stall.start(limits, checkpoint_dir=training_args.checkpoint_dir)
+                    floor_minutes=training_args.stall_floor_minutes,
+                    section_factor=training_args.stall_section_factor,
+                    section_floor_minutes=training_args.stall_section_floor_minutes)
+    return stall.start(limits, checkpoint_dir=training_args.checkpoint_dir,
+                       straggler_minutes=training_args.stall_straggler_minutes)
 
 
 class StallCallback(TrainerCallback):

@@ -4,10 +4,15 @@
 - `R@N`: global rank R stops making progress after its optimizer step N (sleeps forever in the loop);
 - `R@N:sigstop`: after step N, rank R's process is stopped with SIGSTOP (sent by a child process: the whole
   process freezes, its watchdog thread too, as on a frozen host);
-- `R@startup`: rank R never reaches its first step (sleeps forever when its start-up phase `layout` begins;
-  the other ranks wait for it in a collective);
+- `R@startup` or `R@startup:PHASE`: rank R never reaches its first step: it sleeps forever when its start-up
+  phase PHASE begins (STARTUP_PHASES; default `layout`; the other ranks wait for it in a collective);
+- `R@N:save`: rank R hangs inside the checkpoint save of step N (the save's limit applies);
 - `R@N:loader`: the data loader of rank R blocks on the batch of step N + 1 (in its worker process when
-  `dataloader_num_workers` > 0).
+  `dataloader_num_workers` > 0);
+- `R@N:sigkill`: after step N, rank R's process is killed with SIGKILL (a crash without a word: the OOM killer,
+  an operator);
+- `R@N:slow` or `R@N:slow=S`: after step N, rank R is slow but alive: a child process stops it (SIGSTOP) for S
+  seconds (default 40), lets it run 3 s (SIGCONT), again and again until it ends. Not a stall: the run must go on.
 """
 
 from __future__ import annotations
@@ -23,33 +28,48 @@ from dataclasses import dataclass
 
 logger = logging.getLogger("hftrain")
 ENV = "HFTRAIN_INJECT_STALL"
-_SPEC = re.compile(r"(?P<rank>\d+)@(?:(?P<startup>startup)|(?P<step>\d+)(?::(?P<how>sleep|sigstop|loader))?)")
+STARTUP_PHASES = ("setup", "data_load", "model_load", "tokenize", "layout", "resume_verify", "restore")
+_SPEC = re.compile(r"(?P<rank>\d+)@(?:(?P<startup>startup)(?::(?P<phase>[a-z_]+))?|(?P<step>\d+)"
+                   r"(?::(?P<how>sleep|sigstop|loader|sigkill|slow|save)(?:=(?P<seconds>\d+(?:\.\d+)?))?)?)")
+SLOW_STOP_SECONDS, SLOW_RUN_SECONDS = 40.0, 3.0
 
 
 @dataclass(frozen=True)
 class Injection:
     rank: int
     step: int | None  # None: at start-up
-    how: str  # sleep | sigstop | loader | startup
+    how: str  # sleep | sigstop | loader | sigkill | slow | save | startup
+    seconds: float = SLOW_STOP_SECONDS  # slow: how long each stop lasts
+    phase: str = "layout"  # startup: the start-up phase it hangs in
 
     def describe(self) -> str:
         if self.how == "startup":
-            return f"rank {self.rank} never reaches its first step"
+            return f"rank {self.rank} never reaches its first step (hangs in start-up phase {self.phase})"
+        if self.how == "save":
+            return f"rank {self.rank} hangs inside the checkpoint save of step {self.step}"
         if self.how == "loader":
             return f"the data loader of rank {self.rank} blocks after step {self.step}"
         if self.how == "sigstop":
             return f"rank {self.rank}'s process is SIGSTOPped after step {self.step}"
+        if self.how == "sigkill":
+            return f"rank {self.rank}'s process is killed with SIGKILL after step {self.step}"
+        if self.how == "slow":
+            return (f"rank {self.rank} is slow but alive after step {self.step}: stopped {self.seconds:g} s, running "
+                    f"{SLOW_RUN_SECONDS:g} s, again and again")
         return f"rank {self.rank} stops making progress after step {self.step}"
 
 
 def parse(text: str) -> Injection:
     match = _SPEC.fullmatch(text.strip())
-    if match is None:
-        raise ValueError(f"{text!r}: expected RANK@STEP, RANK@STEP:sigstop, RANK@STEP:loader or RANK@startup "
-                         "(e.g. 3@20)")
+    if match is None or (match["seconds"] and match["how"] != "slow") or \
+            (match["phase"] and match["phase"] not in STARTUP_PHASES):
+        raise ValueError(f"{text!r}: expected RANK@STEP, RANK@STEP:sigstop, RANK@STEP:loader, RANK@STEP:sigkill, "
+                         f"RANK@STEP:slow[=SECONDS], RANK@STEP:save or RANK@startup[:PHASE] (PHASE: "
+                         f"{', '.join(STARTUP_PHASES)}; e.g. 3@20)")
     if match["startup"]:
-        return Injection(int(match["rank"]), None, "startup")
-    return Injection(int(match["rank"]), int(match["step"]), match["how"] or "sleep")
+        return Injection(int(match["rank"]), None, "startup", phase=match["phase"] or "layout")
+    seconds = float(match["seconds"]) if match["seconds"] else SLOW_STOP_SECONDS
+    return Injection(int(match["rank"]), int(match["step"]), match["how"] or "sleep", seconds)
 
 
 def mine() -> Injection | None:
@@ -61,24 +81,55 @@ def mine() -> Injection | None:
     return injection if injection.rank == int(os.environ.get("RANK", "0") or 0) else None
 
 
-def hang(what: str) -> None:
-    sys.stderr.write(f"INJECTED STALL: {what}\n")
+def announce(what: str) -> None:
+    """The injected fault's line in the log, with its time (benchmarks/bench_faults.py measures from it)."""
+    sys.stderr.write(f"INJECTED FAULT at {time.time():.3f}: {what}\n")
     sys.stderr.flush()
+
+
+def hang(what: str) -> None:
+    announce(what)
     while True:
         time.sleep(3600)
 
 
 def at_phase(injection: Injection | None, phase: str) -> None:
-    if injection is not None and injection.how == "startup" and phase == "layout":
+    if injection is not None and injection.how == "startup" and phase == injection.phase:
         hang(injection.describe())
 
 
+def in_save(injection: Injection | None, step: int) -> None:
+    if injection is not None and injection.how == "save" and injection.step == step:
+        hang(injection.describe())
+
+
+_SLOW_LOOP = """
+import os, signal, sys, time
+pid, stop, run = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3])
+while True:
+    try:
+        os.kill(pid, signal.SIGSTOP)
+        time.sleep(stop)
+        os.kill(pid, signal.SIGCONT)
+        time.sleep(run)
+    except ProcessLookupError:
+        break
+"""
+
+
 def after_step(injection: Injection | None, step: int) -> None:
-    if injection is None or injection.step != step or injection.how not in ("sleep", "sigstop"):
+    if injection is None or injection.step != step or injection.how not in ("sleep", "sigstop", "sigkill", "slow"):
+        return
+    if injection.how in ("sigkill", "slow"):
+        announce(injection.describe())
+        if injection.how == "sigkill":
+            os.kill(os.getpid(), signal.SIGKILL)
+        # from another process (a stopped process cannot continue itself); it ends with this one
+        subprocess.Popen([sys.executable, "-c", _SLOW_LOOP, str(os.getpid()), str(injection.seconds),  # noqa: S603
+                          str(SLOW_RUN_SECONDS)], start_new_session=True)
         return
     if injection.how == "sigstop":
-        sys.stderr.write(f"INJECTED STALL: {injection.describe()}\n")
-        sys.stderr.flush()
+        announce(injection.describe())
         subprocess.Popen(["kill", "-STOP", str(os.getpid())])  # noqa: S603, S607 - from another process
         time.sleep(5)
         os.kill(os.getpid(), signal.SIGSTOP)  # in case kill(1) is missing

@@ -29,6 +29,7 @@ claimant also appends the stall record `{job, last_progress_at, detected_at, ran
 
 from __future__ import annotations
 
+import contextlib
 import faulthandler
 import io
 import json
@@ -42,14 +43,15 @@ import threading
 import time
 import traceback
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from contract import heartbeat, stall_board, stall_records
+from hftrain.stall import stragglers
 from hftrain.stall.boards import LocalBoard, board_from_env
-from hftrain.stall.limits import Limits
+from hftrain.stall.limits import MEASURED_KINDS, Limits
 from hftrain.stall.verdict import STACKS_DIR, judge
 
 logger = logging.getLogger("hftrain")
@@ -75,14 +77,24 @@ class Heart:
         self.moved_at = clock()
         self._step_started: float | None = None
         self.step_seconds: deque[float] = deque(maxlen=101)
+        self.sections: dict[str, float] = {}  # eval/save: the longest one measured (limits.py derives from it)
+        self.own_seconds = 0.0  # this step's own time so far: data and forward, not the wait for the peers
+        self.own_steps: deque[tuple[float, float]] = deque(maxlen=4096)  # (step end, own seconds)
+        self.since = self.moved_at  # when the current phase began (the heartbeat says "since")
 
     def mark(self, phase: str, kind: str | None = None) -> None:
         """A phase begins: progress. kind: startup, train, eval, save or final (the limit that applies)."""
+        now = self.clock()
+        self._section_ends(now)
         self.phase, self.where = phase, ""
         self.kind = kind or self.kind
-        self.moved_at = self.clock()
+        self.moved_at = self.since = now
         if self.kind == "train":
             self._step_started = self.moved_at
+
+    def _section_ends(self, now: float) -> None:
+        if self.kind in MEASURED_KINDS:
+            self.sections[self.kind] = max(self.sections.get(self.kind, 0.0), now - self.since)
 
     def at(self, where: str) -> None:
         """Where a step is (data, forward_backward, ...): not progress."""
@@ -90,11 +102,35 @@ class Heart:
 
     def step_ends(self, step: int) -> None:
         now = self.clock()
+        if self.kind != "train":
+            self._section_ends(now)
+            self.since = now
         if self._step_started is not None and self.kind == "train":
             self.step_seconds.append(now - self._step_started)
+        self.own_steps.append((now, self.own_seconds))
+        self.own_seconds = 0.0
         self.step, self.steps = step, self.steps + 1
         self.phase, self.kind, self.where = "train", "train", ""
         self.moved_at = self._step_started = now
+
+    def own(self, seconds: float) -> None:
+        """Time this rank spent on its own work of the current step (its data, its forward pass)."""
+        self.own_seconds += seconds
+
+    @contextlib.contextmanager
+    def own_time(self) -> Iterator[None]:
+        """Counts the block as this rank's own time of the training step (not in evaluations)."""
+        began = time.perf_counter()
+        try:
+            yield
+        finally:
+            if self.kind == "train":
+                self.own(time.perf_counter() - began)
+
+    def own_step(self, since: float) -> tuple[float | None, int]:
+        """(the median own seconds per step of the steps that ended after `since`, how many)."""
+        recent = [own for at, own in list(self.own_steps) if at >= since]
+        return (statistics.median(recent) if recent else None), len(recent)
 
     def median_step(self) -> float | None:
         return statistics.median(self.step_seconds) if self.step_seconds else None
@@ -138,6 +174,14 @@ class Identity:
     host: str = "algo-1"
     job: str = "local"
     checkpoint_dir: str | None = None
+    hosts: tuple[str, ...] = ()
+    local_world: int = 1
+
+    def layout(self, rank: int) -> tuple[str, int]:
+        """(host, local rank) of a global rank, as torchrun numbers them (node rank x processes per node + local
+        rank, the nodes in SageMaker's host order): for a rank that never published its own."""
+        node, local = divmod(rank, max(1, self.local_world))
+        return (self.hosts[node] if node < len(self.hosts) else "?"), local
 
     @classmethod
     def from_env(cls, checkpoint_dir: str | None = None) -> Identity:
@@ -146,7 +190,8 @@ class Identity:
         env = SageMakerEnv.from_environ()
         return cls(rank=int(os.environ.get("RANK", "0") or 0), world=int(os.environ.get("WORLD_SIZE", "1") or 1),
                    local_rank=int(os.environ.get("LOCAL_RANK", "0") or 0), host=env.current_host, job=env.job_name,
-                   checkpoint_dir=checkpoint_dir)
+                   checkpoint_dir=checkpoint_dir, hosts=tuple(env.hosts),
+                   local_world=int(os.environ.get("LOCAL_WORLD_SIZE", "1") or 1))
 
 
 def dump_stacks(handle) -> None:
@@ -184,7 +229,8 @@ class Watchdog(threading.Thread):
     def __init__(self, who: Identity, limits: Limits, *, board: Any = None, heart: Heart = HEART,
                  poll: float | None = None, clock: Callable[[], float] = time.time,
                  exit: Callable[[int], None] = _exit_process, ack_seconds: float = ACK_SECONDS,
-                 frames: Callable[[], tuple[list[str], bool]] = main_frames) -> None:
+                 frames: Callable[[], tuple[list[str], bool]] = main_frames,
+                 straggler_seconds: float = 300.0) -> None:
         super().__init__(name="stall-watchdog", daemon=True)
         self.who, self.limits, self.heart, self.clock = who, limits, heart, clock
         self.board = board  # None: connected in the thread (board_from_env), never blocking the training
@@ -200,6 +246,9 @@ class Watchdog(threading.Thread):
         self.verdict: dict[str, Any] | None = None  # what this rank acted on
         self.store_errors = 0
         self._file_beat_at: float | None = None
+        self.straggler_seconds = straggler_seconds  # the straggler window (stragglers.py)
+        self._stragglers_at = self.started_at
+        self.stragglers: list[dict[str, Any]] = []  # the last window's (global rank 0)
 
     # the loop
     def run(self) -> None:
@@ -207,7 +256,9 @@ class Watchdog(threading.Thread):
             self.board = board_from_env()
         if isinstance(self.board, LocalBoard) and self.who.world > 1:
             self.ranks = [self.who.rank]  # no store: this rank can only judge itself
-        while not self.stopping.wait(self.poll):
+        first = True
+        while first or not self.stopping.wait(self.poll):
+            first = False  # the first beat at once: a rank frozen before its first poll is still known
             try:
                 if self.tick():
                     return
@@ -219,14 +270,19 @@ class Watchdog(threading.Thread):
 
     def stop(self) -> None:
         self.stopping.set()
+        if self in CURRENT:
+            CURRENT.remove(self)
 
     def beat(self) -> dict[str, Any]:
         heart, now = self.heart, self.clock()
         frames, waiting = self.frames()
+        own, own_count = heart.own_step(now - self.straggler_seconds)
         return {"rank": self.who.rank, "host": self.who.host, "local_rank": self.who.local_rank, "pid": os.getpid(),
                 "job": self.who.job, "step": heart.step if heart.steps or heart.kind != "startup" else None,
                 "phase": heart.phase, "kind": heart.kind, "where": heart.where, "moved_at": heart.moved_at,
                 "alive_at": now, "median_step": heart.median_step(), "frames": frames, "waiting": waiting,
+                "since": heart.since, "sections": dict(heart.sections),
+                "own_step": own, "own_steps": own_count,
                 "hostname": socket.gethostname()}
 
     def tick(self) -> bool:
@@ -240,16 +296,31 @@ class Watchdog(threading.Thread):
             keys = [f"{self.key}beat/{r}" for r in self.ranks]
             beats = {r: (json.loads(v) if v else None) for r, v in zip(self.ranks, self.board.get_many(keys),
                                                                        strict=True)}
-            found = judge(beats, self.limits, now=self.clock(), started_at=self.started_at, poll=self.poll)
+            found = judge(beats, self.limits, now=self.clock(), started_at=self.started_at, poll=self.poll,
+                          identity=self.who.layout)
             if found is not None and self.board.add(f"{self.key}claim", 1) == 1:
                 self.board.set(f"{self.key}flag", json.dumps({"message": found.message, "record": found.record,
                                                          "ranks": found.ranks}))
                 self._record(found.record)
                 announced = self.board.get(f"{self.key}flag")
         if announced is None:
+            if self.who.rank == 0 and len(self.ranks) > 1:
+                self._look_for_stragglers()
             return False
         self.act(json.loads(announced))
         return True
+
+    def _look_for_stragglers(self) -> None:
+        """Once per window: the ranks slower than the fleet by their own time per step, named in the log."""
+        now = self.clock()
+        if now - self._stragglers_at < self.straggler_seconds:
+            return
+        self._stragglers_at = now
+        values = self.board.get_many([f"{self.key}beat/{r}" for r in self.ranks])
+        beats = {r: (json.loads(v) if v else None) for r, v in zip(self.ranks, values, strict=True)}
+        self.stragglers = stragglers.find(beats)
+        for straggler in self.stragglers:
+            logger.warning("%s (over the last %.0f min)", stragglers.describe(straggler), self.straggler_seconds / 60)
 
     def act(self, announced: dict[str, Any]) -> None:
         """Stacks, failure file, frozen local ranks ended, everyone told, exit."""
@@ -292,9 +363,18 @@ class Watchdog(threading.Thread):
                                            now - self._file_beat_at < heartbeat.WRITE_SECONDS):
             return
         self._file_beat_at = now
+        ranks = []
+        if self.who.world > 1 and len(self.ranks) > 1:
+            try:  # every rank's phase, not only this one's (the outside watch shows them)
+                values = self.board.get_many([f"{self.key}beat/{r}" for r in self.ranks])
+                ranks = [heartbeat.rank_entry(json.loads(v)) for v in values if v]
+            except Exception:  # noqa: BLE001 - the store may be going away; this rank's own line still goes out
+                ranks = []
         record = heartbeat.record(job=self.who.job, step=beat["step"], phase=beat["phase"], kind=beat["kind"],
                                   moved_at=beat["moved_at"], at=now,
-                                  limit_seconds=self.limits.seconds(beat["kind"], beat["median_step"]))
+                                  limit_seconds=self.limits.seconds(beat["kind"], beat["median_step"],
+                                                                    beat["sections"]),
+                                  since=beat["since"], ranks=ranks, stragglers=self.stragglers)
         path = Path(self.who.checkpoint_dir) / heartbeat.FILE_NAME
         try:
             tmp = path.with_name(f".{heartbeat.FILE_NAME}.{os.getpid()}")
@@ -334,13 +414,46 @@ class Watchdog(threading.Thread):
             logger.warning("stall watchdog: could not write %s: %s", path, err)
 
 
-def start(limits: Limits, *, checkpoint_dir: str | None, poll: float | None = None) -> Watchdog:
+def start(limits: Limits, *, checkpoint_dir: str | None, poll: float | None = None,
+          straggler_minutes: float = 5.0) -> Watchdog:
     """This rank's watchdog, running; its heart starts counting now."""
     who = Identity.from_env(checkpoint_dir)
     HEART.moved_at = time.time()
-    watchdog = Watchdog(who, limits, poll=poll)
+    watchdog = Watchdog(who, limits, poll=poll, straggler_seconds=straggler_minutes * 60)
     watchdog.start()
+    CURRENT[:] = [watchdog]
     if who.rank == 0:
         logger.info("stall watchdog: every rank; training steps %s, start-up/evaluation/saves %s min, checked "
                     "every %.1f s", limits.describe("train", None), f"{limits.startup_minutes:g}", watchdog.poll)
     return watchdog
+
+
+CURRENT: list[Watchdog] = []  # this process's running watchdog (start), for `peer_failure`
+
+
+def peer_failure(error: BaseException, step: int | None = None) -> str | None:
+    """After this rank's collective failed (gloo "Connection reset by peer", an NCCL error): a stall already
+    announced is the cause (this rank's watchdog acts on it and ends the process: wait for it); else the failure
+    text that names the peer whose watchdog published last longest ago (the one that ended or froze) and this
+    rank's error as a consequence. None when the error is not a collective's or no watchdog runs."""
+    from contract import failure_causes
+
+    text = f"{type(error).__name__}: {str(error).strip().splitlines()[0] if str(error).strip() else 'no message'}"
+    watchdog = CURRENT[-1] if CURRENT else None
+    if watchdog is None or not watchdog.is_alive() or failure_causes.classify(text) != failure_causes.COLLECTIVE:
+        return None
+    try:
+        if watchdog.board.get(f"{watchdog.key}flag") is not None:
+            watchdog.join(2 * watchdog.poll + watchdog.ack_seconds)  # it writes the stall and exits the process
+        keys = [f"{watchdog.key}beat/{r}" for r in range(watchdog.who.world) if r != watchdog.who.rank]
+        beats = [json.loads(v) for v in watchdog.board.get_many(keys) if v]
+    except Exception:  # noqa: BLE001 - the store's host may be the one that ended
+        beats = []
+    step = HEART.step if step is None else step
+    if not beats:
+        return f"a collective failed after step {step} (a peer ended or froze; its heartbeat is unknown): {text}"
+    oldest = min(beats, key=lambda b: float(b.get("alive_at") or 0))
+    return failure_causes.silent_peer_text(rank=oldest["rank"], host=oldest.get("host") or "?",
+                                           local_rank=oldest.get("local_rank") or 0, step=step,
+                                           silent_seconds=time.time() - float(oldest.get("alive_at") or 0),
+                                           error=text)

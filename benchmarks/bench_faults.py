@@ -1,0 +1,176 @@
+"""Each fault on a 2-host local run, N times: is the verdict the same every time, is the right rank named, is the
+right thing retried (issue 34, "How it is checked").
+
+    python benchmarks/bench_faults.py                      # every case, 5 times each
+    python benchmarks/bench_faults.py --repeat 3 --case sigstop --case slow
+    python benchmarks/bench_faults.py --json               # one JSON object per case
+
+One emulator setup (a synthesized dev app, generated text-classification data, a tiny model), then per case and
+repetition `python -m local_mode run` in a subprocess with `stall.minutes` 0.5 (30 s), `stall.startup_minutes`
+0.5 and `fallback.max_attempts` 2. Cases (`--inject-stall`, hftrain/stall/injection.py), all on global rank 1 (the
+second host):
+- `healthy`: no fault: no verdict, one attempt;
+- `sigstop`: SIGSTOPped after step 20 (a frozen process): `stalled`, retried;
+- `sigkill`: SIGKILLed after step 20: `signal`, retried;
+- `slow`: stopped 20 s, running 3 s, again and again from step 20 (slow but alive, each stop under the 30 s
+  limit): no verdict, one attempt (a stall here is a false positive);
+- `startup`: hangs in its start-up phase `layout` (before the first step): `stalled`, retried;
+- `startup-data`: hangs in its start-up phase `data_load`: `stalled`, retried;
+- `save`: hangs inside the checkpoint save of step 50: `stalled`, retried.
+One row per case: the verdict of the first attempt (and how many runs gave it), the rank named, seconds from the
+fault (the `INJECTED FAULT at <time>` line in the rank's log) to the first job's end, retried or not, the run's
+final status, and the goodput ledger's `stalled` and `unaccounted` shares of the billed time (medians). `ok` says
+whether every repetition matched the expectation.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from datetime import datetime
+from pathlib import Path
+
+from contract import failure_causes as causes
+
+REPO = Path(__file__).resolve().parents[1]
+# case -> (the --inject-stall fault or None, the expected verdict or None, the expected rank named, retried?)
+CASES: dict[str, tuple[str | None, str | None, int | None, bool]] = {
+    "healthy": (None, None, None, False),
+    "sigstop": ("1@20:sigstop", causes.STALLED, 1, True),
+    "sigkill": ("1@20:sigkill", causes.SIGNAL, 1, True),
+    "slow": ("1@20:slow=20", None, None, False),
+    "startup": ("1@startup", causes.STALLED, 1, True),
+    "startup-data": ("1@startup:data_load", causes.STALLED, 1, True),
+    "save": ("1@50:save", causes.STALLED, 1, True),
+}
+_INJECTED = re.compile(r"INJECTED FAULT at (\d+\.\d+)")
+_RANK = re.compile(r"\brank (\d+) \(")
+
+
+def cli(*args: str, timeout: float = 1200) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    return subprocess.run([sys.executable, "-m", "local_mode", *args], cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def synth(outdir: Path) -> None:
+    import copy
+
+    from stacks.app_builder import build_app, cdk_json_context
+
+    build_app(context=copy.deepcopy(cdk_json_context()), env_name="dev", outdir=str(outdir)).app.synth()
+
+
+def prepare(root: Path) -> tuple[Path, Path, Path]:
+    """(cdk out, data folder, spec) for every run."""
+    cdk_out, data = root / "cdk-out", root / "data"
+    synth(cdk_out)
+    made = cli("--cdk-out", str(cdk_out), "data", "text-classification", str(data), "--rows", "1200")
+    if made.returncode != 0:
+        raise SystemExit(f"local_mode data failed:\n{made.stderr[-3000:]}")
+    spec_path = data / "text-classification.json"
+    spec = json.loads(spec_path.read_text())
+    spec.update(checkpoint={"every_steps": 50}, stall={"minutes": 0.5, "startup_minutes": 0.5},
+                fallback={"max_attempts": 2}, max_runtime_seconds=1800)
+    spec["hyperparameters"].update(max_steps=300, logging_steps=50, per_device_train_batch_size=4)
+    spec_path.write_text(json.dumps(spec))
+    return cdk_out, data, spec_path
+
+
+def fault_time(work: Path, job: str) -> float | None:
+    for log in sorted((work / "sagemaker" / job / "logs" / "attempt-1").glob("*.log")):
+        match = _INJECTED.search(log.read_text(errors="replace"))
+        if match:
+            return float(match.group(1))
+    return None
+
+
+def one_run(case: str, cdk_out: Path, data: Path, spec: Path, work: Path) -> dict:
+    fault = CASES[case][0]
+    args = ["--cdk-out", str(cdk_out), "--work-dir", str(work), "run", str(spec), "--data", str(data)]
+    if fault:
+        args += ["--inject-stall", fault]
+    started = time.time()
+    run = cli(*args)
+    record = json.loads((work / "report" / "run.json").read_text())
+    jobs = [j for j in record["jobs"] if "TrainingJobName" in j]
+    first = jobs[0]
+    reason = first.get("FailureReason") or ""
+    verdict = causes.cause_of(reason) if first["TrainingJobStatus"] == "Failed" else None
+    named = _RANK.search(reason.removeprefix("AlgorithmError: ").splitlines()[0]) if reason else None
+    at = fault_time(work, first["TrainingJobName"])
+    ended = datetime.fromisoformat(first["TrainingEndTime"]).timestamp() if first.get("TrainingEndTime") else None
+    ledger = (record.get("result") or {}).get("goodput") or {}
+    billed = float(ledger.get("billed_seconds") or 0)
+    parts = ledger.get("parts") or {}
+    return {"case": case, "verdict": verdict, "rank": int(named.group(1)) if named else None,
+            "fault_to_end_seconds": round(ended - at, 1) if at and ended and verdict else None,
+            "retried": len(jobs) > 1, "status": record.get("status"), "returncode": run.returncode,
+            "stalled_share": round(parts.get("stalled", 0) / billed, 3) if billed else None,
+            "unaccounted_share": round(parts.get("unaccounted", 0) / billed, 3) if billed else None,
+            "reason": reason.splitlines()[0][:300] if reason else None, "wall_seconds": round(time.time() - started)}
+
+
+def expected(row: dict) -> bool:
+    _fault, verdict, rank, retried = CASES[row["case"]]
+    return (row["verdict"] == verdict and row["rank"] == rank and row["retried"] == retried
+            and row["status"] == "SUCCEEDED")
+
+
+def summarize(case: str, rows: list[dict]) -> dict:
+    def most(key: str) -> str:
+        value, count = Counter(str(r[key]) for r in rows).most_common(1)[0]
+        return f"{value} {count}/{len(rows)}"
+
+    def median(key: str) -> float | None:
+        values = [r[key] for r in rows if r[key] is not None]
+        return round(statistics.median(values), 3) if values else None
+
+    return {"case": case, "runs": len(rows), "ok": f"{sum(expected(r) for r in rows)}/{len(rows)}",
+            "verdict": most("verdict"), "rank": most("rank"), "fault_to_end_s": median("fault_to_end_seconds"),
+            "retried": most("retried"), "final": most("status"), "stalled": median("stalled_share"),
+            "unaccounted": median("unaccounted_share")}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeat", type=int, default=5, help="runs per case (default 5)")
+    parser.add_argument("--case", action="append", choices=sorted(CASES), help="only these cases (repeatable)")
+    parser.add_argument("--json", action="store_true", help="one JSON object per case (and per run with -v)")
+    parser.add_argument("-v", "--verbose", action="store_true", help="every run's row as it ends")
+    parser.add_argument("--keep", action="store_true", help="keep the work folders")
+    args = parser.parse_args(argv)
+    root = Path(tempfile.mkdtemp(prefix="bench-faults-"))
+    try:
+        cdk_out, data, spec = prepare(root)
+        summaries = []
+        for case in args.case or list(CASES):
+            rows = []
+            for i in range(args.repeat):
+                row = one_run(case, cdk_out, data, spec, root / f"{case}-{i}")
+                rows.append(row)
+                if args.verbose:
+                    print(json.dumps(row), file=sys.stderr, flush=True)
+            summaries.append(summarize(case, rows))
+            print(json.dumps(summaries[-1]) if args.json else _line(summaries[-1]), flush=True)
+        return 0 if all(s["ok"].split("/")[0] == str(s["runs"]) for s in summaries) else 1
+    finally:
+        if not args.keep:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+def _line(summary: dict) -> str:
+    return " | ".join(f"{k}={v}" for k, v in summary.items())
+
+
+if __name__ == "__main__":
+    sys.exit(main())

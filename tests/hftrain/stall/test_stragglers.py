@@ -1,0 +1,58 @@
+"""Stragglers (hftrain/stall/stragglers.py): a rank slower than the fleet by its own time per step is named, with
+what it costs; healthy ranks with uneven work are not; a straggler is never a stall."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+from hftrain.stall import stragglers
+from hftrain.stall import watchdog as stall
+from hftrain.stall.boards import LocalBoard
+from hftrain.stall.limits import Limits
+
+
+def beat(rank: int, own: float | None, steps: int = 50) -> dict:
+    return {"rank": rank, "host": f"algo-{rank // 2 + 1}", "local_rank": rank % 2, "own_step": own,
+            "own_steps": steps}
+
+
+def test_healthy_ranks_with_uneven_shards_are_not_stragglers():
+    # uneven shards: up to 15% apart (padding, sequence lengths), under the 20% threshold
+    assert stragglers.find({0: beat(0, 0.100), 1: beat(1, 0.108), 2: beat(2, 0.115), 3: beat(3, 0.095)}) == []
+    assert stragglers.find({0: beat(0, 0.1), 1: beat(1, 0.5, steps=3)}) == []  # too few steps to say
+    assert stragglers.find({0: beat(0, 0.1), 1: None}) == []
+
+
+def test_a_rank_twenty_percent_slower_is_named_with_its_cost():
+    found = stragglers.find({0: beat(0, 0.10), 1: beat(1, 0.10), 2: beat(2, 0.10), 3: beat(3, 0.20)})
+    assert [s["rank"] for s in found] == [3]
+    assert found[0]["slower"] == 1.0 and found[0]["minutes_lost_per_hour"] == 30.0
+    assert stragglers.describe(found[0]) == (
+        "straggler: rank 3 (algo-2, local rank 1) takes 0.2 s of its own per step against the fleet's median 0.1 s "
+        "(+100%); the fleet runs at its pace: up to 30 min of every hour of every instance")
+
+
+def test_rank_zeros_watchdog_names_a_straggler_once_per_window_and_it_is_no_stall(caplog):
+    clock = [1000.0]
+    heart = stall.Heart(clock=lambda: clock[0])
+    heart.mark("train", "train")
+    board = LocalBoard()
+    who = stall.Identity(rank=0, world=2, host="algo-1", job="job-1")
+    exits: list[int] = []
+    watchdog = stall.Watchdog(who, Limits(minutes=10), board=board, heart=heart, poll=1.0, clock=lambda: clock[0],
+                              exit=exits.append, straggler_seconds=60)
+    slow = {"rank": 1, "host": "algo-2", "local_rank": 0, "pid": 2, "job": "job-1", "step": 0, "phase": "train",
+            "kind": "train", "where": "", "frames": [], "waiting": True, "hostname": "h", "median_step": 0.5}
+    caplog.set_level(logging.WARNING, logger="hftrain")
+    for step in range(1, 121):  # 2 minutes: this rank 0.1 s of its own per step, rank 1 0.3 s
+        clock[0] += 1.0
+        with heart.own_time():
+            heart.own(0.1)
+        heart.step_ends(step)
+        board.set(f"{stall.KEY}beat/1", json.dumps({**slow, "step": step, "moved_at": clock[0], "alive_at": clock[0],
+                                                    "own_step": 0.3, "own_steps": 60}))
+        assert watchdog.tick() is False
+    named = [r.getMessage() for r in caplog.records if "straggler: rank 1 (algo-2" in r.getMessage()]
+    assert len(named) == 2, named  # once per 60 s window
+    assert watchdog.stragglers[0]["rank"] == 1 and exits == []
