@@ -63,11 +63,15 @@ docs: setup
 # process). `--dist loadgroup` is in pyproject's addopts: the tests that share a fixture instance share a worker.
 TEST_WORKERS ?= auto
 test: setup lint
-	HYPOTHESIS_PROFILE=ci $(VENV)/bin/pytest -q -n $(TEST_WORKERS)
+	HYPOTHESIS_PROFILE=ci $(VENV)/bin/pytest -q -m "not timing" -n $(TEST_WORKERS)
 
 # The fast subset for the edit-test loop.
 test-fast: setup
-	$(VENV)/bin/pytest -q -m "not slow" -n $(TEST_WORKERS)
+	$(VENV)/bin/pytest -q -m "not slow and not timing" -n $(TEST_WORKERS)
+
+# Real runs checked against the goodput model within 1% of their billed time: on a quiet machine only.
+test-timing: setup
+	$(VENV)/bin/pytest -q -m timing -n 1
 
 demo: setup
 	$(MAKE) synth ENV=dev

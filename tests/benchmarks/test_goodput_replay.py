@@ -94,6 +94,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.slow
+@pytest.mark.timing
 def test_three_local_runs_are_replayed_part_by_part(dev_outdir: Path, tmp_path: Path) -> None:
     data = tmp_path / "data"
     made = _cli("--cdk-out", str(dev_outdir), "data", "text-classification", str(data), "--rows", "20000")

@@ -163,7 +163,6 @@ class BackgroundSaves:
         on_complete: Callable[[int, float], None],
         node_leader: bool,
         agree: Callable[[list[float]], list[float]],
-        on_write_begin: Callable[[int], None] | None = None,
         describe: Callable[[BaseException, int], BaseException | None] | None = None,
         inject_failure_at: int | None = None,
     ) -> None:
@@ -171,7 +170,6 @@ class BackgroundSaves:
         self.on_complete = on_complete  # (step, seconds since the snapshot): every rank, in lockstep
         self.node_leader = node_leader
         self.agree = agree  # the element-wise SUM over all ranks (parallel/process_group.py, sum_each)
-        self.on_write_begin = on_write_begin  # (step): the GOODPUT `write_begin` record
         self.inject_failure_at = inject_failure_at
         # (error, step) -> the error to raise as it is on every rank (checkpoint/volume.py's full volume), or None
         self.describe = describe or (lambda err, step: None)
@@ -260,8 +258,6 @@ class BackgroundSaves:
             )
 
     def _write(self, save: _Save) -> None:
-        if self.on_write_begin is not None:
-            self.on_write_begin(save.step)
         if self.inject_failure_at is not None and save.step >= self.inject_failure_at:
             raise OSError(28, f"No space left on device (injected by {INJECT_ENV})")
         for write in save.writes:

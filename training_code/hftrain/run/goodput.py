@@ -12,7 +12,7 @@ step time lay before each checkpoint (what an interrupted attempt keeps when the
   first step);
 - `save_begin` / `save` (before and after the part of a checkpoint save that blocks the loop: all of it, or with
   `background` true only the snapshot and the small files; `saved_step`, `save_seconds_last`);
-- `write_begin` (a background save's files begin to be written: `writing_step`) and `checkpoint` (every node marked
+- `write_begin` (right after a background save's `save`: its files are being written, `writing_step`) and `checkpoint` (every node marked
   it: it counts from now on; `complete_step`, `complete_seconds_last` from its snapshot) (checkpoint/background.py);
 - `eval_begin` / `eval` (before and after an evaluation during training);
 - `beat` (every `beat_seconds` of training, with the step reached);
@@ -255,6 +255,7 @@ class GoodputCallback(TrainerCallback):
 
     def __init__(self, clock: GoodputClock) -> None:
         self.clock = clock
+        self.saves = None  # checkpoint/background.py's BackgroundSaves, when saves are written behind the loop
 
     def on_step_begin(self, args, state, control, **kwargs):
         if self.clock.first_step_at is None:
@@ -267,4 +268,7 @@ class GoodputCallback(TrainerCallback):
 
     def on_save(self, args, state, control, **kwargs):
         self.clock.save_ends(state.global_step)
+        if self.saves is not None and self.saves.in_flight == state.global_step:
+            # after `save`: the record of a write cut short then carries this save's blocking time
+            self.clock.write_begins(state.global_step)
         return control

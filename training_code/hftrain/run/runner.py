@@ -377,11 +377,14 @@ class TrainingRun:
 
         saves = background.BackgroundSaves(
             mark=marks.mark, on_complete=complete, node_leader=distributed.local_rank() == 0,
-            agree=distributed.sum_each, on_write_begin=self.clock.write_begins,
+            agree=distributed.sum_each,
             inject_failure_at=background.injected_failure_step(os.environ.get(background.INJECT_ENV), self.rank),
             describe=lambda err, step: volume.save_failure(err, self.args.checkpoint_dir, checkpoint_name(step),
                                                            lambda: volume.state_bytes(self.model, None)))
         trainer._saves = marks.saves = self.sigterm.saves = saves
+        for callback in trainer.callback_handler.callbacks:
+            if isinstance(callback, GoodputCallback):
+                callback.saves = saves
 
     def _callbacks(self) -> list:
         decision = self.decision
