@@ -458,6 +458,7 @@ def finish(event: FinishInput, context: Any = None) -> dict[str, Any]:
         {"job_name": u["job_name"], "job_type": u["job_type"], "instance_seconds": u["training_seconds"] *
          u["instance_count"]} for u in cost["jobs"] if u["job_type"] != "training"])
     history_interruptions = checkpoints.pop("interruptions")
+    stragglers = _stragglers(run, job["job_name"])
     frozen = registry.freeze_model_artifact(client("s3"), settings, run.run_id, job["job_name"], model_uri, desc)
     # The metrics the package records are a copy under registry/ (no job may write there) with its digest;
     # outputs/<run>/metrics.json stays as the user's copy, which a later job could rewrite.
@@ -483,7 +484,7 @@ def finish(event: FinishInput, context: Any = None) -> dict[str, Any]:
         checkpoints=checkpoints,
         goodput=ledger,
         verdict=judged,
-        stragglers=_stragglers(run, job["job_name"]),
+        stragglers=stragglers,
     )
     _record_success(settings, run, summary)
     _log("finished", run_id=run.run_id, model_package_arn=package_arn,

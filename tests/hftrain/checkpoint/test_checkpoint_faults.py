@@ -103,8 +103,10 @@ def remark(directory: Path, **changes) -> None:
 
 
 def tree_digest(directory: Path) -> dict[str, str]:
+    """Every file's digest, less the stall watchdog's `_heartbeat.json` (liveness, written from the first second
+    of every run so that the outside watch sees its start-up; not checkpoint content)."""
     return {p.relative_to(directory).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(directory.rglob("*")) if p.is_file()}
+            for p in sorted(directory.rglob("*")) if p.is_file() and p.name != "_heartbeat.json"}
 
 
 def dirs(base: Path) -> list[str]:

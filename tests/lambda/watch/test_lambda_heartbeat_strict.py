@@ -38,7 +38,14 @@ def test_a_malformed_heartbeat_is_no_heartbeat_never_an_error(bad):
 
 def test_non_finite_numbers_and_unknown_keys_are_not_taken():
     assert heartbeat_file.parse_heartbeat(json.dumps(beat()).replace("600.0", "Infinity")) is None
-    assert heartbeat_file.parse_heartbeat(json.dumps(beat(extra="x" * 100))) == beat()
+    # the known fields only; the optional ones (what each rank does, stragglers) as none when absent
+    assert heartbeat_file.parse_heartbeat(json.dumps(beat(extra="x" * 100))) == {
+        **beat(), "doing": None, "ranks": [], "stragglers": []}
+    bad_entries = {**beat(), "doing": "x" * 10_000, "ranks": [{"rank": 1, "host": "algo-2", "nested": {"a": 1}},
+                                                              "not an entry"], "stragglers": "not a list"}
+    parsed = heartbeat_file.parse_heartbeat(json.dumps(bad_entries))
+    assert parsed["doing"] is None and parsed["ranks"] == [{"rank": 1, "host": "algo-2"}]
+    assert parsed["stragglers"] == []
 
 
 def test_a_huge_limit_is_held_to_the_spec_s_bounds():
