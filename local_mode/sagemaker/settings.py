@@ -9,6 +9,10 @@ from pathlib import Path
 # read by the training code (hftrain/checkpoint/background.py, INJECT_ENV): "<step>[@<rank>]" makes that background
 # checkpoint write fail as a full disk would (`python -m local_mode run --inject-save-error`)
 SAVE_ERROR_ENV = "HFTRAIN_INJECT_SAVE_ERROR"
+# read there too (DELAY_ENV): in an attempt whose next injected interruption is during a save, every background
+# write first waits this long, so that the loss lands inside the write, not after a tiny model's milliseconds of it
+SAVE_DELAY_ENV = "HFTRAIN_INJECT_SAVE_DELAY"
+SAVE_DELAY_SECONDS = "3"
 
 
 @dataclass(frozen=True)

@@ -40,7 +40,7 @@ from local_mode.sagemaker.host_processes import HostProcess, signal_host
 from local_mode.sagemaker.job import JobSetupError, LocalJob, now, output_members, truncate
 from local_mode.sagemaker.metrics import MetricTracker
 from local_mode.sagemaker.s3_channels import ChannelError, parse_s3_uri, tar_folder, upload_folder
-from local_mode.sagemaker.settings import Interruption
+from local_mode.sagemaker.settings import SAVE_DELAY_ENV, SAVE_DELAY_SECONDS, Interruption
 from local_mode.sagemaker.training_hosts import training_processes
 from local_mode.sagemaker.training_inputs import checkpoint_sync, download_channels, install_training_code
 
@@ -255,6 +255,10 @@ class TrainingJob(LocalJob):
 
     def _start_hosts(self, hosts: list[Host]) -> None:
         env = self.base_env()
+        with self.lock:
+            upcoming = self._interruptions[0] if self._interruptions else None
+        if upcoming is not None and upcoming.during_save:  # this attempt's background writes wait: the loss lands in one
+            env[SAVE_DELAY_ENV] = SAVE_DELAY_SECONDS
         if self.stall_fault and self.attempt == 1:
             env["HFTRAIN_INJECT_STALL"] = self.stall_fault
             self.emit("status", f"injecting a stall: HFTRAIN_INJECT_STALL={self.stall_fault}")

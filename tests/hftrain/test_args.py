@@ -133,3 +133,13 @@ def test_speed_defaults_and_their_opt_outs(tmp_path, monkeypatch):
     _, _, t = hp.parse_args(["--task", "question-answering", "--train_sampling_strategy", "random",
                              "--per_device_eval_batch_size", "4", "--padding_free", "false"])
     assert (t.train_sampling_strategy, t.per_device_eval_batch_size, t.padding_free) == ("random", 4, "false")
+
+
+def test_the_automatic_eval_batch_stays_within_its_bound():
+    """A training batch Prepare accepts (up to 2**31 - 1) never makes the automatic eval batch (twice it) one the
+    script refuses (found by the hyperparameter-equivalence property test: 2**30 gave 2**31)."""
+    from hftrain import args as hp
+
+    _, _, training_args = hp.parse_args(["--task", "text-classification", "--model_name_or_path", "m",
+                                         "--per_device_train_batch_size", str(2**30)])
+    assert training_args.per_device_eval_batch_size == 2**31 - 1

@@ -398,7 +398,9 @@ class SageMakerTrainingArguments(Seq2SeqTrainingArguments):
             self.dataloader_num_workers = _auto_workers(has_cuda)
         _check_padding_free_and_stall(self)
         if self.per_device_eval_batch_size == -1:  # auto; other values are bounded in hp_rules
-            self.per_device_eval_batch_size = max(8, 2 * self.per_device_train_batch_size)
+            # twice the training batch, within the bound a set value has (a training batch above 2**30 would pass it)
+            self.per_device_eval_batch_size = min(hp_rules.BOUNDS["per_device_eval_batch_size"]["maximum"],
+                                                  max(8, 2 * self.per_device_train_batch_size))
         _dict_fields_from_kv(self)
         if self.ddp_backend == "smddp":
             _require_smddp()

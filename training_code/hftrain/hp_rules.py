@@ -53,7 +53,7 @@ BOUNDS: dict[str, dict[str, float]] = {
     "save_steps": {"exclusiveMinimum": 0},
     "per_device_train_batch_size": {"minimum": 1, "maximum": 2**31 - 1},
     "per_device_eval_batch_size": {"minimum": -1, "maximum": 2**31 - 1},  # -1: auto (twice the training batch, at
-    # least 8: a training batch beyond 2**62 would overflow it); 0: a rule
+    # least 8, at most this maximum); 0: a rule
     "gradient_accumulation_steps": {"minimum": 1},
     "eval_accumulation_steps": {"minimum": 1},
     "dataloader_num_workers": {"minimum": -1},  # -1: auto

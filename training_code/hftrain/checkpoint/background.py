@@ -43,6 +43,9 @@ logger = logging.getLogger(__name__)
 IDLE, WRITING, MARKING = "idle", "writing", "marking"
 # the injected failure of local mode's fault tests: "<step>" makes the background write of that step fail
 INJECT_ENV = "HFTRAIN_INJECT_SAVE_ERROR"
+# local mode's interruptions during a save: every background write first waits this many seconds, so that an
+# interruption injected when the write begins lands inside it (a tiny model's write takes milliseconds)
+DELAY_ENV = "HFTRAIN_INJECT_SAVE_DELAY"
 
 
 class BackgroundSaveError(RuntimeError):
@@ -165,12 +168,14 @@ class BackgroundSaves:
         agree: Callable[[list[float]], list[float]],
         describe: Callable[[BaseException, int], BaseException | None] | None = None,
         inject_failure_at: int | None = None,
+        inject_delay: float = 0.0,
     ) -> None:
         self.mark = mark  # (step, path): the node's marker (called on the node's local rank 0 only)
         self.on_complete = on_complete  # (step, seconds since the snapshot): every rank, in lockstep
         self.node_leader = node_leader
         self.agree = agree  # the element-wise SUM over all ranks (parallel/process_group.py, sum_each)
         self.inject_failure_at = inject_failure_at
+        self.inject_delay = inject_delay
         # (error, step) -> the error to raise as it is on every rank (checkpoint/volume.py's full volume), or None
         self.describe = describe or (lambda err, step: None)
         self.current: _Save | None = None
@@ -258,6 +263,8 @@ class BackgroundSaves:
             )
 
     def _write(self, save: _Save) -> None:
+        if self.inject_delay > 0:
+            time.sleep(self.inject_delay)
         if self.inject_failure_at is not None and save.step >= self.inject_failure_at:
             raise OSError(28, f"No space left on device (injected by {INJECT_ENV})")
         for write in save.writes:

@@ -379,6 +379,7 @@ class TrainingRun:
             mark=marks.mark, on_complete=complete, node_leader=distributed.local_rank() == 0,
             agree=distributed.sum_each,
             inject_failure_at=background.injected_failure_step(os.environ.get(background.INJECT_ENV), self.rank),
+            inject_delay=float(os.environ.get(background.DELAY_ENV) or 0),
             describe=lambda err, step: volume.save_failure(err, self.args.checkpoint_dir, checkpoint_name(step),
                                                            lambda: volume.state_bytes(self.model, None)))
         trainer._saves = marks.saves = self.sigterm.saves = saves
