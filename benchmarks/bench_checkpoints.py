@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import shutil
 import tempfile
@@ -71,14 +72,7 @@ def _parameters(weights: Path) -> int:
     from safetensors import safe_open
 
     with safe_open(str(weights), "pt") as handle:
-        return sum(_numel(handle.get_slice(name).get_shape()) for name in handle.keys())  # noqa: SIM118 - no dict
-
-
-def _numel(shape: list[int]) -> int:
-    out = 1
-    for n in shape:
-        out *= n
-    return out
+        return sum(math.prod(handle.get_slice(name).get_shape()) for name in handle.keys())  # noqa: SIM118 - no dict
 
 
 def blocking(models: list[str], steps: int, root: Path) -> list[dict]:
