@@ -10,7 +10,7 @@ from typing import Any
 # The ledger's parts in its order, each with a colour: productive green, waste warm, the rest grey.
 COLOURS = {"downloading": "#9ecae1", "startup": "#6baed6", "productive": "#31a354", "replayed": "#e6550d",
            "evaluation": "#c7e9c0", "checkpointing": "#fdae6b", "uploading": "#bcbddc", "stalled": "#de2d26",
-           "unaccounted": "#bdbdbd"}
+           "recovering": "#fc9272", "unaccounted": "#bdbdbd"}
 
 
 def goodput_section(folder: Path, goodput: dict[str, Any] | None) -> list[str]:

@@ -26,4 +26,8 @@ if __name__ == "__main__" and os.environ.get("RANK", "0") == "0":
 from hftrain.run.runner import main  # noqa: E402
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from hftrain.recovery.supervisor import supervise, wanted
+
+    # under torchrun with in_job_restarts > 0: this process supervises a forked worker and restarts it in place
+    # after a failure on healthy instances (hftrain/recovery/supervisor.py)
+    sys.exit(supervise(sys.argv[1:]) if wanted(sys.argv[1:]) else main())

@@ -9,7 +9,7 @@ import bisect
 from dataclasses import dataclass, field
 from typing import Any
 
-from contract import goodput_line, progress_lines
+from contract import goodput_line, progress_lines, recovery_line
 from hfsm_lambda.goodput.attempts import Attempt
 
 STREAM_SLACK_SECONDS = 120.0  # a stream's first event may follow its attempt's end by this much (log delivery)
@@ -30,6 +30,7 @@ class Evidence:
     reports: list[dict[str, Any]] = field(default_factory=list)
     progress: list[tuple[float, int]] = field(default_factory=list)  # (event time, step)
     error: str | None = None
+    recoveries: list[dict[str, Any]] = field(default_factory=list)  # RECOVERY records: recoveries in place
 
     @property
     def last(self) -> dict[str, Any] | None:
@@ -67,6 +68,10 @@ def evidence_from(stream: dict[str, Any]) -> Evidence:
         report = parse_report(message)
         if report is not None:
             found.reports.append(report)
+            continue
+        recovery = recovery_line.parse_line(message)
+        if recovery is not None:
+            found.recoveries.append(recovery)
             continue
         step = parse_progress(message)
         if step is not None:

@@ -36,6 +36,9 @@ Parts (instance-seconds; they add up to `billed_seconds` exactly, `unaccounted` 
   the attempt was killed in; the final model write).
 - `uploading`: the Uploading transition.
 - `stalled`: see below.
+- `recovering`: recoveries in place (RECOVERY lines, contract/recovery_line.py): from the fault to the first step
+  of the restarted training processes, in the same job (lambda/goodput/recoveries.py; the failed generation's steps
+  after its last complete checkpoint are `replayed`).
 - `unaccounted`: the rest: the processes' exit after their last report (`teardown`), clock differences, and all
   of an attempt whose log could not be read (said in `notes`).
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from contract import goodput_line, progress_lines, stall_records
+from contract import goodput_line, progress_lines, recovery_line, stall_records
 from hfsm_lambda.bounded_reads import LogBudget, ObjectTooLarge, read_object, read_stream
 from hfsm_lambda.goodput import ledger as goodput
 from hfsm_lambda.goodput.values import LEADER
@@ -38,7 +38,8 @@ def _code(err: Exception) -> str:
 
 
 def _is_evidence(message: str) -> bool:
-    return goodput_line.is_line(message) or progress_lines.is_progress_line(message)
+    return goodput_line.is_line(message) or progress_lines.is_progress_line(message) or \
+        recovery_line.is_line(message)
 
 
 def leader_streams(logs: Any, job_name: str, budget: LogBudget | None = None) -> list[dict[str, Any]]:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from contract import goodput_line
+from hfsm_lambda.goodput import recoveries
 from hfsm_lambda.goodput.attempts import Attempt
 from hfsm_lambda.goodput.evidence import Evidence
 from hfsm_lambda.goodput.values import BEFORE_TRAINING, LEADER, PARTS, epoch, number
@@ -231,5 +232,18 @@ def split_attempt(attempt: Attempt, evidence: Evidence | None, *, kept_until: in
         return _not_split(attempt, evidence, parts, t0, t1, stall)
     if last is None:
         return _from_progress(attempt, evidence, parts, t0, kept=final or kept_until is None)
-    return _from_reports(attempt, evidence, last, parts, _times(last, t0, t1), kept_until=kept_until, final=final,
-                         stall=stall)
+    merged = recoveries.merge(evidence, t1)
+    if merged is None:
+        return _from_reports(attempt, evidence, last, parts, _times(last, t0, t1), kept_until=kept_until,
+                             final=final, stall=stall)
+    last = merged.evidence.last
+    times = _times(last, t0, t1)
+    split = _from_reports(attempt, merged.evidence, last, parts, times, kept_until=kept_until, final=final,
+                          stall=None)
+    split.parts["recovering"] += merged.recovering
+    split.parts["replayed"] += merged.replayed
+    split.details["recovering"] = merged.details
+    if stall is not None:  # a stall that was recovered from ended when it was found, not with the attempt
+        _take_stall(split.parts, stall, min(t1, epoch(stall.get("detected_at")) or t1), times.first_step or t0)
+    _close(split.parts, attempt.billed_wall)
+    return split

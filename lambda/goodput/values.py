@@ -10,6 +10,7 @@ from typing import Any
 
 # The parts of the billed time, in the order the ledger and its text list them (ledger.py says what each holds).
 PARTS = ("downloading", "startup", "productive", "replayed", "evaluation", "checkpointing", "uploading", "stalled",
+         "recovering",
          "unaccounted")
 LEADER = "algo-1"  # the host whose log stream says what the attempt did
 BEFORE_TRAINING = "downloading"  # the part (and the transitions' kind) before the Training transition

@@ -33,6 +33,7 @@ PIPELINE = {
     "interruption_prior_hours": "checkpoint.every_minutes (\"auto\": per instance type and capacity)",
     "stall_minutes": "stall.minutes (\"off\" with stall.action off)",
     "stall_startup_minutes": "stall.startup_minutes",
+    "in_job_restarts": "recovery.in_job_restarts",
     "fsdp": "distribution.fsdp.sharding",
     "fsdp_config": "distribution.fsdp.config",
     "ddp_backend": "distribution.strategy",
@@ -88,6 +89,9 @@ def pipeline_values(spec: dict[str, Any]) -> dict[str, Any]:
             values["stall_minutes"] = minutes if minutes == "auto" else f"{minutes:g}"
         if isinstance(stall.get("startup_minutes", 60), int | float):
             values["stall_startup_minutes"] = stall.get("startup_minutes", 60)
+    recovery = spec.get("recovery") or {}
+    if isinstance(recovery, dict) and isinstance(recovery.get("in_job_restarts", 2), int):
+        values["in_job_restarts"] = recovery.get("in_job_restarts", 2)
     distribution = spec["distribution"]
     if distribution["strategy"] == "fsdp":
         values["fsdp"] = distribution["fsdp"]["sharding"]

@@ -284,6 +284,15 @@ SPEC = Obj(fields={
                            "checkpoint (counted against `fallback.max_attempts`: raise it to retry); `fail`: the run "
                            "fails, saying what stalled; `off`: no watchdog in the job and none from outside"),
     }),
+    "recovery": Obj(default={}, doc="recovery in place: after a failure on healthy instances (a rank stalled, killed "
+                                    "by a signal, or a peer's collective failed; the script's own exception once per "
+                                    "error), the job restarts its training processes on the same instances from the "
+                                    "newest complete local checkpoint, without a new SageMaker job", fields={
+        "in_job_restarts": Int(low=0, high=100, default=2,
+                               doc="how many recoveries in place one training job may make before it ends (then a "
+                                   "new attempt follows if `fallback.max_attempts` allows); 0: none (the "
+                                   "`in_job_restarts` hyperparameter)"),
+    }),
     "network": Obj(default={}, fields={
         "require_efa": Bool(default=True,
                             doc="on an EFA instance type, a NCCL transport other than EFA at the first step ends the "

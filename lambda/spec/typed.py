@@ -107,6 +107,11 @@ class Stall:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Recovery:
+    in_job_restarts: int
+
+
+@dataclass(frozen=True, kw_only=True)
 class Network:
     require_efa: bool
 
@@ -148,6 +153,7 @@ class RunSpec:
     spot: Spot
     checkpoint: Checkpoint
     stall: Stall | None = absent()
+    recovery: Recovery | None = absent()
     network: Network | None = absent()
     fallback: Fallback
     hyperparameters: Mapping[str, Any]

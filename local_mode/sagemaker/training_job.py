@@ -26,7 +26,7 @@ from typing import Any
 
 import botocore.exceptions
 
-from contract import goodput_line, progress_lines, stall_records
+from contract import goodput_line, progress_lines, recovery_line, stall_records
 from contract.progress_lines import Progress
 from local_mode.sagemaker.checkpoint_sync import CheckpointSync
 from local_mode.sagemaker.container_layout import (
@@ -282,6 +282,10 @@ class TrainingJob(LocalJob):
             self.emit("status", f"{line} (seen on {host})")
         if host != self._leader:
             return
+        recovery = recovery_line.parse_line(line)
+        if recovery is not None:
+            self.emit("status", f"recovered in place ({recovery.get('recovery')} of {recovery.get('budget')}): "
+                                f"{recovery.get('cause')}: {recovery.get('text')}")
         progress = progress_lines.parse_progress(line)
         report = goodput_line.parse_line(line)
         pid = _leader_pid(line, report)

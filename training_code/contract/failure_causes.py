@@ -30,6 +30,12 @@ STALLED, SIGNAL, OOM, COLLECTIVE, CONFIGURATION, EXCEPTION = (
     "stalled", "signal", "out-of-memory", "collective", "configuration", "exception")
 INSTANCE = "instance"  # an instance lost or unhealthy, a spot reclaim: SageMaker says so, not the script
 PRECEDENCE = (STALLED, SIGNAL, OOM, COLLECTIVE, CONFIGURATION, EXCEPTION)
+# What the training job itself does about each cause (hftrain/recovery/, the per-rank supervisor): the in-job half
+# of the one action table whose pipeline half is lambda/runs/actions.py (its tests check that the two agree).
+IN_PLACE, IN_PLACE_ONCE, NOT_IN_PLACE = "in-place", "in-place-once", "not-in-place"
+IN_JOB_ACTION = {STALLED: IN_PLACE, SIGNAL: IN_PLACE, COLLECTIVE: IN_PLACE,
+                 EXCEPTION: IN_PLACE_ONCE,  # once per error: the same error at the same step again ends the run
+                 OOM: NOT_IN_PLACE, CONFIGURATION: NOT_IN_PLACE, INSTANCE: NOT_IN_PLACE}
 CONSEQUENCES_PREFIX = "consequences (not the cause): "
 USER_ERROR_EXIT = 2  # train.py's exit code for a settings or data error (hftrain/run/runner.py)
 

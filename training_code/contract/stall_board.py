@@ -17,9 +17,12 @@ FIXED_PREFIX = "hftrain-stall/"
 TOKEN_RE = re.compile(r"[0-9a-f]{32}")
 
 
-def prefix(token: str | None) -> str:
-    """The keys' prefix for `token` (32 lowercase hex digits); the fixed prefix for none or a malformed one."""
-    return f"{FIXED_PREFIX}{token}/" if token and TOKEN_RE.fullmatch(token) else FIXED_PREFIX
+def prefix(token: str | None, generation: int = 0) -> str:
+    """The keys' prefix for `token` (32 lowercase hex digits); the fixed prefix for none or a malformed one.
+    A recovery in place (hftrain/recovery/) starts generation 1, 2, ... of the training processes in the same job:
+    each generation's keys are its own (an earlier generation's stall flag must not end the next one)."""
+    base = f"{FIXED_PREFIX}{token}/" if token and TOKEN_RE.fullmatch(token) else FIXED_PREFIX
+    return f"{base}g{generation}/" if generation else base
 
 
 def environment(token: str) -> dict[str, str]:

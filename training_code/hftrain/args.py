@@ -357,6 +357,14 @@ class SageMakerTrainingArguments(Seq2SeqTrainingArguments):
         metadata={"help": "The least stall limit for evaluations and checkpoint saves once one was measured, in "
                   "minutes."},
     )
+    in_job_restarts: int = field(
+        default=2,
+        metadata={"help": "Recovery in place (hftrain/recovery/supervisor.py): how many times a job restarts its "
+                  "training processes on the same instances, from the newest complete local checkpoint, after a "
+                  "rank stalled, was killed by a signal or saw a peer's collective fail (the script's own "
+                  "exception: once per error); 0: every failure ends the job. Under torchrun only. The pipeline "
+                  "sets it from recovery.in_job_restarts."},
+    )
     # --- speed defaults (see hftrain/data/batching.py and hftrain/data/packing.py) ---
     train_sampling_strategy: str = field(
         default="auto",

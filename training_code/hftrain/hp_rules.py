@@ -67,6 +67,7 @@ BOUNDS: dict[str, dict[str, float]] = {
     "stall_section_factor": {"minimum": 1},
     "stall_straggler_minutes": {"exclusiveMinimum": 0},
     "stall_section_floor_minutes": {"exclusiveMinimum": 0},
+    "in_job_restarts": {"minimum": 0, "maximum": 100},
     "seed": {"minimum": 0, "maximum": 2**32 - 1},  # numpy's seed range (set_seed at start-up)
     "data_seed": {"minimum": 0, "maximum": 2**32 - 1},
     "adam_beta1": {"minimum": 0, "exclusiveMaximum": 1},

@@ -169,5 +169,5 @@ def test_summary_lines_show_the_goodput_and_every_part_productive_first():
     # every part over 1% on its own line (productive first), the rest named in `other`
     assert shown == ["productive", "downloading", "startup", "checkpointing", "uploading", "unaccounted", "other"]
     assert "tokenize 2 s" in text[3] and "launch 1 s" in text[3]
-    assert "(replayed 0 s, evaluation 0 s, stalled 0 s)" in text[-1]
+    assert "(replayed 0 s, evaluation 0 s, stalled 0 s, recovering 0 s)" in text[-1]
     assert summary_lines({"format": 1, "error": "x"}) == []

@@ -16,6 +16,13 @@ from pathlib import Path
 from hftrain.smenv import base_dir
 
 FAILURE_REASON_LIMIT = 1024  # characters SageMaker keeps
+# Set by the recovery supervisor (hftrain/recovery/supervisor.py): each worker's own first failure text, by rank,
+# whoever wins the race for the shared failure file (a host's ranks share it).
+RANK_FAILURE_DIR_ENV = "HFTRAIN_RANK_FAILURE_DIR"
+
+
+def rank_failure_path(folder: str | Path, rank: int) -> Path:
+    return Path(folder) / f"rank-{rank}.txt"
 
 
 def failure_path() -> Path:
@@ -35,6 +42,7 @@ def write_failure(message: str, *, where: str | None = None) -> bool:
     text = message.strip() or "the training script failed without a message"
     if where:
         text = f"{text}\n({where})"
+    _rank_copy(text)
     path = failure_path()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -46,3 +54,16 @@ def write_failure(message: str, *, where: str | None = None) -> bool:
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
         handle.write(clip_utf8(text, FAILURE_REASON_LIMIT) + "\n")
     return True
+
+
+def _rank_copy(text: str) -> None:
+    folder = os.environ.get(RANK_FAILURE_DIR_ENV)
+    if not folder:
+        return
+    try:
+        fd = os.open(rank_failure_path(folder, int(os.environ.get("RANK", "0") or 0)),
+                     os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except (OSError, ValueError):
+        return  # the first text of this rank stays
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text + "\n")

@@ -40,6 +40,7 @@ from typing import Any
 from transformers import TrainerCallback
 
 from contract import goodput_line, progress_lines
+from hftrain.recovery import generation
 
 logger = logging.getLogger(__name__)
 
@@ -48,7 +49,11 @@ BEAT_SECONDS = 60.0
 
 
 def process_started_at() -> float:
-    """When this process started (Unix seconds): its creation time, else now."""
+    """When this process started (Unix seconds): its creation time, else now. A worker forked by the recovery
+    supervisor (hftrain/recovery/supervisor.py) counts from the supervisor's start (its imports are the run's)."""
+    inherited = generation.script_started_at()
+    if inherited is not None:
+        return inherited
     try:
         import psutil  # a dependency of accelerate: present wherever the training code runs
 
@@ -229,7 +234,7 @@ class GoodputClock:
             "startup": {k: round(v, 3) for k, v in self.startup.items()}, "tokenize_cache": self.tokenize_cache,
             "step_seconds": r(self.step_seconds), "eval_seconds": r(self.eval_seconds),
             "save_seconds": r(self.save_seconds), "final_seconds": r(self.final_seconds), "saves": self.saves,
-            "evals": self.evals, **extra,
+            "evals": self.evals, "generation": generation.current(), **extra,
         }
 
     def emit(self, event: str, **extra: Any) -> None:

@@ -26,6 +26,7 @@ from hftrain.data.raw import data_source, first_rows, gather_sharded, load_raw, 
 from hftrain.parallel import bandwidth, fsdp
 from hftrain.parallel import process_group as distributed
 from hftrain.parallel.nccl import NcclTransportCallback, NetworkError
+from hftrain.recovery import generation, peer_copy
 from hftrain.run import export, output, progress
 from hftrain.run.callbacks import (
     CheckpointCallback,
@@ -74,6 +75,8 @@ def decide_resume(training_args, env, model, task_name: str) -> tuple[resume.Res
     """Every rank: verify the checkpoints and agree where to start (checkpoint/resume.py), before any training."""
     root = training_args.checkpoint_dir
     os.makedirs(root, exist_ok=True)
+    if generation.current():  # a recovery in place: no download gave this host the other hosts' parts
+        peer_copy.complete_from_peers(root, env.current_host, list(env.hosts))
     identity = checkpoints.model_identity(model.config, task_name)
     planner = resume.ResumePlanner(root, identity, model=model)
     if training_args.resume_from_checkpoint:

@@ -11,6 +11,8 @@
   `dataloader_num_workers` > 0);
 - `R@N:sigkill`: after step N, rank R's process is killed with SIGKILL (a crash without a word: the OOM killer,
   an operator);
+- `R@N:raise`: after step N, rank R raises an exception (a bug in the script: it fails the same way after every
+  restart; the other faults happen once per job);
 - `R@N:slow` or `R@N:slow=S`: after step N, rank R is slow but alive: a child process stops it (SIGSTOP) for S
   seconds (default 40), lets it run 3 s (SIGCONT), again and again until it ends. Not a stall: the run must go on.
 """
@@ -30,7 +32,7 @@ logger = logging.getLogger("hftrain")
 ENV = "HFTRAIN_INJECT_STALL"
 STARTUP_PHASES = ("setup", "data_load", "model_load", "tokenize", "layout", "resume_verify", "restore")
 _SPEC = re.compile(r"(?P<rank>\d+)@(?:(?P<startup>startup)(?::(?P<phase>[a-z_]+))?|(?P<step>\d+)"
-                   r"(?::(?P<how>sleep|sigstop|loader|sigkill|slow|save)(?:=(?P<seconds>\d+(?:\.\d+)?))?)?)")
+                   r"(?::(?P<how>sleep|sigstop|loader|sigkill|slow|save|raise)(?:=(?P<seconds>\d+(?:\.\d+)?))?)?)")
 SLOW_STOP_SECONDS, SLOW_RUN_SECONDS = 40.0, 3.0
 
 
@@ -53,6 +55,8 @@ class Injection:
             return f"rank {self.rank}'s process is SIGSTOPped after step {self.step}"
         if self.how == "sigkill":
             return f"rank {self.rank}'s process is killed with SIGKILL after step {self.step}"
+        if self.how == "raise":
+            return f"rank {self.rank} raises an exception after step {self.step} (every time it gets there)"
         if self.how == "slow":
             return (f"rank {self.rank} is slow but alive after step {self.step}: stopped {self.seconds:g} s, running "
                     f"{SLOW_RUN_SECONDS:g} s, again and again")
@@ -64,7 +68,7 @@ def parse(text: str) -> Injection:
     if match is None or (match["seconds"] and match["how"] != "slow") or \
             (match["phase"] and match["phase"] not in STARTUP_PHASES):
         raise ValueError(f"{text!r}: expected RANK@STEP, RANK@STEP:sigstop, RANK@STEP:loader, RANK@STEP:sigkill, "
-                         f"RANK@STEP:slow[=SECONDS], RANK@STEP:save or RANK@startup[:PHASE] (PHASE: "
+                         f"RANK@STEP:slow[=SECONDS], RANK@STEP:save, RANK@STEP:raise or RANK@startup[:PHASE] (PHASE: "
                          f"{', '.join(STARTUP_PHASES)}; e.g. 3@20)")
     if match["startup"]:
         return Injection(int(match["rank"]), None, "startup", phase=match["phase"] or "layout")
@@ -118,8 +122,12 @@ while True:
 
 
 def after_step(injection: Injection | None, step: int) -> None:
-    if injection is None or injection.step != step or injection.how not in ("sleep", "sigstop", "sigkill", "slow"):
+    if injection is None or injection.step != step or injection.how not in ("sleep", "sigstop", "sigkill", "slow",
+                                                                             "raise"):
         return
+    if injection.how == "raise":
+        announce(injection.describe())
+        raise InjectedError(f"injected error after step {step} on rank {injection.rank}")
     if injection.how in ("sigkill", "slow"):
         announce(injection.describe())
         if injection.how == "sigkill":
@@ -135,6 +143,10 @@ def after_step(injection: Injection | None, step: int) -> None:
         os.kill(os.getpid(), signal.SIGSTOP)  # in case kill(1) is missing
         return
     hang(injection.describe())
+
+
+class InjectedError(RuntimeError):
+    """The script's own exception, injected (`R@N:raise`)."""
 
 
 class HangingCollator:

@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from contract import heartbeat, stall_board, stall_records
+from hftrain.recovery import generation
 from hftrain.stall import stragglers
 from hftrain.stall.boards import LocalBoard, board_from_env
 from hftrain.stall.limits import MEASURED_KINDS, Limits
@@ -110,6 +111,7 @@ class Heart:
         self.own_steps.append((now, self.own_seconds))
         self.own_seconds = 0.0
         self.step, self.steps = step, self.steps + 1
+        generation.step_done(step)  # the recovery supervisor names it if this process dies without a word
         self.phase, self.kind, self.where = "train", "train", ""
         self.moved_at = self._step_started = now
 
@@ -235,7 +237,7 @@ class Watchdog(threading.Thread):
         self.who, self.limits, self.heart, self.clock = who, limits, heart, clock
         self.board = board  # None: connected in the thread (board_from_env), never blocking the training
         # the run's random token in every key: another job reaching this store cannot name them (contract/stall_board.py)
-        self.key = stall_board.prefix(os.environ.get(stall_board.VARIABLE))
+        self.key = stall_board.prefix(os.environ.get(stall_board.VARIABLE), generation.current())
         shortest = min(limits.seconds("train", None), limits.seconds("startup", None))
         self.poll = poll if poll is not None else min(10.0, max(0.2, shortest / 10))
         self.exit, self.ack_seconds, self.frames = exit, ack_seconds, frames

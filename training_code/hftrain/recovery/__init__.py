@@ -1,0 +1,1 @@
+"""Recovery in place: the training processes restarted on the same instances, inside the same SageMaker job."""
