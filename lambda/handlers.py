@@ -257,6 +257,8 @@ def start_training(event: StartTrainingInput, context: Any = None) -> Job:
             # and the script's own exception are retried only with an attempt left)
             "next_instance_type": run.attempts[attempt + 1].instance_type
             if attempt + 1 < min(run.max_attempts, len(run.attempts)) else None,
+            # recovery in place in the job (runs/actions.py: the script's own exception then ends the run)
+            "in_job_restarts": run.spec.recovery.in_job_restarts if run.spec.recovery else 0,
             "stall": ({"minutes": stall.minutes, "startup_minutes": stall.startup_minutes, "action": stall.action}
                       if stall else {"minutes": None, "startup_minutes": None, "action": "off"}),
             "watchdog": {"every_minutes": checkpoint_interval.watchdog_minutes(checkpoint.every_minutes),

@@ -3,8 +3,10 @@ CheckJob's classification (outcomes.classify: retryable or failed) and PlanFallb
 
 The cause comes from the job's FailureReason by contract/failure_causes.py's precedence (stalled > killed by a
 signal > out of memory > a peer's collective error > a settings/data error > the script's own exception), or
-from SageMaker itself (capacity, spot reclaim: `instance`). The in-job recovery in place (restarting the training
-processes on the same instances) plugs in here: until it exists, "recover in place" is a new attempt.
+from SageMaker itself (capacity, spot reclaim: `instance`). Recovery in place happens inside the job
+(training_code/hftrain/recovery/: the training processes restarted on the same instances, up to
+`recovery.in_job_restarts` times, the in-job half of this table in contract/failure_causes.py IN_JOB_ACTION); a job
+that still fails with one of those causes has spent that budget (or has none), and what follows is this table's.
 
 | cause | action |
 |---|---|
@@ -21,7 +23,7 @@ from dataclasses import dataclass
 
 from contract import failure_causes as causes
 
-RECOVER_IN_PLACE = "recover-in-place"  # for now: a new attempt (no in-job recovery yet)
+RECOVER_IN_PLACE = "recover-in-place"  # in the job first; after the in-job budget, a new attempt
 NEW_ATTEMPT = "new-attempt"
 NEW_ATTEMPT_IF_CHANGED = "new-attempt-if-something-changes"
 ONCE = "recover-in-place-once"
@@ -37,15 +39,16 @@ class Action:
 
 
 _RETRY = "a new attempt resumes from the last durable checkpoint if fallback.max_attempts allows"
+_IN_PLACE = ("recovered in place in the job (up to recovery.in_job_restarts times); after that, " + _RETRY)
 _RAISE = "or raise fallback.max_attempts so that it is retried from the last durable checkpoint"
 ACTIONS: dict[str, Action] = {
-    causes.STALLED: Action(RECOVER_IN_PLACE, True, f"recovered: {_RETRY}",
+    causes.STALLED: Action(RECOVER_IN_PLACE, True, _IN_PLACE,
                            "Read the stacks (_stalls/<job>/ under the checkpoint prefix) and the job's log (link "
                            f"below), fix what hung, {_RAISE}."),
-    causes.SIGNAL: Action(RECOVER_IN_PLACE, True, f"recovered: {_RETRY}",
+    causes.SIGNAL: Action(RECOVER_IN_PLACE, True, _IN_PLACE,
                           "Find what killed the rank the reason names (the host's kernel log: the OOM killer; an "
                           f"operator; a crash), {_RAISE}."),
-    causes.COLLECTIVE: Action(RECOVER_IN_PLACE, True, f"recovered: {_RETRY}",
+    causes.COLLECTIVE: Action(RECOVER_IN_PLACE, True, _IN_PLACE,
                               "Read the job's log (link below) for the rank that failed first (the reason names the "
                               f"peer whose heartbeat stopped), {_RAISE}."),
     causes.INSTANCE: Action(NEW_ATTEMPT, True, _RETRY,
@@ -57,8 +60,9 @@ ACTIONS: dict[str, Action] = {
                        "shorten max_seq_length, or add a larger instance type to fallback.options",
                        "Lower per_device_train_batch_size (raise gradient_accumulation_steps to keep the batch), "
                        "shorten max_seq_length, or add a larger instance type to fallback.options; submit again."),
-    causes.EXCEPTION: Action(ONCE, True, "retried once from the last durable checkpoint; the same error again ends "
-                                         "the run",
+    causes.EXCEPTION: Action(ONCE, True, "recovered in place once (recovery.in_job_restarts > 0; else a new "
+                                         "attempt once, from the last durable checkpoint); the same error again "
+                                         "ends the run",
                              "Read the training job's CloudWatch logs (link below) for the traceback, fix it, submit "
                              "again."),
     causes.CONFIGURATION: Action(END, False, "the run ends: a new attempt would fail the same way; fix the setting "
@@ -84,12 +88,12 @@ def same_error(reason: str, earlier: str | None) -> bool:
 def state_after(cause: str, state: str, job: dict) -> str:
     """CheckJob's state for a failed training job of this cause: `retryable` only where the table's condition can
     hold (out of memory: the next attempt runs on another instance type; the script's own exception: an attempt
-    is left), else `failed` (the run ends at TrainingFailed, saying the cause)."""
+    is left and the job did not already recover from it in place), else `failed` (the run ends at TrainingFailed, saying the cause)."""
     if state != "retryable":
         return state
     following = job.get("next_instance_type")
     if cause == causes.OOM and (not following or following == job.get("instance_type")):
         return "failed"
-    if cause == causes.EXCEPTION and not following:
-        return "failed"
+    if cause == causes.EXCEPTION and (not following or job.get("in_job_restarts")):
+        return "failed"  # no attempt left, or the job already recovered from it once in place
     return state

@@ -48,6 +48,7 @@ class Job(TypedDict, total=False):
     run_id: str  # training only, from here on
     checkpoint_uri: str
     next_instance_type: str | None  # the next fallback attempt's, None for the last attempt
+    in_job_restarts: int  # recovery.in_job_restarts: recovery in place inside the job (runs/actions.py)
     stall: dict[str, Any]
     watchdog: dict[str, Any]
 

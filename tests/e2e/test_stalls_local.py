@@ -52,6 +52,7 @@ def stalls(dev_outdir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
     spec_path = data / "text-classification.json"
     spec = json.loads(spec_path.read_text())
     spec.update(checkpoint={"every_steps": 3}, stall={"minutes": 0.1, "startup_minutes": 0.5},
+                recovery={"in_job_restarts": 0},  # each stall ends its job: the retry is a new attempt
                 fallback={"max_attempts": 5}, max_runtime_seconds=3600)
     spec["hyperparameters"].update(max_steps=16, logging_steps=2, dataloader_num_workers=1)
     spec_path.write_text(json.dumps(spec))

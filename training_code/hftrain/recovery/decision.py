@@ -78,7 +78,11 @@ def decide(outcomes: list[Outcome], *, earlier: list[str], budget: int) -> Decis
     evidence = [e for e in (o.evidence() for o in outcomes) if e is not None]
     if not evidence:
         return Decision(DONE, why="every rank finished")
-    cause, consequences = causes.choose(evidence)
+    # Every rank's own end is known here: a peer's collective error (or a worker its supervisor ended) follows
+    # from another rank's failure when there is one, whatever the precedence says for a lone failure text.
+    own = [e for e in evidence if e.cause not in (causes.COLLECTIVE, ENDED)]
+    cause, _ = causes.choose(own or evidence)
+    consequences = [e for e in evidence if e is not cause]
     key = error_key(cause)
     action = causes.IN_JOB_ACTION.get(cause.cause, causes.NOT_IN_PLACE)
     if action == causes.NOT_IN_PLACE:

@@ -317,7 +317,22 @@ class Supervisor:
         return True
 
     def _say_end(self, decision: Decision) -> None:
-        if self.rank == 0 and decision.cause is not None:
+        """The job ends: every host's failure file says the one cause all supervisors agreed on (SageMaker's
+        FailureReason, what the pipeline classifies), not whichever of its ranks wrote first (often a peer's
+        consequential collective error)."""
+        if decision.cause is None:
+            return
+        if self.local_rank == 0:
+            from hftrain.run.failure import FAILURE_REASON_LIMIT, clip_utf8, failure_path
+
+            path = failure_path()
+            text = f"{decision.reason}\n(in-job recovery: {decision.why})"
+            with contextlib.suppress(OSError):
+                path.parent.mkdir(parents=True, exist_ok=True)
+                tmp = path.with_name(f".{path.name}.{os.getpid()}")
+                tmp.write_text(clip_utf8(text, FAILURE_REASON_LIMIT) + "\n", encoding="utf-8")
+                os.replace(tmp, path)
+        if self.rank == 0:
             sys.stdout.write(f"[recovery] not recovered in place: {decision.why}\n")
             sys.stdout.flush()
 
