@@ -7,20 +7,24 @@ right thing retried (issue 34, "How it is checked").
 
 One emulator setup (a synthesized dev app, generated text-classification data, a tiny model), then per case and
 repetition `python -m local_mode run` in a subprocess with `stall.minutes` 0.5 (30 s), `stall.startup_minutes`
-0.5 and `fallback.max_attempts` 2. Cases (`--inject-stall`, hftrain/stall/injection.py), all on global rank 1 (the
-second host):
-- `healthy`: no fault: no verdict, one attempt;
-- `sigstop`: SIGSTOPped after step 20 (a frozen process): `stalled`, retried;
-- `sigkill`: SIGKILLed after step 20: `signal`, retried;
+0.5, `fallback.max_attempts` 2 and `recovery.in_job_restarts` 2 (the default). Cases (`--inject-stall`,
+hftrain/stall/injection.py), all on global rank 1 (the second host); the action follows the one action table
+(lambda/runs/actions.py, contract/failure_causes.py IN_JOB_ACTION):
+- `healthy`: no fault: no verdict, nothing done;
+- `sigstop`: SIGSTOPped after step 20 (a frozen process): `stalled`, recovered in place;
+- `sigkill`: SIGKILLed after step 20: `signal`, recovered in place;
 - `slow`: stopped 20 s, running 3 s, again and again from step 20 (slow but alive, each stop under the 30 s
-  limit): no verdict, one attempt (a stall here is a false positive);
-- `startup`: hangs in its start-up phase `layout` (before the first step): `stalled`, retried;
-- `startup-data`: hangs in its start-up phase `data_load`: `stalled`, retried;
-- `save`: hangs inside the checkpoint save of step 50: `stalled`, retried.
-One row per case: the verdict of the first attempt (and how many runs gave it), the rank named, seconds from the
-fault (the `INJECTED FAULT at <time>` line in the rank's log) to the first job's end, retried or not, the run's
-final status, and the goodput ledger's `stalled` and `unaccounted` shares of the billed time (medians). `ok` says
-whether every repetition matched the expectation.
+  limit): no verdict, nothing done (a stall here is a false positive);
+- `startup`: hangs in its start-up phase `layout` (before the first step): `stalled`, recovered in place;
+- `startup-data`: hangs in its start-up phase `data_load`: `stalled`, recovered in place;
+- `save`: hangs inside the checkpoint save of step 50: `stalled`, recovered in place;
+- `raise`: raises the same exception after step 20 every time: `exception`, recovered in place once, then the run
+  ends (the same error at the same step).
+One row per case: the verdict (the first RECOVERY line of the first job, else its FailureReason) and how many runs
+gave it, the rank named, seconds from the fault (the `INJECTED FAULT at <time>` line in the rank's log) to the
+recovery (the new generation forked) or to the job's end, the action (`in-place`, `new-attempt`, `end` or `none`),
+the run's final status, and the goodput ledger's `stalled`, `recovering` and `unaccounted` shares of the billed time
+(medians). `ok` says whether every repetition matched the expectation.
 """
 
 from __future__ import annotations
@@ -40,17 +44,21 @@ from datetime import datetime
 from pathlib import Path
 
 from contract import failure_causes as causes
+from contract import recovery_line
 
 REPO = Path(__file__).resolve().parents[1]
-# case -> (the --inject-stall fault or None, the expected verdict or None, the expected rank named, retried?)
-CASES: dict[str, tuple[str | None, str | None, int | None, bool]] = {
-    "healthy": (None, None, None, False),
-    "sigstop": ("1@20:sigstop", causes.STALLED, 1, True),
-    "sigkill": ("1@20:sigkill", causes.SIGNAL, 1, True),
-    "slow": ("1@20:slow=20", None, None, False),
-    "startup": ("1@startup", causes.STALLED, 1, True),
-    "startup-data": ("1@startup:data_load", causes.STALLED, 1, True),
-    "save": ("1@50:save", causes.STALLED, 1, True),
+IN_PLACE, NEW_ATTEMPT, END, NONE = "in-place", "new-attempt", "end", "none"
+# case -> (the --inject-stall fault or None, the expected verdict or None, the expected rank named, the action,
+# the run's final status)
+CASES: dict[str, tuple[str | None, str | None, int | None, str, str]] = {
+    "healthy": (None, None, None, NONE, "SUCCEEDED"),
+    "sigstop": ("1@20:sigstop", causes.STALLED, 1, IN_PLACE, "SUCCEEDED"),
+    "sigkill": ("1@20:sigkill", causes.SIGNAL, 1, IN_PLACE, "SUCCEEDED"),
+    "slow": ("1@20:slow=20", None, None, NONE, "SUCCEEDED"),
+    "startup": ("1@startup", causes.STALLED, 1, IN_PLACE, "SUCCEEDED"),
+    "startup-data": ("1@startup:data_load", causes.STALLED, 1, IN_PLACE, "SUCCEEDED"),
+    "save": ("1@50:save", causes.STALLED, 1, IN_PLACE, "SUCCEEDED"),
+    "raise": ("1@20:raise", causes.EXCEPTION, 1, END, "FAILED"),
 }
 _INJECTED = re.compile(r"INJECTED FAULT at (\d+\.\d+)")
 _RANK = re.compile(r"\brank (\d+) \(")
@@ -94,6 +102,12 @@ def fault_time(work: Path, job: str) -> float | None:
     return None
 
 
+def recoveries(work: Path, job: str) -> list[dict]:
+    log = work / "sagemaker" / job / "logs" / "attempt-1" / "algo-1.log"
+    text = log.read_text(errors="replace") if log.is_file() else ""
+    return [r for line in text.splitlines() if (r := recovery_line.parse_line(line))]
+
+
 def one_run(case: str, cdk_out: Path, data: Path, spec: Path, work: Path) -> dict:
     fault = CASES[case][0]
     args = ["--cdk-out", str(cdk_out), "--work-dir", str(work), "run", str(spec), "--data", str(data)]
@@ -105,25 +119,37 @@ def one_run(case: str, cdk_out: Path, data: Path, spec: Path, work: Path) -> dic
     jobs = [j for j in record["jobs"] if "TrainingJobName" in j]
     first = jobs[0]
     reason = first.get("FailureReason") or ""
-    verdict = causes.cause_of(reason) if first["TrainingJobStatus"] == "Failed" else None
-    named = _RANK.search(reason.removeprefix("AlgorithmError: ").splitlines()[0]) if reason else None
+    found = recoveries(work, first["TrainingJobName"])
+    failed = first["TrainingJobStatus"] == "Failed"
+    if found:
+        verdict, rank = found[0].get("cause"), found[0].get("rank")
+    else:
+        verdict = causes.cause_of(reason) if failed else None
+        named = _RANK.search(reason.removeprefix("AlgorithmError: ").splitlines()[0]) if reason else None
+        rank = int(named.group(1)) if named else None
     at = fault_time(work, first["TrainingJobName"])
     ended = datetime.fromisoformat(first["TrainingEndTime"]).timestamp() if first.get("TrainingEndTime") else None
+    acted = found[0].get("restart_at") if found else (ended if failed else None)
+    action = NEW_ATTEMPT if failed and len(jobs) > 1 else END if failed else IN_PLACE if found else NONE
     ledger = (record.get("result") or {}).get("goodput") or {}
     billed = float(ledger.get("billed_seconds") or 0)
     parts = ledger.get("parts") or {}
-    return {"case": case, "verdict": verdict, "rank": int(named.group(1)) if named else None,
-            "fault_to_end_seconds": round(ended - at, 1) if at and ended and verdict else None,
-            "retried": len(jobs) > 1, "status": record.get("status"), "returncode": run.returncode,
-            "stalled_share": round(parts.get("stalled", 0) / billed, 3) if billed else None,
-            "unaccounted_share": round(parts.get("unaccounted", 0) / billed, 3) if billed else None,
+
+    def share(part: str) -> float | None:
+        return round(parts.get(part, 0) / billed, 3) if billed else None
+
+    return {"case": case, "verdict": verdict, "rank": rank,
+            "fault_to_action_seconds": round(acted - at, 1) if at and acted and verdict else None,
+            "action": action, "recoveries": len(found), "jobs": len(jobs), "status": record.get("status"),
+            "returncode": run.returncode, "stalled_share": share("stalled"), "recovering_share": share("recovering"),
+            "unaccounted_share": share("unaccounted"),
             "reason": reason.splitlines()[0][:300] if reason else None, "wall_seconds": round(time.time() - started)}
 
 
 def expected(row: dict) -> bool:
-    _fault, verdict, rank, retried = CASES[row["case"]]
-    return (row["verdict"] == verdict and row["rank"] == rank and row["retried"] == retried
-            and row["status"] == "SUCCEEDED")
+    _fault, verdict, rank, action, status = CASES[row["case"]]
+    return (row["verdict"] == verdict and row["rank"] == rank and row["action"] == action
+            and row["status"] == status)
 
 
 def summarize(case: str, rows: list[dict]) -> dict:
@@ -136,8 +162,9 @@ def summarize(case: str, rows: list[dict]) -> dict:
         return round(statistics.median(values), 3) if values else None
 
     return {"case": case, "runs": len(rows), "ok": f"{sum(expected(r) for r in rows)}/{len(rows)}",
-            "verdict": most("verdict"), "rank": most("rank"), "fault_to_end_s": median("fault_to_end_seconds"),
-            "retried": most("retried"), "final": most("status"), "stalled": median("stalled_share"),
+            "verdict": most("verdict"), "rank": most("rank"),
+            "fault_to_action_s": median("fault_to_action_seconds"), "action": most("action"),
+            "final": most("status"), "stalled": median("stalled_share"), "recovering": median("recovering_share"),
             "unaccounted": median("unaccounted_share")}
 
 

@@ -9,29 +9,33 @@ from benchmarks import bench_faults
 
 
 def row(case: str, **changes) -> dict:
-    fault, verdict, rank, retried = bench_faults.CASES[case]
-    return {"case": case, "verdict": verdict, "rank": rank, "retried": retried, "status": "SUCCEEDED",
-            "fault_to_end_seconds": 33.0 if verdict else None, "stalled_share": 0.4 if verdict == "stalled" else 0.0,
+    fault, verdict, rank, action, status = bench_faults.CASES[case]
+    return {"case": case, "verdict": verdict, "rank": rank, "action": action, "status": status,
+            "fault_to_action_seconds": 33.0 if verdict else None,
+            "stalled_share": 0.4 if verdict == "stalled" else 0.0, "recovering_share": 0.02,
             "unaccounted_share": 0.01, **changes}
 
 
-def test_a_row_is_correct_only_with_the_expected_verdict_rank_and_retry():
+def test_a_row_is_correct_only_with_the_expected_verdict_rank_and_action():
     assert bench_faults.expected(row("sigkill"))
     assert not bench_faults.expected(row("sigkill", verdict="exception"))  # the peer's error taken for the cause
-    assert not bench_faults.expected(row("sigkill", retried=False))
-    assert not bench_faults.expected(row("slow", verdict="stalled", rank=1, retried=True))  # a false positive
+    assert not bench_faults.expected(row("sigkill", action="new-attempt"))  # a new job where one in place would do
+    assert not bench_faults.expected(row("slow", verdict="stalled", rank=1, action="in-place"))  # a false positive
     assert not bench_faults.expected(row("sigstop", rank=0))
+    assert not bench_faults.expected(row("raise", action="in-place", status="SUCCEEDED"))  # a bug looped over
     summary = bench_faults.summarize("sigstop", [row("sigstop"), row("sigstop"), row("sigstop", rank=0)])
     assert summary["ok"] == "2/3" and summary["verdict"] == "stalled 3/3" and summary["rank"] == "1 2/3"
 
 
 @pytest.mark.slow
 def test_each_fault_case_once_through_the_local_mode(capsys):
-    """A SIGKILLed rank is named with its signal and retried; a slow but alive rank is not ended; a SIGSTOPped rank
-    is found stalled and retried (one run each, as `bench_faults.py --repeat 1` runs them)."""
+    """A SIGKILLed rank is named with its signal and recovered in place; a slow but alive rank is not ended; a
+    SIGSTOPped rank is found stalled and recovered in place (one run each, as `bench_faults.py --repeat 1` runs
+    them)."""
     code = bench_faults.main(["--repeat", "1", "--case", "sigkill", "--case", "slow", "--case", "sigstop"])
     out = capsys.readouterr().out
     assert code == 0, out
     assert "case=sigkill | runs=1 | ok=1/1 | verdict=signal 1/1 | rank=1 1/1" in out
+    assert "action=in-place 1/1" in out
     assert "case=slow | runs=1 | ok=1/1 | verdict=None 1/1" in out
     assert "case=sigstop | runs=1 | ok=1/1 | verdict=stalled 1/1 | rank=1 1/1" in out
