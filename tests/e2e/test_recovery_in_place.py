@@ -86,3 +86,22 @@ def test_the_same_exception_at_the_same_step_twice_ends_the_run_without_a_loop(s
     assert reason.startswith("AlgorithmError: InjectedError: injected error after step 30 on rank 1")
     assert "consequences (not the cause): rank 0 (algo-1)" in reason
     assert "FAILED" in out
+
+
+def test_a_spot_interruption_on_two_hosts_saves_on_sigterm_and_is_not_recovered_in_place(setup: dict) -> None:
+    """SIGTERM reaches every worker through its supervisor: the emergency checkpoint completes on both hosts and
+    the restart resumes from it (before the supervisor, 2-host runs restarted from scratch)."""
+    spec = json.loads(setup["spec"].read_text())
+    spec.update(checkpoint={"every_steps": 100})
+    spec["hyperparameters"].update(max_steps=120)
+    path = setup["data"] / "sigterm.json"
+    path.write_text(json.dumps(spec))
+    work = setup["root"] / "sigterm"
+    run = cli("--cdk-out", str(setup["cdk_out"]), "--work-dir", str(work), "run", str(path), "--data",
+              str(setup["data"]), "--interrupt-at-step", "40")
+    assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-2000:]
+    record = json.loads((work / "report" / "run.json").read_text())
+    (interruption,) = record["result"]["goodput"]["interruptions"]
+    assert interruption["resumed_from_step"] is not None and interruption["resumed_from_step"] >= 40
+    assert interruption["resumed_from_step"] == interruption["step_reached"]  # nothing lost
+    assert "recovered in place" not in run.stdout
