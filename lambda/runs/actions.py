@@ -12,6 +12,7 @@ that still fails with one of those causes has spent that budget (or has none), a
 |---|---|
 | stalled, signal, collective (instances healthy) | recover in place; when that budget is spent, a new attempt if `fallback.max_attempts` allows |
 | instance (lost, unhealthy, spot reclaim, no capacity) | a new attempt (state machine retry or fallback) from the last durable checkpoint |
+| straggler (`stall.stragglers: end`: a rank 20% slower than the fleet) | a new attempt on other instances |
 | out-of-memory | a new attempt only if the next attempt's instance type differs (more memory); otherwise the run ends |
 | exception (the script's own) | recover in place once; the same error at the same step again ends the run at once |
 | configuration (settings or data refused, exit code 2) | the run ends at once: a new attempt fails the same way |
@@ -51,6 +52,11 @@ ACTIONS: dict[str, Action] = {
     causes.COLLECTIVE: Action(RECOVER_IN_PLACE, True, _IN_PLACE,
                               "Read the job's log (link below) for the rank that failed first (the reason names the "
                               f"peer whose heartbeat stopped), {_RAISE}."),
+    causes.STRAGGLER: Action(NEW_ATTEMPT, True, "a new attempt on other instances (stall.stragglers: end) from the "
+                                                "last durable checkpoint if fallback.max_attempts allows",
+                             "A rank ran at least 20% slower than the fleet (the reason names it and its host): "
+                             "raise fallback.max_attempts so that a new attempt runs on other instances, or set "
+                             "stall.stragglers to warn to keep training at its pace."),
     causes.INSTANCE: Action(NEW_ATTEMPT, True, _RETRY,
                             "Add fallback.options (other instance types, or spot: false for on-demand) or raise "
                             "fallback.max_attempts, then submit again."),

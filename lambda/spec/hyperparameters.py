@@ -34,6 +34,7 @@ PIPELINE = {
     "stall_minutes": "stall.minutes (\"off\" with stall.action off)",
     "stall_startup_minutes": "stall.startup_minutes",
     "in_job_restarts": "recovery.in_job_restarts",
+    "stall_stragglers": "stall.stragglers",
     "fsdp": "distribution.fsdp.sharding",
     "fsdp_config": "distribution.fsdp.config",
     "ddp_backend": "distribution.strategy",
@@ -89,6 +90,8 @@ def pipeline_values(spec: dict[str, Any]) -> dict[str, Any]:
             values["stall_minutes"] = minutes if minutes == "auto" else f"{minutes:g}"
         if isinstance(stall.get("startup_minutes", 60), int | float):
             values["stall_startup_minutes"] = stall.get("startup_minutes", 60)
+        if stall.get("stragglers") == "end":  # the default (warn) is the training code's own
+            values["stall_stragglers"] = "end"
     recovery = spec.get("recovery") or {}
     if isinstance(recovery, dict) and isinstance(recovery.get("in_job_restarts", 2), int):
         values["in_job_restarts"] = recovery.get("in_job_restarts", 2)

@@ -279,6 +279,11 @@ SPEC = Obj(fields={
                                doc="the longer limit for start-up before the first step (data load, tokenization, "
                                    "checkpoint restore), evaluation and checkpoint saves: minutes without a phase "
                                    "change (the `stall_startup_minutes` hyperparameter)"),
+        "stragglers": Enum(values=("warn", "end"), default="warn",
+                           doc="a rank at least 20% slower than the fleet's median over a 5-minute window: `warn` "
+                               "names it (log, progress line, summary, notification); `end` ends the job naming it, "
+                               "so that a new attempt runs on other instances (needs `fallback.max_attempts` >= 2) "
+                               "(the `stall_stragglers` hyperparameter)"),
         "action": Enum(values=STALL_ACTIONS, default="retry",
                        doc="`retry`: a stall is a retryable outcome, the next attempt resumes from the last durable "
                            "checkpoint (counted against `fallback.max_attempts`: raise it to retry); `fail`: the run "
@@ -422,6 +427,12 @@ def stall_fits(spec: dict[str, Any], ctx: Context) -> None:
         ctx.problems.add("stall.minutes", f"{value:g} minutes is not shorter than max_runtime_seconds={runtime} "
                                           f"({runtime / 60:g} min): the watchdog could never act; lower it, or set "
                                           "stall.action 'off'")
+    fallback = spec.get("fallback")
+    if stall.get("stragglers") == "end" and valid(fallback) and valid(attempts := fallback.get("max_attempts")) \
+            and attempts < 2:
+        ctx.problems.add("stall.stragglers", f"'end' ends the job so that a new attempt runs on other instances, but "
+                                             f"fallback.max_attempts is {attempts}; raise it to at least 2 (or use "
+                                             "'warn')")
 
 
 def _whole(value: Any) -> bool:

@@ -103,6 +103,7 @@ class Checkpoint:
 class Stall:
     minutes: float | str  # minutes, or "auto"
     startup_minutes: float
+    stragglers: str = "warn"
     action: str
 
 

@@ -225,3 +225,10 @@ def test_a_train_window_line_reads_back_its_step_and_rate():
     assert progress_lines.parse_train_line(line) == (30, 261.9)
     assert progress_lines.parse_train_line(progress_lines.eval_line(step=30, max_steps=60, metrics={})) is None
     assert progress_lines.parse_train_line(line + " " + "x" * progress_lines.MAX_LINE_CHARS) is None
+
+
+def test_the_train_line_names_a_straggler_and_still_parses():
+    line = progress_lines.train_line(step=30, max_steps=60, loss=1.25, lr=2e-5, samples_per_second=261.94,
+                                     elapsed=12, eta=12, straggler="rank 3 (algo-2) +35%")
+    assert line.endswith(" straggler=rank 3 (algo-2) +35%")
+    assert progress_lines.parse_train_line(line) == (30, 261.9)

@@ -10,7 +10,8 @@ lambda/runs/actions.py).
 
 PRECEDENCE (the first that applies is the cause):
 1. `stalled`: a stall watchdog (in the job, or the outside watch) declared a stall: the other ranks' errors
-   followed from it being ended;
+   followed from it being ended; `straggler`: the watchdog ended the job for a rank slower than the fleet
+   (`stall.stragglers: end`), so that a new attempt runs on other instances;
 2. `signal`: a rank was killed by a signal (SIGKILL from the OOM killer or an operator, SIGSEGV, ...);
 3. `out-of-memory`: a rank ran out of memory (CUDA or host);
 4. `collective`: a collective failed (gloo/NCCL: connection reset, timeout) with no better evidence of why: the
@@ -28,14 +29,17 @@ from contract import stall_records
 
 STALLED, SIGNAL, OOM, COLLECTIVE, CONFIGURATION, EXCEPTION = (
     "stalled", "signal", "out-of-memory", "collective", "configuration", "exception")
+STRAGGLER = "straggler"  # stall.stragglers end: the job ended for a slow rank (hftrain/stall/stragglers.py)
+STRAGGLER_PREFIX = "straggler ended the job: "
 INSTANCE = "instance"  # an instance lost or unhealthy, a spot reclaim: SageMaker says so, not the script
-PRECEDENCE = (STALLED, SIGNAL, OOM, COLLECTIVE, CONFIGURATION, EXCEPTION)
+PRECEDENCE = (STALLED, STRAGGLER, SIGNAL, OOM, COLLECTIVE, CONFIGURATION, EXCEPTION)
 # What the training job itself does about each cause (hftrain/recovery/, the per-rank supervisor): the in-job half
 # of the one action table whose pipeline half is lambda/runs/actions.py (its tests check that the two agree).
 IN_PLACE, IN_PLACE_ONCE, NOT_IN_PLACE = "in-place", "in-place-once", "not-in-place"
 IN_JOB_ACTION = {STALLED: IN_PLACE, SIGNAL: IN_PLACE, COLLECTIVE: IN_PLACE,
                  EXCEPTION: IN_PLACE_ONCE,  # once per error: the same error at the same step again ends the run
-                 OOM: NOT_IN_PLACE, CONFIGURATION: NOT_IN_PLACE, INSTANCE: NOT_IN_PLACE}
+                 OOM: NOT_IN_PLACE, CONFIGURATION: NOT_IN_PLACE, INSTANCE: NOT_IN_PLACE,
+                 STRAGGLER: NOT_IN_PLACE}  # the same instances would be as slow: a new attempt on others
 CONSEQUENCES_PREFIX = "consequences (not the cause): "
 USER_ERROR_EXIT = 2  # train.py's exit code for a settings or data error (hftrain/run/runner.py)
 
@@ -82,6 +86,8 @@ def classify(text: str, exit_code: int | None = None) -> str:
     """The cause one piece of text (and an exit code: negative is a signal) says, by PRECEDENCE."""
     if stall_records.says_stall(text):
         return STALLED
+    if STRAGGLER_PREFIX in text:
+        return STRAGGLER
     if (exit_code is not None and exit_code < 0) or signal_number(text) is not None:
         return SIGNAL
     if _OOM_RE.search(text):

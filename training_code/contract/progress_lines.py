@@ -127,7 +127,7 @@ def setup_line(text: str) -> str:
 
 
 def train_line(*, step: int, max_steps: int, loss: float | None, lr: float | None, samples_per_second: float,
-               elapsed: float, eta: float) -> str:
+               elapsed: float, eta: float, straggler: str | None = None) -> str:
     share = f" ({100 * step / max_steps:.0f}%)" if max_steps else ""
     parts = [f"{TRAIN_PREFIX} step {step}/{max_steps or '?'}{share}"]
     if loss is not None:
@@ -135,6 +135,8 @@ def train_line(*, step: int, max_steps: int, loss: float | None, lr: float | Non
     if lr is not None:
         parts.append(f"lr={lr:.2e}" if isinstance(lr, int | float) and math.isfinite(lr) else f"lr={lr}")
     parts += [f"samples/s={samples_per_second:.1f}", f"elapsed={clock(elapsed)}", f"eta={clock(eta)}"]
+    if straggler:  # the slowest straggler of the last window (hftrain/stall/stragglers.py), e.g. "rank 3 (algo-2) +35%"
+        parts.append(f"straggler={straggler}")
     return " ".join(parts)
 
 

@@ -346,6 +346,13 @@ class SageMakerTrainingArguments(Seq2SeqTrainingArguments):
                   "wait for its peers) is compared with the fleet's median; a rank at least 20% slower is named "
                   "in the log (hftrain/stall/stragglers.py)."},
     )
+    stall_stragglers: str = field(
+        default="warn",
+        metadata={"help": "What a straggler (a rank at least 20% slower than the fleet's median over a window) "
+                  "does: warn (named in the log, the progress line, the heartbeat and the summary) or end (the job "
+                  "ends naming it, so that a new attempt runs on other instances). The pipeline sets it from "
+                  "stall.stragglers.", "choices": ["warn", "end"]},
+    )
     stall_section_factor: float = field(
         default=3.0,
         metadata={"help": "The stall watchdog's limit for evaluations and checkpoint saves once one was measured: "

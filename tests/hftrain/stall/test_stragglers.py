@@ -56,3 +56,43 @@ def test_rank_zeros_watchdog_names_a_straggler_once_per_window_and_it_is_no_stal
     named = [r.getMessage() for r in caplog.records if "straggler: rank 1 (algo-2" in r.getMessage()]
     assert len(named) == 2, named  # once per 60 s window
     assert watchdog.stragglers[0]["rank"] == 1 and exits == []
+
+
+def test_with_stragglers_end_the_watchdog_ends_the_job_naming_the_rank_for_a_new_attempt(tmp_path, monkeypatch):
+    """`stall_stragglers end`: the first window that names a straggler ends the job on every rank (the failure
+    text's cause is `straggler`: a new attempt on other instances, never a recovery in place), with no stall record
+    (no time was stalled)."""
+    from contract import failure_causes as causes
+    from hfsm_lambda.runs import actions
+    from hftrain.recovery.decision import END, Outcome, decide
+
+    monkeypatch.setenv("SAGEMAKER_BASE_DIR", str(tmp_path))
+    clock = [1000.0]
+    heart = stall.Heart(clock=lambda: clock[0])
+    heart.mark("train", "train")
+    board = LocalBoard()
+    who = stall.Identity(rank=0, world=2, host="algo-1", job="job-1", checkpoint_dir=str(tmp_path / "ckpt"))
+    exits: list[int] = []
+    watchdog = stall.Watchdog(who, Limits(minutes=10), board=board, heart=heart, poll=1.0, clock=lambda: clock[0],
+                              exit=exits.append, straggler_seconds=60, straggler_action="end", ack_seconds=0)
+    slow = {"rank": 1, "host": "algo-2", "local_rank": 0, "pid": 2, "job": "job-1", "step": 0, "phase": "train",
+            "kind": "train", "where": "", "frames": [], "waiting": True, "hostname": "h", "median_step": 0.5}
+    acted_at = None
+    for step in range(1, 121):
+        clock[0] += 1.0
+        with heart.own_time():
+            heart.own(0.1)
+        heart.step_ends(step)
+        board.set(f"{stall.KEY}beat/1", json.dumps({**slow, "step": step, "moved_at": clock[0], "alive_at": clock[0],
+                                                    "own_step": 0.3, "own_steps": 60}))
+        if watchdog.tick():
+            acted_at = step
+            break
+    assert acted_at is not None and acted_at <= 62 and exits == [stall.EXIT_CODE]  # within one window
+    text = (tmp_path / "output" / "failure").read_text()
+    assert text.startswith(causes.STRAGGLER_PREFIX + "straggler: rank 1 (algo-2, local rank 0)")
+    assert causes.classify(text) == causes.STRAGGLER
+    assert actions.action_for(causes.STRAGGLER).action == actions.NEW_ATTEMPT
+    assert decide([Outcome(rank=0, host="algo-1", exit_code=stall.EXIT_CODE, text=text)], earlier=[],
+                  budget=2).action == END
+    assert not (tmp_path / "ckpt" / "_stalls.json").exists()

@@ -37,11 +37,11 @@ STALL_REASON = ("AlgorithmError: stall watchdog: rank 3 (algo-2, local rank 1) m
 # --- the spec ----------------------------------------------------------------------------------------------------
 def test_stall_defaults_and_fractions_of_minutes(settings):
     spec = run_spec.parse_spec(MINIMAL, settings)
-    assert spec["stall"] == {"minutes": "auto", "startup_minutes": 60, "action": "retry"}
+    assert spec["stall"] == {"minutes": "auto", "startup_minutes": 60, "stragglers": "warn", "action": "retry"}
     assert spec["network"] == {"require_efa": True}
     spec = run_spec.parse_spec({**MINIMAL, "stall": {"minutes": 0.1, "startup_minutes": 0.5, "action": "fail"}},
                                settings)
-    assert spec["stall"] == {"minutes": 0.1, "startup_minutes": 0.5, "action": "fail"}
+    assert spec["stall"] == {"minutes": 0.1, "startup_minutes": 0.5, "stragglers": "warn", "action": "fail"}
 
 
 def test_bad_stall_values_are_named_with_what_to_fix(settings):
@@ -259,3 +259,13 @@ def test_the_final_jobs_stragglers_reach_the_summary_and_its_text(running):
     assert line == ("  straggler: rank 1 (algo-2) takes 0.3 s of its own per step against the fleet's median 0.2 s "
                     "(+50%): up to 20.0 min of every hour of every instance")
     assert line in summary_text.success_lines({"run_id": "r", "stragglers": [straggler]})
+
+
+def test_stragglers_end_needs_a_next_attempt(settings):
+    """`stall.stragglers: end` ends the job so that a new attempt runs on other instances: refused before any job
+    when no attempt may follow."""
+    with pytest.raises(Exception, match=r"stall.stragglers: 'end' .* fallback.max_attempts is 1"):
+        run_spec.parse_spec({**MINIMAL, "stall": {"stragglers": "end"}}, settings)
+    spec = run_spec.parse_spec({**MINIMAL, "stall": {"stragglers": "end"}, "fallback": {"max_attempts": 2}},
+                               settings)
+    assert spec["stall"]["stragglers"] == "end"

@@ -70,6 +70,16 @@ class ProgressLineCallback(TrainerCallback):
         remaining = max(0, (state.max_steps or 0) - state.global_step)
         self._write(train_line(step=state.global_step, max_steps=state.max_steps, loss=logs.get("loss"),
                                lr=logs.get("learning_rate"), samples_per_second=rate,
-                               elapsed=moment - (self._started or moment), eta=remaining * per_step))
+                               elapsed=moment - (self._started or moment), eta=remaining * per_step,
+                               straggler=_straggler()))
         self._window_start = (state.global_step, moment)
         return control
+
+
+def _straggler() -> str | None:
+    """The slowest rank the stall watchdog of this process (global rank 0) named over its last window."""
+    from hftrain.stall import stragglers
+    from hftrain.stall.watchdog import CURRENT
+
+    found = CURRENT[-1].stragglers if CURRENT else []
+    return stragglers.short(found[0]) if found else None

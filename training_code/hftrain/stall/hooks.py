@@ -24,7 +24,8 @@ def start_watchdog(training_args) -> stall.Watchdog | None:
                     section_factor=training_args.stall_section_factor,
                     section_floor_minutes=training_args.stall_section_floor_minutes)
     return stall.start(limits, checkpoint_dir=training_args.checkpoint_dir,
-                       straggler_minutes=training_args.stall_straggler_minutes)
+                       straggler_minutes=training_args.stall_straggler_minutes,
+                       straggler_action=training_args.stall_stragglers)
 
 
 class StallCallback(TrainerCallback):

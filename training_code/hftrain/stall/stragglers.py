@@ -45,3 +45,16 @@ def describe(straggler: dict[str, Any]) -> str:
             f"{straggler['own_step_seconds']:.3g} s of its own per step against the fleet's median "
             f"{straggler['median_step_seconds']:.3g} s (+{straggler['slower']:.0%}); the fleet runs at its pace: up "
             f"to {straggler['minutes_lost_per_hour']:g} min of every hour of every instance")
+
+
+def short(straggler: dict[str, Any]) -> str:
+    """The progress line's words: `rank 3 (algo-2) +35%`."""
+    return f"rank {straggler['rank']} ({straggler['host']}) +{straggler['slower']:.0%}"
+
+
+def ending_text(straggler: dict[str, Any], window_minutes: float) -> str:
+    """The failure text when `stall_stragglers` is `end` (contract/failure_causes.py reads STRAGGLER_PREFIX)."""
+    from contract.failure_causes import STRAGGLER_PREFIX
+
+    return (f"{STRAGGLER_PREFIX}{describe(straggler)} over the last {window_minutes:g} min (stall.stragglers: end: "
+            "a new attempt runs on other instances if fallback.max_attempts allows)")

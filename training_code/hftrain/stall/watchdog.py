@@ -232,7 +232,7 @@ class Watchdog(threading.Thread):
                  poll: float | None = None, clock: Callable[[], float] = time.time,
                  exit: Callable[[int], None] = _exit_process, ack_seconds: float = ACK_SECONDS,
                  frames: Callable[[], tuple[list[str], bool]] = main_frames,
-                 straggler_seconds: float = 300.0) -> None:
+                 straggler_seconds: float = 300.0, straggler_action: str = "warn") -> None:
         super().__init__(name="stall-watchdog", daemon=True)
         self.who, self.limits, self.heart, self.clock = who, limits, heart, clock
         self.board = board  # None: connected in the thread (board_from_env), never blocking the training
@@ -249,6 +249,7 @@ class Watchdog(threading.Thread):
         self.store_errors = 0
         self._file_beat_at: float | None = None
         self.straggler_seconds = straggler_seconds  # the straggler window (stragglers.py)
+        self.straggler_action = straggler_action  # warn | end (stall_stragglers)
         self._stragglers_at = self.started_at
         self.stragglers: list[dict[str, Any]] = []  # the last window's (global rank 0)
 
@@ -323,6 +324,10 @@ class Watchdog(threading.Thread):
         self.stragglers = stragglers.find(beats)
         for straggler in self.stragglers:
             logger.warning("%s (over the last %.0f min)", stragglers.describe(straggler), self.straggler_seconds / 60)
+        if self.stragglers and self.straggler_action == "end" and self.board.add(f"{self.key}claim", 1) == 1:
+            # announced like a stall (every rank writes it and exits), but no stall record: no time was stalled
+            message = stragglers.ending_text(self.stragglers[0], self.straggler_seconds / 60)
+            self.board.set(f"{self.key}flag", json.dumps({"message": message, "record": None, "ranks": []}))
 
     def act(self, announced: dict[str, Any]) -> None:
         """Stacks, failure file, frozen local ranks ended, everyone told, exit."""
@@ -417,11 +422,12 @@ class Watchdog(threading.Thread):
 
 
 def start(limits: Limits, *, checkpoint_dir: str | None, poll: float | None = None,
-          straggler_minutes: float = 5.0) -> Watchdog:
+          straggler_minutes: float = 5.0, straggler_action: str = "warn") -> Watchdog:
     """This rank's watchdog, running; its heart starts counting now."""
     who = Identity.from_env(checkpoint_dir)
     HEART.moved_at = time.time()
-    watchdog = Watchdog(who, limits, poll=poll, straggler_seconds=straggler_minutes * 60)
+    watchdog = Watchdog(who, limits, poll=poll, straggler_seconds=straggler_minutes * 60,
+                        straggler_action=straggler_action)
     watchdog.start()
     CURRENT[:] = [watchdog]
     if who.rank == 0:
