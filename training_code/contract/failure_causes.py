@@ -105,6 +105,16 @@ def cause_of(reason: str) -> str:
     return classify(reason.partition(f"\n{CONSEQUENCES_PREFIX}")[0])
 
 
+_NAMED_RE = re.compile(r"\brank (\d+) \(([^,()]+), local rank \d+\)")
+
+
+def named_rank(text: str) -> tuple[int, str] | None:
+    """(rank, host) a stall or straggler text names first ("rank 3 (algo-2, local rank 1)"): the rank it is about,
+    not the rank that wrote it."""
+    match = _NAMED_RE.search(text.strip().splitlines()[0] if text.strip() else "")
+    return (int(match[1]), match[2]) if match else None
+
+
 _SILENT_RE = re.compile(r"rank (\d+) \(([^,()]+), local rank (\d+)\) went silent after step (\d+)")
 _TORCHRUN_RE = re.compile(r"failed \(exitcode: (-?\d+)\) local_rank: (\d+) \(pid: (\d+)\)")
 

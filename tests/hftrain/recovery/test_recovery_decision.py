@@ -44,6 +44,7 @@ def test_a_killed_rank_is_the_cause_whatever_order_the_outcomes_arrive_in(order)
 def test_a_stall_wins_over_the_frozen_rank_killed_and_the_peers_errors():
     decision = decide([KILLED, PEER, STALL], earlier=[], budget=2)
     assert decision.action == RECOVER and decision.cause.cause == causes.STALLED
+    assert (decision.cause.rank, decision.cause.host) == (1, "algo-2")  # the rank the verdict names, not its writer
 
 
 def test_the_budget_ends_the_job_and_says_what_follows():

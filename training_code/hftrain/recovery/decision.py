@@ -52,7 +52,10 @@ class Outcome:
             return None
         words = self.words()
         cause = ENDED if self.ended_by_supervisor else causes.classify(words, self.exit_code)
-        return causes.Evidence(cause, words, rank=self.rank, host=self.host, step=self.step, at=self.at)
+        rank, host = self.rank, self.host
+        if cause in (causes.STALLED, causes.STRAGGLER) and (named := causes.named_rank(words)):
+            rank, host = named  # every rank writes the watchdog's verdict: it names the rank it is about
+        return causes.Evidence(cause, words, rank=rank, host=host, step=self.step, at=self.at)
 
 
 @dataclass(frozen=True)
