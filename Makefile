@@ -65,7 +65,7 @@ lint: setup
 # training_code/hyperparameters.json, docs/training.md's hyperparameter tables, docs/run_spec.md,
 # docs/run-spec.schema.json and CONTRACTS.md's settings and state tables. The generators are build-time tools
 # (tools/), in neither the Lambda asset nor the training code bundle.
-docs: setup
+docs: $(VENV)/.stamp
 	$(PY) -m hftrain.args --write
 	$(PY) -m tools.hp_docs --write
 	$(PY) -m tools.spec_docs --write
