@@ -92,7 +92,7 @@ def prune(root: Path, *, older_than: str | None, keep: int | None, dry_run: bool
         age = now - run.written
         reason = ("in progress" if run.in_progress else
                   f"one of the {keep} newest" if keep is not None and index < keep else
-                  f"{_age(age)} old" if limit is not None and age <= limit else None)
+                  f"{_age(age)} old, not older than {older_than}" if limit is not None and age <= limit else None)
         run.bytes = _size(run.folder)
         row = {"folder": str(run.folder), "age_seconds": round(age), "bytes": run.bytes}
         if reason:

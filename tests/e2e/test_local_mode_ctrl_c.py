@@ -57,6 +57,7 @@ def test_ctrl_c_stops_the_run_and_keeps_its_report(dev_outdir: Path, tmp_path: P
     os.killpg(proc.pid, signal.SIGINT)
     rest, _ = proc.communicate(timeout=120)
     took = time.time() - interrupted
+    print(f"Ctrl-C to exit: {took:.1f} s")
     text = "".join(out) + rest
     assert proc.returncode != 0, text[-3000:]
     assert took < 20, (took, text[-3000:])  # within seconds (the partial report included)
