@@ -214,7 +214,7 @@ def _plan(args: argparse.Namespace, clients: Clients | None, arn: str | None) ->
 
         uri = stage_model.staged_uri(plan.data_bucket(settings_text), folder)
         staged = [f"Model: {spec['model']} is a folder on this machine ({folder}): planned as {uri}, where "
-                  f"`runctl stage-model --from-dir {folder} --env {args.env or 'dev'}` uploads it (before submit)", ""]
+                  f"`runctl stage-model --from-dir {folder} --env {args.env or os.environ.get(core.ENVIRONMENT_ENV, 'dev')}` uploads it (before submit)", ""]
         spec["model"] = uri
     result = plan.plan(clients, spec, settings_text=settings_text, offline=offline)
     if folder is not None:
