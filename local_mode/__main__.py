@@ -125,15 +125,19 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         return 0
     created = not work_dir.exists()
-    with in_progress(work_dir):  # runctl prune --local leaves a run in progress alone
-        code = _run(args, work_dir)
-    if created and not any(work_dir.iterdir()):
-        work_dir.rmdir()  # a command refused before it started leaves no empty run folder
-    elif not args.keep_job_files:
-        before, after = trim(work_dir, inputs=args.command == "demo")
-        if before > after:
-            print(f"run folder {work_dir}: {after / 1e6:.1f} MB kept (report, logs, model), {(before - after) / 1e6:.1f} "
-                  "MB of job work files deleted (--keep-job-files keeps them)")
+    try:
+        with in_progress(work_dir):  # runctl prune --local leaves a run in progress alone
+            code = _run(args, work_dir)
+        if created and not any(work_dir.iterdir()):
+            work_dir.rmdir()  # a command refused before it started leaves no empty run folder
+        elif not args.keep_job_files:
+            before, after = trim(work_dir, inputs=args.command == "demo")
+            if before > after:
+                print(f"run folder {work_dir}: {after / 1e6:.1f} MB kept (report, logs, model), "
+                      f"{(before - after) / 1e6:.1f} MB of job work files deleted (--keep-job-files keeps them)")
+    except KeyboardInterrupt:  # a Ctrl-C after the run's own handling (while its folder is trimmed): no traceback
+        print("stopped (Ctrl-C)", file=sys.stderr)
+        return 130
     return code
 
 
