@@ -9,7 +9,7 @@ export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: setup synth test test-fast lint docs demo bench clean
+.PHONY: setup synth synth-if-changed test test-fast lint docs demo bench clean
 
 # Set-up is stamped on the requirement files: it re-runs only when a pin changes.
 # The tokenizer's native merge loop is installed from its source folder: a change to it re-installs.
@@ -38,14 +38,25 @@ node_modules/.stamp: package.json package-lock.json
 setup: $(VENV)/.stamp .venv-checkov/.stamp node_modules/.stamp
 
 # Synthesizes every stack of one environment into cdk.out/ with no AWS credentials (cdk-nag runs in synth).
-# Into $(SYNTH_OUT).new first: the previous cdk.out/ stays until the new synth succeeded.
+# Into $(SYNTH_OUT).new first: the previous cdk.out/ stays until the new synth succeeded. The digest of the synth's
+# inputs, taken before it starts, is recorded in the new folder (tools/synth_inputs.py) for synth-if-changed.
+# Synth needs the venv and the CDK CLI, not checkov's venv.
 SYNTH_OUT ?= cdk.out
-synth: setup
+synth: $(VENV)/.stamp node_modules/.stamp
 	rm -rf $(SYNTH_OUT).new
+	inputs=$$($(PY) -m tools.synth_inputs $(ENV)) && \
 	env -u AWS_PROFILE -u AWS_ACCESS_KEY_ID -u AWS_SECRET_ACCESS_KEY -u AWS_SESSION_TOKEN \
-	  PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(CDK) synth --no-notices --quiet -c env=$(ENV) -o $(SYNTH_OUT).new \
+	  PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(CDK) synth --no-notices --quiet -c env=$(ENV) -o $(SYNTH_OUT).new && \
+	  $(PY) -m tools.synth_inputs $(ENV) --write $(SYNTH_OUT).new --digest "$$inputs" \
 	  || { rm -rf $(SYNTH_OUT).new; echo "make synth ENV=$(ENV) failed: $(SYNTH_OUT)/ is unchanged" >&2; exit 1; }
 	rm -rf $(SYNTH_OUT) && mv $(SYNTH_OUT).new $(SYNTH_OUT)
+
+# synth, unless $(SYNTH_OUT)/ already is the synth of ENV from the current inputs (any change to app.py, cdk.json,
+# stacks/, lambda/, training_code/, the pins or the installed libraries synthesizes again: tools/synth_inputs.py).
+synth-if-changed: $(VENV)/.stamp node_modules/.stamp
+	@if $(PY) -m tools.synth_inputs $(ENV) --check $(SYNTH_OUT); then \
+	  echo "$(SYNTH_OUT)/ is the synth of ENV=$(ENV) from the current inputs: synth skipped"; \
+	else $(MAKE) --no-print-directory synth ENV=$(ENV); fi
 
 lint: setup
 	$(VENV)/bin/ruff check .
@@ -54,7 +65,7 @@ lint: setup
 # training_code/hyperparameters.json, docs/training.md's hyperparameter tables, docs/run_spec.md,
 # docs/run-spec.schema.json and CONTRACTS.md's settings and state tables. The generators are build-time tools
 # (tools/), in neither the Lambda asset nor the training code bundle.
-docs: setup
+docs: $(VENV)/.stamp
 	$(PY) -m hftrain.args --write
 	$(PY) -m tools.hp_docs --write
 	$(PY) -m tools.spec_docs --write
@@ -73,8 +84,9 @@ test-fast: setup
 test-timing: setup
 	$(VENV)/bin/pytest -q -m timing -n 1
 
-demo: setup
-	$(MAKE) synth ENV=dev
+# The demo needs the venv and the CDK CLI only (not checkov's venv), and synthesizes only when an input changed.
+demo: $(VENV)/.stamp node_modules/.stamp
+	$(MAKE) --no-print-directory synth-if-changed ENV=dev
 	$(PY) -m local_mode demo
 
 # The benchmarks import the project's packages (local_mode, lambda/ via their own paths) from the repo root.

@@ -18,12 +18,14 @@ import time
 from pathlib import Path
 
 from cloud_assembly.reader import AssemblyError
+from local_mode.run_folder import trim
+from pipeline_runs.record import in_progress
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m local_mode", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter, parents=[_globals()])
-    parser.set_defaults(cdk_out=Path("cdk.out"), work_dir=None, verbose=False)
+    parser.set_defaults(cdk_out=Path("cdk.out"), work_dir=None, verbose=False, keep_job_files=False)
     sub = parser.add_subparsers(dest="command", required=True)
     add = _with_globals(sub)
     demo = add("demo", help="tokenizer stage + QA fine-tuning on 2 hosts with a spot interruption")
@@ -73,6 +75,9 @@ def _globals() -> argparse.ArgumentParser:
     options.add_argument("--work-dir", type=Path, default=argparse.SUPPRESS, help="default: .local-runs/<time>")
     options.add_argument("--verbose", action="store_true", default=argparse.SUPPRESS,
                          help="also every log line of the leader hosts, the raw error and cause, tracebacks")
+    options.add_argument("--keep-job-files", action="store_true", default=argparse.SUPPRESS,
+                         help="keep each job's /opt/ml work folders (code, input copies, checkpoints) after the run; "
+                              "by default the run folder keeps the report, logs and model (local_mode/run_folder.py)")
     return options
 
 
@@ -110,7 +115,34 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     _quiet_libraries(args.verbose)
     work_dir = args.work_dir or Path(".local-runs") / time.strftime("%Y%m%d-%H%M%S")
-    from local_mode.cli_runs import UsageError, example_names, generate_data, run_examples, run_files
+    from local_mode.cli_runs import UsageError, generate_data
+
+    if args.command == "data":
+        try:
+            generate_data(args.task, args.dir, args.cdk_out, family=args.family, train_rows=args.rows)
+        except (AssemblyError, UsageError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        return 0
+    created = not work_dir.exists()
+    try:
+        with in_progress(work_dir):  # runctl prune --local leaves a run in progress alone
+            code = _run(args, work_dir)
+        if created and not any(work_dir.iterdir()):
+            work_dir.rmdir()  # a command refused before it started leaves no empty run folder
+        elif not args.keep_job_files:
+            before, after = trim(work_dir, inputs=args.command == "demo")
+            if before > after:
+                print(f"run folder {work_dir}: {after / 1e6:.1f} MB kept (report, logs, model), "
+                      f"{(before - after) / 1e6:.1f} MB of job work files deleted (--keep-job-files keeps them)")
+    except KeyboardInterrupt:  # a Ctrl-C after the run's own handling (while its folder is trimmed): no traceback
+        print("stopped (Ctrl-C)", file=sys.stderr)
+        return 130
+    return code
+
+
+def _run(args: argparse.Namespace, work_dir: Path) -> int:
+    from local_mode.cli_runs import UsageError, example_names, run_examples, run_files
 
     try:
         if args.command == "demo":
@@ -123,9 +155,6 @@ def main(argv: list[str] | None = None) -> int:
             if not names:
                 raise UsageError(f"name an example or give --all; the examples are: {', '.join(example_names())}")
             outcomes = run_examples(args.cdk_out, work_dir, names, verbose=args.verbose)
-        elif args.command == "data":
-            generate_data(args.task, args.dir, args.cdk_out, family=args.family, train_rows=args.rows)
-            return 0
         else:
             from local_mode.sagemaker.settings import Interruption
 

@@ -9,6 +9,9 @@ prints them with runctl's own formatting.
 from __future__ import annotations
 
 import json
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -35,3 +38,35 @@ def write(folder: Path, record: dict[str, Any]) -> Path:
     path = folder / RECORD
     path.write_text(json.dumps(record, indent=1, default=str))
     return path
+
+
+# ---- a local session in progress -------------------------------------------------------------------------
+# `python -m local_mode` keeps its process id in its run folder while it runs, so that `runctl prune --local` never
+# deletes a run in progress (a folder whose marker names a live process).
+IN_PROGRESS = ".in-progress"
+
+
+@contextmanager
+def in_progress(folder: Path) -> Iterator[None]:
+    folder.mkdir(parents=True, exist_ok=True)
+    marker = folder / IN_PROGRESS
+    marker.write_text(f"{os.getpid()}\n")
+    try:
+        yield
+    finally:
+        marker.unlink(missing_ok=True)
+
+
+def running(folder: Path) -> bool:
+    """Whether the session that wrote `folder` is still running (its marker names a live process)."""
+    try:
+        pid = int((folder / IN_PROGRESS).read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # alive, another user's
+    return True

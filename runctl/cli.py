@@ -24,61 +24,84 @@ from runctl import core, local_runs, observe
 NOT_BEATEN, NOT_BEATEN_PHRASE = verdict.NOT_BEATEN, verdict.NOT_BEATEN_PHRASE
 
 
+GLOBAL_DEFAULTS: dict[str, Any] = {"state_machine_arn": None, "project": None, "env": None, "region": None,
+                                   "profile": None, "json": False, "local": False,
+                                   "local_runs": local_runs.DEFAULT_ROOT, "cdk_out": Path("cdk.out")}
+LOCAL_COMMANDS = ("list", "status", "logs", "prune")
+
+
+def _globals() -> argparse.ArgumentParser:
+    """The options every command takes, before or after its name (as aws-cli's do). SUPPRESS: a command that does
+    not repeat one keeps what was given before it (the defaults are set once, on the main parser)."""
+    options = argparse.ArgumentParser(add_help=False)
+    add, suppress = options.add_argument, argparse.SUPPRESS
+    add("--state-machine-arn", default=suppress, help=f"fine-tune state machine (default: ${core.ARN_ENV}, else the "
+                                                      f"{core.OUTPUT_KEY} output of stack <project>-<env>-pipeline)")
+    add("--project", default=suppress, help=f"project name for the stack lookup (default: ${core.PROJECT_ENV} or hfsm)")
+    add("--env", default=suppress, help=f"environment (default: ${core.ENVIRONMENT_ENV} or dev)")
+    add("--region", default=suppress, help="AWS region (default: the AWS configuration)")
+    add("--profile", default=suppress, help="AWS profile")
+    add("--json", action="store_true", default=suppress, help="print JSON instead of text")
+    add("--local", action="store_true", default=suppress,
+        help=f"local runs (python -m local_mode), read from --local-runs; no AWS call ({', '.join(LOCAL_COMMANDS)})")
+    add("--local-runs", type=Path, default=suppress, help=f"where local runs are (default: {local_runs.DEFAULT_ROOT})")
+    add("--cdk-out", type=Path, default=suppress, help="the synthesized app whose settings --env names (plan, "
+                                                       "stage-model; default: cdk.out; `make synth ENV=NAME`)")
+    return options
+
+
 def _parser() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--state-machine-arn", help=f"fine-tune state machine (default: ${core.ARN_ENV}, else the "
-                                                    f"{core.OUTPUT_KEY} output of stack <project>-<env>-pipeline)")
-    common.add_argument("--project", help=f"project name for the stack lookup (default: ${core.PROJECT_ENV} or hfsm)")
-    common.add_argument("--env", help=f"environment for the stack lookup (default: ${core.ENVIRONMENT_ENV} or dev)")
-    common.add_argument("--region", help="AWS region (default: the AWS configuration)")
-    common.add_argument("--profile", help="AWS profile")
-    common.add_argument("--json", action="store_true", help="print JSON instead of text")
-    local = argparse.ArgumentParser(add_help=False)
-    local.add_argument("--local", action="store_true", help="a local run (python -m local_mode), read from "
-                                                            "--local-runs; no AWS call")
-    local.add_argument("--local-runs", type=Path, default=local_runs.DEFAULT_ROOT,
-                       help=f"where local runs are (default: {local_runs.DEFAULT_ROOT})")
-    parser = argparse.ArgumentParser(prog="python -m runctl", description="Start, watch and stop fine-tuning runs.")
+    parser = argparse.ArgumentParser(prog="runctl", description="Start, watch and stop fine-tuning runs.",
+                                     parents=[_globals()])
+    parser.set_defaults(**GLOBAL_DEFAULTS)
     sub = parser.add_subparsers(dest="command", required=True)
-    submit = sub.add_parser("submit", parents=[common], help="start a run from a run spec file")
+
+    def add(name: str, **kwargs: Any) -> argparse.ArgumentParser:
+        return sub.add_parser(name, parents=[_globals()], **kwargs)
+
+    submit = add("submit", help="start a run from a run spec file")
     submit.add_argument("spec", help="run spec JSON file (docs/run_spec.md)")
     submit.add_argument("--name", help="run name, overriding the spec's `name`")
     submit.add_argument("--execution-name", help="execution name (default: the new run id)")
-    status = sub.add_parser("status", parents=[common, local], help="show a run's state")
+    status = add("status", help="show a run's state (text; --json for the whole record)")
     status.add_argument("run", help="run id (the execution name) or execution ARN")
-    stop = sub.add_parser("stop", parents=[common, local], help="stop a run and its SageMaker jobs")
+    stop = add("stop", help="stop a run and its SageMaker jobs")
     stop.add_argument("run", help="run id (the execution name) or execution ARN")
     stop.add_argument("--keep-jobs", action="store_true", help="stop only the execution, not running jobs")
-    plan = sub.add_parser("plan", parents=[common], help="validate and plan a spec without starting anything: "
-                                                           "job names, instances, requests, worst-case cost")
-    plan.add_argument("spec", help="run spec JSON file (docs/run_spec.md)")
+    plan = add("plan", help="validate and plan a spec without starting anything: job names, instances, requests, "
+                            "worst-case cost")
+    plan.add_argument("spec", help="run spec JSON file (docs/run_spec.md); its model may be a model folder on this "
+                                   "machine (planned where `runctl stage-model --from-dir` puts it)")
     plan.add_argument("--name", help="run name, overriding the spec's `name`")
     plan.add_argument("--settings", help="PIPELINE_SETTINGS JSON file instead of the environment's")
-    plan.add_argument("--cdk-out", default="cdk.out", help="the synthesized app whose settings --env names "
-                                                           "(default: cdk.out; `make synth ENV=NAME` writes it)")
     plan.add_argument("--deployed", action="store_true", help="the deployed Prepare function's settings instead of "
                                                               "cdk.out's, and the checks that call AWS (data in S3, "
                                                               "job names); needs AWS credentials")
     plan.add_argument("--offline", action="store_true", help="with --deployed or --settings: skip the checks that "
                                                              "call AWS (data in S3, job names)")
     plan.add_argument("--brief", action="store_true", help="leave out the full requests")
-    listing = sub.add_parser("list", parents=[common, local], help="recent runs with state, duration and cost")
+    listing = add("list", help="recent runs with state, duration and cost")
     listing.add_argument("--limit", type=int, default=20)
-    logs = sub.add_parser("logs", parents=[common, local], help="CloudWatch logs of every job, host and attempt of "
-                                                                  "a run, in time order")
-    staging = sub.add_parser("stage-model", parents=[common], help="download a Hub model here and upload it under "
-                                                                     "base-models/ of the environment's data bucket")
-    staging.add_argument("hub_id", help="Hugging Face Hub id, e.g. FacebookAI/roberta-base")
-    staging.add_argument("--revision", help="branch, tag or commit (default: main); the commit is in the S3 path")
-    staging.add_argument("--from-dir", type=Path, help="upload this model folder instead of downloading")
-    staging.add_argument("--bucket", help="the data bucket (default: the one cdk.out names for --env)")
-    staging.add_argument("--cdk-out", type=Path, default=Path("cdk.out"), help="synthesized app (default: cdk.out)")
-    staging.add_argument("--allow-pickle", action="store_true",
-                         help="upload pickle files (pytorch_model.bin, ...) too, and a model without safetensors "
-                              "weights; the spec then needs the hyperparameter allow_pickle: true")
+    logs = add("logs", help="CloudWatch logs of every job, host and attempt of a run, in time order")
     logs.add_argument("run", help="run id (the execution name) or execution ARN")
     logs.add_argument("--follow", "-f", action="store_true", help="keep printing until the run ends")
     logs.add_argument("--interval", type=float, default=5.0, help="seconds between looks with --follow")
+    staging = add("stage-model", help="upload a model under base-models/ of the environment's data bucket: a Hub "
+                                      "model downloaded here, or a model folder on this machine (--from-dir)")
+    staging.add_argument("hub_id", nargs="?", help="Hugging Face Hub id, e.g. FacebookAI/roberta-base (optional "
+                                                   "with --from-dir: then the folder's name and content name it)")
+    staging.add_argument("--revision", help="branch, tag or commit (default: main); the commit is in the S3 path")
+    staging.add_argument("--from-dir", type=Path, help="upload this model folder (save_pretrained) instead of "
+                                                       "downloading")
+    staging.add_argument("--bucket", help="the data bucket (default: the one cdk.out names for --env)")
+    staging.add_argument("--allow-pickle", action="store_true",
+                         help="upload pickle files (pytorch_model.bin, ...) too, and a model without safetensors "
+                              "weights; the spec then needs the hyperparameter allow_pickle: true")
+    prune = add("prune", help="delete old local runs (--local): --older-than AGE and/or --keep N; never a run in "
+                              "progress")
+    prune.add_argument("--older-than", metavar="AGE", help="runs started longer ago than AGE: 7d, 12h, 30m, 90s")
+    prune.add_argument("--keep", type=int, metavar="N", help="keep the N newest runs whatever their age")
+    prune.add_argument("--dry-run", action="store_true", help="say what would be deleted, delete nothing")
     return parser
 
 
@@ -171,6 +194,7 @@ def _plan(args: argparse.Namespace, clients: Clients | None, arn: str | None) ->
     from runctl import plan
 
     spec = core.load_spec(args.spec, args.name)
+    folder = core.local_model_folder(spec, args.spec)
     offline = args.offline or clients is None
     if args.settings:
         try:
@@ -184,10 +208,20 @@ def _plan(args: argparse.Namespace, clients: Clients | None, arn: str | None) ->
         settings_text = synthesized.settings_text(Path(args.cdk_out), environment)
     else:
         settings_text = plan.deployed_settings_text(clients, arn)
+    staged = []
+    if folder is not None:  # planned where `stage-model --from-dir` puts it (lambda's rules know no local paths)
+        from runctl import stage_model
+
+        uri = stage_model.staged_uri(plan.data_bucket(settings_text), folder)
+        staged = [f"Model: {spec['model']} is a folder on this machine ({folder}): planned as {uri}, where "
+                  f"`runctl stage-model --from-dir {folder} --env {args.env or os.environ.get(core.ENVIRONMENT_ENV, 'dev')}` uploads it (before submit)", ""]
+        spec["model"] = uri
     result = plan.plan(clients, spec, settings_text=settings_text, offline=offline)
+    if folder is not None:
+        result["model_folder"] = {"folder": str(folder), "planned_as": spec["model"]}
     if clients is None and not args.settings:
         result["settings_source"] = f"{args.cdk_out} (synthesized; no AWS call)"
-    _print(args, result, plan.plan_lines(result, show_requests=not args.brief))
+    _print(args, result, staged + plan.plan_lines(result, show_requests=not args.brief))
     return 0 if result["ok"] else 1
 
 
@@ -205,33 +239,64 @@ def _stage_model(args: argparse.Namespace, clients: Clients | None) -> int:
     return 0
 
 
+NOT_LOCAL = {
+    "submit": "a local run starts with `python -m local_mode run SPEC --data DIR` (runctl submit starts runs in AWS)",
+    "stage-model": "a local run uploads a model folder itself: put the folder's path in the spec's `model` "
+                   "(python -m local_mode run)",
+    "stop": "a local run ends with its `python -m local_mode` command (Ctrl-C stops it): there is nothing to stop",
+}
+
+
 def _local(args: argparse.Namespace) -> int:
-    """list/status/logs of local runs (runctl/local_runs.py): what each run kept, printed as for AWS runs."""
+    """list/status/logs/prune of local runs (runctl/local_runs.py): what each run kept, printed as for AWS runs."""
     root = args.local_runs
-    if args.command == "list":
+    if args.command in NOT_LOCAL:
+        raise core.RunctlError(f"{args.command} --local: {NOT_LOCAL[args.command]}")
+    if args.command == "plan":
+        if _plan_deployed(args):
+            raise core.RunctlError("plan --local reads cdk.out and calls no AWS; --deployed reads the deployed stack: "
+                                   "choose one")
+        return _plan(args, None, None)
+    if args.command == "prune":
+        from runctl import prune
+
+        result = prune.prune(root, older_than=args.older_than, keep=args.keep, dry_run=args.dry_run)
+        _print(args, result, prune.lines(result))
+    elif args.command == "list":
         rows, lines = local_runs.list_lines(root, args.limit)
         _print(args, {"runs": rows}, lines)
     elif args.command == "status":
         info = local_runs.status(root, args.run)
         _print(args, info, _status_lines(info))
-    elif args.command == "logs":
-        print("\n".join(local_runs.log_lines(root, args.run)))
     else:
-        raise core.RunctlError("a local run ends with its `python -m local_mode` command (Ctrl-C stops it): there "
-                               "is nothing to stop")
+        print("\n".join(local_runs.log_lines(root, args.run)))
     return 0
+
+
+def _submitted_spec(args: argparse.Namespace) -> dict[str, Any]:
+    spec = core.load_spec(args.spec, args.name)
+    folder = core.local_model_folder(spec, args.spec)
+    if folder is not None:
+        raise core.RunctlError(f"{args.spec}: model {spec['model']} is a folder on this machine ({folder}); a job reads "
+                               f"its model from S3: `runctl stage-model --from-dir {folder}` uploads it and prints the "
+                               "s3:// URI to put in the spec's model")
+    return spec
 
 
 def main(argv: list[str] | None = None, clients: Clients | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        if getattr(args, "local", False):
+        if args.local:
             return _local(args)
+        if args.command == "prune":
+            raise core.RunctlError("prune deletes local runs (add --local); in AWS, checkpoints expire by the buckets' "
+                                   "lifecycle rules (checkpoint_expiry_days in cdk.json)")
         if args.command == "stage-model":
             return _stage_model(args, clients)
         if args.command == "plan" and (not _plan_deployed(args) and not args.settings or args.settings and
                                        args.offline):
             return _plan(args, None, None)  # no AWS at all
+        spec = _submitted_spec(args) if args.command == "submit" else {}  # a mistake in it is said before any AWS call
         clients = clients or _clients(args)
         arn = core.resolve_state_machine_arn(clients, arn=args.state_machine_arn, project=args.project,
                                              environment=args.env)
@@ -244,11 +309,10 @@ def main(argv: list[str] | None = None, clients: Clients | None = None) -> int:
             observe.follow_logs(clients, core.execution_arn_for(arn, args.run), follow=args.follow,
                                 interval=args.interval)
         elif args.command == "submit":
-            spec = core.load_spec(args.spec, args.name)
             started = core.submit(clients, arn, spec, execution_name=args.execution_name)
             _print(args, started, [f"Run:        {started['run_id']}", f"Execution:  {started['execution_arn']}",
                                    f"Console:    {started['console_url']}",
-                                   f"Follow it:  python -m runctl status {started['run_id']}"])
+                                   f"Follow it:  runctl status {started['run_id']}"])
         elif args.command == "status":
             info = run_status(clients, core.execution_arn_for(arn, args.run))
             _print(args, info, _status_lines(info))
@@ -272,4 +336,10 @@ def main(argv: list[str] | None = None, clients: Clients | None = None) -> int:
     except (ClientError, BotoCoreError) as err:
         print(f"runctl: AWS error: {err}", file=sys.stderr)
         return 1
+    except OSError as err:  # a file named on the command line that cannot be read or written
+        print(f"runctl: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("runctl: stopped (Ctrl-C)", file=sys.stderr)
+        return 130
     return 0

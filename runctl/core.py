@@ -6,6 +6,7 @@ import json
 import os
 import secrets
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -65,6 +66,22 @@ def load_spec(path: str, name: str | None) -> dict[str, Any]:
         raise RunctlError("the spec's name must be 1-32 characters [a-z0-9-] starting with a letter "
                           "(set it in the spec or with --name)")
     return spec
+
+
+def local_model_folder(spec: dict[str, Any], spec_path: str | Path) -> Path | None:
+    """The spec's `model` when it names a folder on this machine (relative to the spec file, else to the current
+    folder), as local mode reads it; None for a Hub id or an s3:// URI."""
+    model = spec.get("model")
+    if not isinstance(model, str) or not model or model.startswith("s3://"):
+        return None
+    for base in (Path(spec_path).parent, Path.cwd()):
+        folder = (base / model).expanduser()
+        if folder.is_dir():
+            if not (folder / "config.json").is_file():
+                raise RunctlError(f"{spec_path}: model {model} is the folder {folder}, which has no config.json; give "
+                                  "a folder written by save_pretrained (config, weights, tokenizer)")
+            return folder.resolve()
+    return None
 
 
 def new_run_id(name: str, now: datetime | None = None) -> str:

@@ -39,6 +39,13 @@ def deployed_settings_text(clients: Clients, state_machine_arn: str) -> str:
     return text
 
 
+def data_bucket(settings_text: str) -> str:
+    try:
+        return parse_settings(settings_text).data_bucket
+    except SettingsError as err:
+        raise RunctlError(f"the pipeline settings are not usable: {'; '.join(err.problems)}") from err
+
+
 def plan(clients: Clients | None, spec: dict[str, Any], *, settings_text: str, offline: bool = False
          ) -> dict[str, Any]:
     """{ok, problems, error, run, requests, worst_case}; ok False with the problems when nothing would start."""

@@ -39,8 +39,8 @@ LIMITS = [0.1 * 60, 0.1 * 60, 0.5 * 60, 0.1 * 60]
 
 def cli(*args: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-    return subprocess.run([sys.executable, "-m", "local_mode", *args], cwd=REPO, env=env, capture_output=True,
-                          text=True, timeout=1200)
+    return subprocess.run([sys.executable, "-m", "local_mode", "--keep-job-files", *args], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=1200)  # the checks read the jobs' checkpoint folders
 
 
 @pytest.fixture(scope="module")

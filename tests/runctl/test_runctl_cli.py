@@ -103,6 +103,10 @@ def test_status_by_run_id_and_by_arn(aws, spec_file, capsys):
         # the machine here has no Prepare: the run is not planned, and the execution's name is no proof of one
         assert "Status:     RUNNING" in out and "Run:        (not planned yet)" in out
         assert f"Console:    {started['console_url']}" in out
+    # JSON with --json, before or after the command (the global options of aws-cli)
+    for argv in (["--json", "status", started["run_id"]], ["status", started["run_id"], "--json"]):
+        code, out, _ = run_cli(capsys, *argv, "--state-machine-arn", aws["arn"], *COMMON)
+        assert code == 0 and json.loads(out)["status"] == "RUNNING"
     code, _, err = run_cli(capsys, "status", "nope-20250101000000-abcd0123456789ef", "--state-machine-arn", aws["arn"], *COMMON)
     assert code == 2 and "no execution" in err
 

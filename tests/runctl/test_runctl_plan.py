@@ -77,3 +77,24 @@ def test_plan_with_unusable_settings_says_so(tmp_path):
     done = runctl("plan", "examples/summarization.json", "--settings", str(settings), "--offline")
     assert done.returncode == 2 and "the pipeline settings are not usable" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_plan_takes_a_model_folder_on_disk_and_plans_it_where_stage_model_puts_it(tmp_path):
+    settings = tmp_path / "settings.json"
+    settings.write_text(json.dumps(SETTINGS))
+    model = tmp_path / "tuned"
+    model.mkdir()
+    (model / "config.json").write_text('{"model_type": "distilbert"}')
+    (model / "model.safetensors").write_bytes(b"\0" * 10)
+    spec = json.loads((REPO / "examples" / "question-answering.json").read_text())
+    (tmp_path / "spec.json").write_text(json.dumps({**spec, "model": "tuned"}))  # relative to the spec file
+    done = runctl("plan", str(tmp_path / "spec.json"), "--settings", str(settings), "--offline", "--brief")
+    assert done.returncode == 0, done.stdout + done.stderr
+    first = done.stdout.splitlines()[0]
+    assert first.startswith(f"Model: tuned is a folder on this machine ({model}): planned as "
+                            "s3://hfsm-dev-data-111111111111-us-east-1/base-models/local/tuned/"), first
+    assert f"`runctl stage-model --from-dir {model} --env dev` uploads it" in first
+    as_json = json.loads(runctl("plan", str(tmp_path / "spec.json"), "--settings", str(settings), "--offline",
+                                "--json").stdout)
+    planned = as_json["model_folder"]["planned_as"]
+    assert as_json["run"]["spec"]["model"] == planned and planned in first

@@ -58,3 +58,41 @@ def test_make_bench_runs_the_benchmarks_from_the_repo_root() -> None:
                             "hfsm_lambda.handlers, benchmarks.benchlib"], cwd=REPO / "benchmarks", env=env,
                            capture_output=True, text=True, timeout=60)
     assert probe.returncode == 0, probe.stderr
+
+
+def make_synth_if_changed(tmp_path: Path, env: str) -> subprocess.CompletedProcess:
+    cdk = tmp_path / "fake-cdk"
+    cdk.write_text(FAKE_CDK + 'echo synthesized >> "$(dirname "$out")/synth-calls"\n')
+    cdk.chmod(0o755)
+    return subprocess.run(["make", "--no-print-directory", "-o", ".venv/.stamp", "-o", "node_modules/.stamp",
+                           "synth-if-changed", f"ENV={env}", f"CDK={cdk}", f"SYNTH_OUT={tmp_path / 'cdk.out'}"],
+                          cwd=REPO, capture_output=True, text=True, timeout=120)
+
+
+def test_synth_if_changed_synthesizes_once_then_skips_until_an_input_changes(tmp_path: Path) -> None:
+    calls = tmp_path / "synth-calls"
+    first = make_synth_if_changed(tmp_path, "dev")
+    assert first.returncode == 0, first.stderr
+    assert calls.read_text().count("synthesized") == 1
+    stamp = tmp_path / "cdk.out" / ".synth-inputs.sha256"
+    assert len(stamp.read_text().strip()) == 64  # recorded by make synth, after the synth succeeded
+    again = make_synth_if_changed(tmp_path, "dev")
+    assert again.returncode == 0 and "synth skipped" in again.stdout, again.stdout + again.stderr
+    assert calls.read_text().count("synthesized") == 1
+    other = make_synth_if_changed(tmp_path, "prod")  # another environment is another input
+    assert calls.read_text().count("synthesized") == 2, other.stdout + other.stderr
+    stamp.write_text("0" * 64 + "\n")  # what an edit of stacks/, lambda/, training_code/ ... looks like
+    make_synth_if_changed(tmp_path, "prod")
+    assert calls.read_text().count("synthesized") == 3
+
+
+def test_make_demo_does_not_build_the_checkov_venv() -> None:
+    """-W: as if requirements-checkov.txt had just changed; -n: print, run nothing. A target that needs the checkov
+    venv would rebuild it."""
+    demo = subprocess.run(["make", "-n", "-W", "requirements-checkov.txt", "-o", "synth-if-changed", "demo"],
+                          cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert demo.returncode == 0, demo.stderr
+    assert ".venv-checkov" not in demo.stdout and "local_mode demo" in demo.stdout
+    setup = subprocess.run(["make", "-n", "-W", "requirements-checkov.txt", "setup"], cwd=REPO, capture_output=True,
+                           text=True, timeout=60)
+    assert ".venv-checkov" in setup.stdout  # the check sees a dependency on it where there is one

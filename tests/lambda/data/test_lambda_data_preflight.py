@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import io
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -64,6 +65,14 @@ def test_a_wrong_label_column_names_the_hyperparameter_and_the_columns(cls_data,
     assert problem == ("hyperparameters.label_column: 'sentiment' is not a column of data.train. Set "
                        "hyperparameters.label_column to the column that holds the label; "
                        f"s3://{BUCKET}/datasets/d/train/part-0.jsonl has 'id', 'text', 'label'")
+
+
+def test_the_readme_shows_this_message_as_it_is(cls_data, settings):
+    """The README's sample of a failed local run's reason is this check's message, word for word (docs that run)."""
+    (problem,) = problems(spec(label_column="sentiment"), settings)
+    shown = problem.replace(f"s3://{BUCKET}/datasets/d/train/", "s3://.../")
+    readme = " ".join((Path(__file__).resolve().parents[3] / "README.md").read_text().split())
+    assert f"`{shown}`" in readme
 
 
 def test_a_wrong_text_column_gets_a_did_you_mean(cls_data, settings):

@@ -88,3 +88,17 @@ def test_examples_validate_against_the_schema(example):
     spec = json.loads(example.read_text())
     assert spec["$schema"] == "../docs/run-spec.schema.json"  # editors find the schema from the file itself
     jsonschema.Draft202012Validator(SCHEMA).validate(spec)
+
+
+def test_the_sample_problems_shown_in_the_doc_are_what_prepare_says(settings):
+    """docs/run_spec.md's first sample output is produced by the spec parser, word for word (docs that run)."""
+    from testkit.lambdas import MINIMAL
+
+    from hfsm_lambda.errors import SpecError
+
+    sample = re.search(r"```\n(invalid run spec \(.*?)\n```", DOC, re.S)
+    assert sample, "docs/run_spec.md: the sample problems block"
+    raw = {**MINIMAL, "task": "qa", "compute": {"instance_typ": "ml.g5.2xlarge"}}
+    with pytest.raises(SpecError) as info:
+        run_spec.parse_spec(raw, settings)
+    assert str(info.value) == sample[1]
