@@ -17,6 +17,8 @@ hftrain/stall/injection.py), all on global rank 1 (the second host); the action 
   limit): no verdict, nothing done (a stall here is a false positive);
 - `startup`: hangs in its start-up phase `layout` (before the first step): `stalled`, recovered in place;
 - `startup-data`: hangs in its start-up phase `data_load`: `stalled`, recovered in place;
+- `startup-imports`: hangs in train.py's imports, before the stall watchdog exists (the first-line watch names it):
+  `stalled`, a new attempt (the process that would supervise a recovery is the one that hangs);
 - `save`: hangs inside the checkpoint save of step 50: `stalled`, recovered in place;
 - `raise`: raises the same exception after step 20 every time: `exception`, recovered in place once, then the run
   ends (the same error at the same step).
@@ -57,6 +59,7 @@ CASES: dict[str, tuple[str | None, str | None, int | None, str, str]] = {
     "slow": ("1@20:slow=20", None, None, NONE, "SUCCEEDED"),
     "startup": ("1@startup", causes.STALLED, 1, IN_PLACE, "SUCCEEDED"),
     "startup-data": ("1@startup:data_load", causes.STALLED, 1, IN_PLACE, "SUCCEEDED"),
+    "startup-imports": ("1@startup:imports", causes.STALLED, 1, NEW_ATTEMPT, "SUCCEEDED"),
     "save": ("1@50:save", causes.STALLED, 1, IN_PLACE, "SUCCEEDED"),
     "raise": ("1@20:raise", causes.EXCEPTION, 1, END, "FAILED"),
 }

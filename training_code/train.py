@@ -15,6 +15,12 @@ import os
 import sys
 
 # hftrain is found next to this file: the toolkit and torchrun run it as a script, so its folder is on the path.
+if __name__ == "__main__":
+    # The imports below may hang before the stall watchdog exists: watched from here (hftrain/stall/import_watch.py).
+    from hftrain.stall import import_watch, injection
+
+    import_watch.start(sys.argv[1:])
+    injection.at_phase(injection.mine(), "imports")  # local mode's injected hang (never set by the pipeline)
 if __name__ == "__main__" and os.environ.get("RANK", "0") == "0":
     # The imports below and joining the process group take a while (tens of seconds on a busy machine): say so
     # first, as the first of the `[setup]` lines (hftrain/run/progress.py), so the job's start is not silent.

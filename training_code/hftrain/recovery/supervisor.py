@@ -33,7 +33,7 @@ from pathlib import Path
 
 from contract import recovery_line, stall_board
 from hftrain.recovery import generation
-from hftrain.recovery.decision import DONE, RECOVER, Decision, Outcome, decide
+from hftrain.recovery.decision import DONE, END, RECOVER, Decision, Outcome, decide
 
 ARG = "--in_job_restarts"
 DEFAULT_RESTARTS = 2  # the `in_job_restarts` hyperparameter's default (hftrain/args.py)
@@ -267,11 +267,14 @@ class Supervisor:
             sys.stderr.write(f"recovery supervisor (rank {self.rank}): the store went away ({err}): the job ends\n")
             return decide([outcome], earlier=self.earlier, budget=0) if outcome.exit_code else Decision(DONE)
         missing = [r for r in range(self.world) if r not in outcomes]
-        if missing:
-            lost = Outcome(rank=missing[0], host="?", exit_code=1,
-                           text=f"rank {missing[0]}'s supervisor did not report within {GATHER_SECONDS:.0f} s (its "
-                                "instance may be lost): not recovered in place")
-            return Decision("end", lost.evidence(), [], why=lost.text)
+        if missing:  # a process (or an instance) gone: no recovery in place; the best evidence is still the cause
+            found = decide(list(outcomes.values()), earlier=self.earlier, budget=0)
+            why = (f"rank {missing[0]}'s supervisor did not report within {GATHER_SECONDS:.0f} s (its process or its "
+                   "instance is gone): not recovered in place; a new attempt follows if fallback.max_attempts allows")
+            if found.cause is None:
+                lost = Outcome(rank=missing[0], host="?", exit_code=1, text=why)
+                return Decision(END, lost.evidence(), [], why=why)
+            return Decision(END, found.cause, found.consequences, why=why, key=found.key)
         return decide(list(outcomes.values()), earlier=self.earlier, budget=self.budget)
 
     def _recover(self, gen: int, decision: Decision) -> None:
@@ -351,5 +354,8 @@ def _once_only_injections() -> None:
 
 
 def supervise(argv: list[str]) -> int:
+    from hftrain.stall import import_watch
+
     _preimport()
+    import_watch.stop()  # the imports are done; each worker's own stall watchdog watches the rest
     return Supervisor(argv).run()

@@ -6,6 +6,7 @@ import logging
 
 from transformers import TrainerCallback
 
+from hftrain.stall import import_watch
 from hftrain.stall import injection as stall_injection
 from hftrain.stall import watchdog as stall
 from hftrain.stall.limits import Limits, parse_minutes
@@ -15,6 +16,7 @@ logger = logging.getLogger("hftrain")
 
 def start_watchdog(training_args) -> stall.Watchdog | None:
     """This rank's watchdog per the stall_* hyperparameters (None when stall_minutes is off)."""
+    import_watch.stop()  # the watchdog takes over from train.py's first-line watch
     enabled, minutes = parse_minutes(training_args.stall_minutes)
     if not enabled:
         logger.info("stall watchdog: off (stall_minutes off)")

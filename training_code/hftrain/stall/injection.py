@@ -30,7 +30,8 @@ from dataclasses import dataclass
 
 logger = logging.getLogger("hftrain")
 ENV = "HFTRAIN_INJECT_STALL"
-STARTUP_PHASES = ("setup", "data_load", "model_load", "tokenize", "layout", "resume_verify", "restore")
+# `imports`: train.py's own imports, before the stall watchdog exists (import_watch.py watches them)
+STARTUP_PHASES = ("imports", "setup", "data_load", "model_load", "tokenize", "layout", "resume_verify", "restore")
 _SPEC = re.compile(r"(?P<rank>\d+)@(?:(?P<startup>startup)(?::(?P<phase>[a-z_]+))?|(?P<step>\d+)"
                    r"(?::(?P<how>sleep|sigstop|loader|sigkill|slow|save|raise)(?:=(?P<seconds>\d+(?:\.\d+)?))?)?)")
 SLOW_STOP_SECONDS, SLOW_RUN_SECONDS = 40.0, 3.0
