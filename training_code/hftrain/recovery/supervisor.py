@@ -132,6 +132,8 @@ class Supervisor:
                 decision = self._agree(gen, outcome)
                 if decision.action == DONE:
                     return 0
+                if self.terminating:  # a stop (SIGTERM) while the supervisors agreed: never a new generation
+                    return outcome.exit_code if outcome.exit_code > 0 else 1
                 if decision.action != RECOVER:
                     self._say_end(decision)
                     return outcome.exit_code if outcome.exit_code > 0 else 1
@@ -308,7 +310,7 @@ class Supervisor:
             store.add(key, 1)
             deadline = time.monotonic() + GATHER_SECONDS
             while int(store.get(key) or 0) < self.world:
-                if time.monotonic() > deadline:
+                if time.monotonic() > deadline or self.terminating:
                     sys.stderr.write(f"recovery supervisor (rank {self.rank}): not every rank was ready for "
                                      f"generation {gen} within {GATHER_SECONDS:.0f} s: the job ends\n")
                     return False
