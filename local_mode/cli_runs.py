@@ -14,6 +14,7 @@ from typing import Any
 from hfsm_lambda.spec.spec_file import read_spec_file
 from local_mode import spec_inputs, synthetic, task_registry
 from local_mode.console import failure_lines, success_lines
+from local_mode.report import state as run_state
 from local_mode.report import write_report
 from local_mode.sagemaker.settings import SAVE_ERROR_ENV, Interruption
 from local_mode.sagemaker.stall_faults import describe_stall
@@ -154,7 +155,7 @@ def run_examples(cdk_out: Path, work_dir: Path, names: list[str], *, verbose: bo
         for name in names:
             outcomes.append(_run_example(session, name, work_dir / name, verbose=verbose))
     if len(names) > 1:
-        print("\nexamples: " + ", ".join(f"{n} {o.status} in {o.seconds:.0f} s" for n, o in
+        print("\nexamples: " + "; ".join(f"{n} {run_state(o)} in {o.seconds:.0f} s" for n, o in
                                          zip(names, outcomes, strict=True)))
     return outcomes
 

@@ -37,6 +37,7 @@ from hftrain.run.callbacks import (
 )
 from hftrain.run.failure import write_failure
 from hftrain.run.goodput import GoodputCallback, GoodputClock
+from hftrain.run.judged_eval import JudgedEvaluation
 from hftrain.run.model_loading import (
     load_model,
     prepare_tokenizer,
@@ -217,6 +218,12 @@ class TrainingRun:
                     logger.info("tokenized cache: %s %s (%.2f s)", what, result.path, result.seconds)
         if eval_features is not None:
             eval_features = batching.longest_first(eval_features)  # before the metrics read the features
+        # the verdict's examples (run/judged_eval.py), in their order: a few, evaluated before and after training
+        self.judge_raw = self.judge_features = None
+        if self.raw_eval is not None and len(self.raw_eval) and self.args.verdict_eval_samples and \
+                self.args.eval_at_end and type(self.task).verdict is not None:
+            self.judge_raw = first_rows(self.raw_eval, self.args.verdict_eval_samples)
+            self.judge_features = self.task.tokenize_eval(self.judge_raw, self.tokenizer, self.config, map_kwargs)
         if self.raw_train is not None and len(self.raw_train) > 0 and (
                 train_features is None or len(train_features) == 0):
             raise DataError("tokenization produced no training features (check the columns and max_seq_length)")
@@ -357,6 +364,8 @@ class TrainingRun:
             goodput_clock=self.clock,
         )
         trainer.remove_callback(PrinterCallback)  # METRIC lines carry the same numbers
+        if self.judged is not None:
+            self.judged.trainer = trainer
         self._background_saves(trainer)
         return trainer
 
@@ -389,7 +398,13 @@ class TrainingRun:
 
     def _callbacks(self) -> list:
         decision = self.decision
-        return [
+        self.judged = None
+        if self.judge_features is not None:
+            self.judged = JudgedEvaluation(
+                task=self.task, raw=self.judge_raw, features=self.judge_features, tokenizer=self.tokenizer,
+                eval_kwargs=self.task.final_eval_kwargs(self.args), checkpoint_dir=self.args.checkpoint_dir,
+                rank=self.rank, fresh=decision.step is None)
+        return [*([self.judged] if self.judged else []),
             self.sigterm,
             CheckpointCallback(root=self.args.checkpoint_dir, host=self.env.current_host, hosts=self.env.hosts,
                                keep=self.keep, resumed_step=decision.step, ours=decision.ours,
@@ -464,6 +479,12 @@ class TrainingRun:
                 trivial = baselines.compute(self.task, self.raw_train, self.raw_eval)
                 emit_metrics(trivial)
                 metrics.update(trivial)
+            if self.judged is not None:  # every rank evaluates; rank 0 judges
+                trained = self.judged.evaluate("judged")
+                if self.rank == 0:
+                    verdict = self.judged.metrics(trained, self.raw_train, trainer.state.global_step)
+                    emit_metrics(verdict)
+                    metrics.update(verdict)
 
     def write_outputs(self, trainer, metrics: dict) -> None:
         """The final model, written once by global rank 0 (all ranks join for sharded models), and metrics.json."""
