@@ -42,28 +42,46 @@ def detect_format(name: str) -> str | None:
     return None
 
 
-def find_data_files(path: str, data_format: str = "auto") -> dict[str, list[str]]:
-    """format -> sorted files under `path` (a file or a directory, searched recursively)."""
+MARKER_REASON = "a name starting with . or _ (never read)"
+UNKNOWN_REASON = "an extension the reader does not take"
+
+
+def supported_formats() -> str:
+    """The extensions the reader takes, as messages say them."""
+    return ", ".join(EXTENSIONS) + " (optionally .gz)"
+
+
+def inventory(path: str, data_format: str = "auto") -> tuple[dict[str, list[str]], list[tuple[str, str]]]:
+    """(format -> sorted files it reads, [(relative name, why it is skipped)]) under `path` (a file or a directory,
+    searched recursively): every object accounted for."""
     root = Path(path)
     if root.is_file():
         candidates = [root]
     elif root.is_dir():
-        candidates = sorted(
-            p for p in root.rglob("*")
-            if p.is_file() and not any(part.startswith((".", "_")) for part in p.relative_to(root).parts)
-        )
+        candidates = sorted(p for p in root.rglob("*") if p.is_file())
     else:
         raise DataError(f"data path {path} does not exist")
     found: dict[str, list[str]] = {}
-    skipped = []
+    skipped: list[tuple[str, str]] = []
     for file in candidates:
+        relative = file.name if file == root else file.relative_to(root).as_posix()
+        if file != root and any(part.startswith((".", "_")) for part in file.relative_to(root).parts):
+            skipped.append((relative, MARKER_REASON))
+            continue
         fmt = detect_format(file.name) if data_format == "auto" else data_format
         if fmt is None:
-            skipped.append(file.name)
+            skipped.append((relative, UNKNOWN_REASON))
             continue
         found.setdefault(fmt, []).append(str(file))
-    if skipped:
-        logger.warning("ignoring %d file(s) with unknown extensions under %s: %s", len(skipped), path, skipped[:5])
+    return found, skipped
+
+
+def find_data_files(path: str, data_format: str = "auto") -> dict[str, list[str]]:
+    """format -> sorted files under `path` (a file or a directory, searched recursively)."""
+    found, skipped = inventory(path, data_format)
+    unknown = [name for name, why in skipped if why == UNKNOWN_REASON]
+    if unknown:
+        logger.warning("ignoring %d file(s) with unknown extensions under %s: %s", len(unknown), path, unknown[:5])
     return found
 
 

@@ -20,7 +20,7 @@ from hftrain.checkpoint import background, resume, volume
 from hftrain.checkpoint import history as run_history
 from hftrain.checkpoint import interval as save_interval
 from hftrain.checkpoint import manager as checkpoints
-from hftrain.data import batching, packing, sharding, tokenized_cache
+from hftrain.data import batching, coverage, packing, sharding, tokenized_cache
 from hftrain.data.files import DataError
 from hftrain.data.raw import data_source, first_rows, gather_sharded, load_raw, row_count
 from hftrain.parallel import bandwidth, fsdp
@@ -59,9 +59,10 @@ USER_ERRORS = (hp.ArgumentError, DataError, ModelTaskMismatch, resume.Checkpoint
                volume.VolumeFullError, NetworkError)
 
 
-def record_start(history: run_history.RunHistory, decision: resume.ResumeDecision, env, world: int) -> None:
-    interruption = history.record_start({**decision.record(), "hosts": env.hosts, "world_size": world},
-                                        resumed_step=decision.step)
+def record_start(history: run_history.RunHistory, decision: resume.ResumeDecision, env, world: int,
+                 data: dict | None = None) -> None:
+    interruption = history.record_start({**decision.record(), "hosts": env.hosts, "world_size": world,
+                                         **({"data": data} if data else {})}, resumed_step=decision.step)
     if interruption and interruption.get("unknown"):
         logger.info("interruption: %s; resumed from step %s", interruption["unknown"], decision.step)
     elif interruption:
@@ -139,6 +140,8 @@ class TrainingRun:
         data_args, cache_dir = self.data_args, self.model_args.cache_dir
         raw_train, self.sharded = load_raw(data_args, self.env, "train", cache_dir)
         raw_eval, eval_sharded = load_raw(data_args, self.env, "validation", cache_dir)
+        self._account_for_every_object({"train": raw_train, "validation": raw_eval},
+                                       {"train": self.sharded, "validation": eval_sharded})
         if eval_sharded:
             raw_eval = gather_sharded(raw_eval)
         self.raw_train = first_rows(raw_train, data_args.max_train_samples)
@@ -150,6 +153,21 @@ class TrainingRun:
         if self.raw_train is not None and self.raw_eval is not None:
             self.task.check_columns(self.raw_eval, "the validation data")
         self.task.learn_from_data((self.raw_train, self.raw_eval), distributed.all_gather_objects)
+
+    def _account_for_every_object(self, loaded: dict, sharded: dict[str, bool]) -> None:
+        """Every host's objects read and skipped (data/coverage.py), known to every rank; a host with no readable
+        rows of its share of the training data ends the run on every rank at once, with its objects named."""
+        records = {}
+        for which, dataset in loaded.items():
+            source = data_source(self.data_args, self.env, which)
+            if (source is None and which not in self.env.channels) or (source or "").startswith("hub:"):
+                continue
+            records[which] = coverage.host_record(source, self.data_args.data_format, row_count(dataset))
+        self.coverage = coverage.gather(records, self.env.current_host, sharded, distributed.all_gather_objects)
+        if self.sharded:
+            for entry in self.coverage.get("train", {}).get("hosts", []):
+                if not entry["rows"]:
+                    raise coverage.no_rows_error("train", entry["host"], entry)
 
     # --- model and tokenizer
     def load_model_and_tokenizer(self) -> None:
@@ -301,7 +319,7 @@ class TrainingRun:
         if self.rank == 0:
             self.history = run_history.RunHistory(args.checkpoint_dir, job=self.env.job_name,
                                                   host=self.env.current_host, every_seconds=args.progress_every_seconds)
-            record_start(self.history, self.decision, self.env, self.world)
+            record_start(self.history, self.decision, self.env, self.world, self.coverage)
         self._auto_interval()
         self.keep = args.save_total_limit
         args.save_total_limit = None  # rotation is ours (this run's verified checkpoints only)
@@ -437,7 +455,7 @@ class TrainingRun:
                 self.planner.release(self.decision)
                 self.decision = self.planner.next_after(self.decision.step, err.reason)
                 if self.history is not None:
-                    record_start(self.history, self.decision, self.env, self.world)
+                    record_start(self.history, self.decision, self.env, self.world, self.coverage)
                 self.model = self.build_model()  # the failed load may have changed some weights
 
     def _train_once(self, trainer, total_steps: int) -> dict:
