@@ -179,11 +179,11 @@ def sharded_problem(name: str, uri: str, skipped: list[tuple[str, str]], table: 
     """A ShardedByS3Key channel holding objects the reader does not take: SageMaker decides which instance gets
     which object, so an instance may get only those and train on nothing (the job then fails: hftrain/data/
     coverage.py)."""
-    names = ", ".join(n for n, _ in skipped[:3]) + (f" and {len(skipped) - 3} more" if len(skipped) > 3 else "")
-    return (f"data.{name}: ShardedByS3Key, but {len(skipped)} object(s) under {uri} are not data files the training "
-            f"code reads: {names}. SageMaker picks which instance gets which object, so one may get "
-            f"only these and train on nothing: keep only {', '.join(sorted(table))} (optionally .gz) under the "
-            "prefix, moving the others elsewhere, or use FullyReplicated")
+    names = ", ".join(n for n, _ in skipped[:5]) + (f" and {len(skipped) - 5} more" if len(skipped) > 5 else "")
+    return (f"data.{name}: ShardedByS3Key, and SageMaker decides which instance gets which object, so one may get "
+            f"only objects the job cannot read and train on nothing: keep only {', '.join(sorted(table))} files "
+            f"(.gz too) under {uri}, moving the rest to another prefix, or use FullyReplicated. Not read: "
+            f"{len(skipped)} object(s): {names}")
 
 
 def skipped_note(name: str, uri: str, skipped: list[tuple[str, str]]) -> str:

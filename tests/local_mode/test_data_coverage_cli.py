@@ -59,11 +59,11 @@ def test_a_sharded_channel_with_an_unreadable_object_is_refused_and_coverage_is_
     record = json.loads((work / "01-refused" / "report" / "run.json").read_text())
     assert record["error"] == "PreflightError" and record["failed_state"] == "Prepare", record["cause"]
     assert record["jobs"] == []  # refused before any job started
-    problem = (f"data.train: ShardedByS3Key, but 1 object(s) under s3://{BUCKET}/datasets/mixed/train/ are not data "
-               "files the training code reads: notes.txt. SageMaker picks which instance gets which object, so one "
-               "may get only these and train on nothing: keep only .csv, .json, .jsonl, .ndjson, .parquet, .pq "
-               "(optionally .gz) under the prefix, moving the others elsewhere, or use FullyReplicated")
-    assert problem in out
+    problem = ("data.train: ShardedByS3Key, and SageMaker decides which instance gets which object, so one may get "
+               "only objects the job cannot read and train on nothing: keep only .csv, .json, .jsonl, .ndjson, "
+               f".parquet, .pq files (.gz too) under s3://{BUCKET}/datasets/mixed/train/, moving the rest to another "
+               "prefix, or use FullyReplicated. Not read: 1 object(s): notes.txt")
+    assert problem in json.loads(record["cause"])["errorMessage"] and "Not read: 1 object(s): notes.txt" in out
 
     record = json.loads((work / "02-covered" / "report" / "run.json").read_text())
     assert record["status"] == "SUCCEEDED", record["cause"]

@@ -235,10 +235,10 @@ def mixed(cls_data):
 def test_a_sharded_channel_with_objects_the_reader_does_not_take_is_refused(mixed, settings):
     (problem,) = problems(_two_hosts(spec(label_column="label"), "ShardedByS3Key"), settings)
     assert problem == (
-        f"data.train: ShardedByS3Key, but 2 object(s) under s3://{BUCKET}/datasets/d/train/ are not data files the "
-        "training code reads: _SUCCESS, notes.txt. SageMaker picks which instance gets which object, so one may get only these and train on "
-        "nothing: keep only .csv, .json, .jsonl, .ndjson, .parquet, .pq (optionally .gz) under the prefix, moving the "
-        "others elsewhere, or use FullyReplicated")
+        "data.train: ShardedByS3Key, and SageMaker decides which instance gets which object, so one may get only "
+        "objects the job cannot read and train on nothing: keep only .csv, .json, .jsonl, .ndjson, .parquet, .pq "
+        f"files (.gz too) under s3://{BUCKET}/datasets/d/train/, moving the rest to another prefix, or use "
+        "FullyReplicated. Not read: 2 object(s): _SUCCESS, notes.txt")
 
 
 def test_the_same_objects_every_instance_reads_whole_are_listed_as_skipped(mixed, settings):
