@@ -41,6 +41,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from contract import data_files
 from hfsm_lambda.aws import aws_errors
 from hfsm_lambda.data import parquet_footer
 from hfsm_lambda.data.column_checks import column_problems, sample_problems
@@ -134,8 +135,7 @@ def _listing(s3: Any, uri: str) -> list[dict[str, Any]]:
         return s3.list_objects_v2(Bucket=bucket, Prefix=prefix, MaxKeys=LIST_KEYS).get("Contents", [])
 
 
-MARKER_REASON = "a name starting with . or _ (never read)"  # hftrain.data.files
-UNKNOWN_REASON = "an extension the reader does not take"
+MARKER_REASON, UNKNOWN_REASON = data_files.MARKER_REASON, data_files.UNKNOWN_REASON
 
 
 def _channel_files(name: str, uri: str, listing: list[dict[str, Any]], table: dict[str, str],

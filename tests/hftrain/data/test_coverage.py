@@ -50,3 +50,15 @@ def test_many_skipped_objects_are_counted_beyond_those_named(tmp_path):
     folder = _folder(tmp_path, {f"n{i:02d}.txt": "x" for i in range(25)})
     record = coverage.host_record(str(folder), "auto", rows=0)
     assert len(record["skipped"]) == coverage.MAX_NAMED and record["more_skipped"] == 5 and record["objects"] == 25
+
+
+def test_a_tab_separated_file_named_csv_is_said_to_be_tab_separated(tmp_path):
+    import pytest
+
+    folder = _folder(tmp_path, {"part-0.csv": "id\ttext\tlabel\n1\tgood, fine film\tpos\n"})
+    with pytest.raises(files.DataError) as info:
+        files.load_local(str(folder), cache_dir=str(tmp_path / "cache"))
+    assert str(info.value) == (f"{folder / 'part-0.csv'}: this file is tab-separated, but its name ends in .csv and "
+                               "the reader takes .csv files as comma-separated: save it with commas (or as JSON lines)")
+    _folder(tmp_path, {"part-0.csv": "id,text,label\n1,good\tfilm,pos\n"})  # a tab inside a field: still CSV
+    assert files.load_local(str(folder), cache_dir=str(tmp_path / "cache"))["text"] == ["good\tfilm"]

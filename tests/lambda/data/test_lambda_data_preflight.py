@@ -257,3 +257,13 @@ def test_one_instance_shards_nothing_and_clean_data_skips_nothing(cls_data, sett
                                                                "distribution": "ShardedByS3Key"}}}
     assert len(prepare_run(single, settings, s3=aws.client("s3")).data_skipped) == 1
 
+
+def test_a_tab_separated_file_named_csv_is_said_to_be_tab_separated(cls_data, settings):
+    aws.client("s3").delete_object(Bucket=BUCKET, Key="datasets/d/train/part-1.jsonl")
+    aws.client("s3").delete_object(Bucket=BUCKET, Key="datasets/d/train/part-0.jsonl")
+    put("datasets/d/train/part-0.csv", b"id\ttext\tlabel\n1\tgood film\tpos\n2\tbad, sad film\tneg\n")
+    found = problems(spec(label_column="label"), settings)
+    assert found[0] == (f"data.train: s3://{BUCKET}/datasets/d/train/part-0.csv this file is tab-separated, but its "
+                        "name ends in .csv and the reader takes .csv files as comma-separated: save it with commas "
+                        "(or as JSON lines)")
+    assert not any("not a column" in p for p in found), found  # not a CSV parsing message about one long column

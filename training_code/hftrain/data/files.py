@@ -14,6 +14,8 @@ import logging
 import os
 from pathlib import Path
 
+from contract import data_files
+
 logger = logging.getLogger(__name__)
 
 
@@ -42,8 +44,7 @@ def detect_format(name: str) -> str | None:
     return None
 
 
-MARKER_REASON = "a name starting with . or _ (never read)"
-UNKNOWN_REASON = "an extension the reader does not take"
+MARKER_REASON, UNKNOWN_REASON = data_files.MARKER_REASON, data_files.UNKNOWN_REASON
 
 
 def supported_formats() -> str:
@@ -151,6 +152,8 @@ def load_local(path: str, *, data_format: str = "auto", cache_dir: str | None = 
         )
     parts = []
     for fmt, names in sorted(files.items()):
+        if fmt == "csv":
+            _refuse_tab_separated(names)
         if fmt == "json":
             names = [_flattened_copy(n, cache_dir or _default_cache()) if _is_nested_squad(n) else n for n in names]
         kwargs = {}
@@ -163,6 +166,14 @@ def load_local(path: str, *, data_format: str = "auto", cache_dir: str | None = 
     if len(dataset) == 0 and not allow_empty:
         raise DataError(f"the data under {path} has no examples")
     return dataset if len(dataset) else None
+
+
+def _refuse_tab_separated(names: list[str]) -> None:
+    for name in names:
+        with _open_text(name) as handle:
+            first = handle.readline(64 * 1024)
+        if data_files.tab_separated(first):
+            raise DataError(f"{name}: {data_files.TAB_SEPARATED}")
 
 
 def _default_cache() -> str:
