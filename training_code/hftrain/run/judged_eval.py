@@ -19,7 +19,7 @@ from hftrain.scoring import baselines, judgement
 from hftrain.stall import watchdog as stall
 
 logger = logging.getLogger("hftrain")
-PRETRAINED_FILE = "verdict-pretrained.json"
+PRETRAINED_FILE = "_verdict_pretrained.json"  # a run-level file: "_" like _history.json
 
 
 class JudgedEvaluation(TrainerCallback):
