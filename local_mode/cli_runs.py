@@ -135,7 +135,7 @@ def run_files(cdk_out: Path, work_dir: Path, spec_paths: list[Path], data: Path,
             conclude(session, outcome, run_dir, verbose=verbose)
             outcomes.append(outcome)
     if len(specs) > 1:
-        print("\nruns: " + ", ".join(f"{p.name} {o.status} in {o.seconds:.0f} s" for p, o in
+        print("\nruns: " + "; ".join(f"{p.name} {run_state(o)} in {o.seconds:.0f} s" for p, o in
                                      zip(spec_paths, outcomes, strict=True)))
     return outcomes
 
