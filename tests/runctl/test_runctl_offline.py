@@ -145,7 +145,7 @@ def test_status_of_a_run_that_did_not_learn() -> None:
             "result": {"model_uri": "s3://m", "metrics": {"eval_rougeL": 0.0},
                        "verdict": {"verdict": "not-learned", "text": "not learned (...): rougeL 0 ..."}}}
     lines = _status_lines(info)
-    assert "Status:     SUCCEEDED (completed, but the model did not learn)" in lines
+    assert "Status:     COMPLETED, but the model did not learn (execution SUCCEEDED)" in lines
     assert "Verdict:    not learned (...): rougeL 0 ..." in lines
     assert _status_lines({**info, "report": "/r/report.md"})[-1] == "Report:     /r/report.md"
 
