@@ -36,7 +36,7 @@ from hfsm_lambda.goodput import sources as goodput_sources
 from hfsm_lambda.plan import checkpoint_interval, job_requests, planning, request_guard, runtime_limits
 from hfsm_lambda.plan import run as run_json
 from hfsm_lambda.plan.run import Run
-from hfsm_lambda.runs import actions, messages, model_package, outcomes, registry, verdict
+from hfsm_lambda.runs import actions, coverage, messages, model_package, outcomes, registry, verdict
 from hfsm_lambda.runs import claims as run_claims
 from hfsm_lambda.runs.prepare import prepare_run
 from hfsm_lambda.runs.state import (
@@ -460,6 +460,7 @@ def finish(event: FinishInput, context: Any = None) -> dict[str, Any]:
         {"job_name": u["job_name"], "job_type": u["job_type"], "instance_seconds": u["training_seconds"] *
          u["instance_count"]} for u in cost["jobs"] if u["job_type"] != "training"])
     history_interruptions = checkpoints.pop("interruptions")
+    data_coverage = coverage.from_history(checkpoints.pop("starts", []), job["job_name"], run.data_skipped)
     stragglers = _stragglers(run, job["job_name"])
     frozen = registry.freeze_model_artifact(client("s3"), settings, run.run_id, job["job_name"], model_uri, desc)
     # The metrics the package records are a copy under registry/ (no job may write there) with its digest;
@@ -487,6 +488,7 @@ def finish(event: FinishInput, context: Any = None) -> dict[str, Any]:
         goodput=ledger,
         verdict=judged,
         stragglers=stragglers,
+        data_coverage=data_coverage,
     )
     _record_success(settings, run, summary)
     _log("finished", run_id=run.run_id, model_package_arn=package_arn,
@@ -556,7 +558,8 @@ def _checkpoint_facts(run: Run) -> dict[str, Any]:
             "checkpoint_uri": uri, "last_durable_step": (durable or {}).get("step"),
             "last_durable_at": (durable or {}).get("saved_at"), "rejected": rejected[-20:],
             "fresh_starts": [s.get("decision") for s in history.get("starts", []) if isinstance(s, dict)
-                             and s.get("resumed_from_step") is None and "none verifies" in str(s.get("decision"))]}
+                             and s.get("resumed_from_step") is None and "none verifies" in str(s.get("decision"))],
+            "starts": history.get("starts", [])}  # for the data coverage (runs/coverage.py); popped by finish
 
 
 def _publish(settings: Settings, subject: str, message: str, status: str, run_id: str | None) -> str:

@@ -62,7 +62,8 @@ def _parser() -> argparse.ArgumentParser:
     data.add_argument("task", help="a task of the training code's registry (hftrain/tasks/; an unknown one is "
                       "refused with the list)")
     data.add_argument("dir", type=Path)
-    data.add_argument("--family", help="tiny model family: bert, distilbert, roberta, bart, t5 (default: per task)")
+    data.add_argument("--family", help="tiny model family: bert, distilbert, roberta, bart, t5 (default: per task; "
+                                         "one that cannot do the task is refused, e.g. summarization: bart, t5)")
     data.add_argument("--rows", type=int, default=320, help="training rows (validation: 64)")
     return parser
 

@@ -14,6 +14,7 @@ from typing import Any
 from hfsm_lambda.spec.spec_file import read_spec_file
 from local_mode import spec_inputs, synthetic, task_registry
 from local_mode.console import failure_lines, success_lines
+from local_mode.report import state as run_state
 from local_mode.report import write_report
 from local_mode.sagemaker.settings import SAVE_ERROR_ENV, Interruption
 from local_mode.sagemaker.stall_faults import describe_stall
@@ -134,7 +135,7 @@ def run_files(cdk_out: Path, work_dir: Path, spec_paths: list[Path], data: Path,
             conclude(session, outcome, run_dir, verbose=verbose)
             outcomes.append(outcome)
     if len(specs) > 1:
-        print("\nruns: " + ", ".join(f"{p.name} {o.status} in {o.seconds:.0f} s" for p, o in
+        print("\nruns: " + "; ".join(f"{p.name} {run_state(o)} in {o.seconds:.0f} s" for p, o in
                                      zip(spec_paths, outcomes, strict=True)))
     return outcomes
 
@@ -154,7 +155,7 @@ def run_examples(cdk_out: Path, work_dir: Path, names: list[str], *, verbose: bo
         for name in names:
             outcomes.append(_run_example(session, name, work_dir / name, verbose=verbose))
     if len(names) > 1:
-        print("\nexamples: " + ", ".join(f"{n} {o.status} in {o.seconds:.0f} s" for n, o in
+        print("\nexamples: " + "; ".join(f"{n} {run_state(o)} in {o.seconds:.0f} s" for n, o in
                                          zip(names, outcomes, strict=True)))
     return outcomes
 
@@ -186,16 +187,43 @@ def generate_data(task: str, folder: Path, cdk_out: Path, *, family: str | None 
     """Data + a tiny model for a task under folder, and a spec that uses them; returns the spec's path."""
     from cloud_assembly.reader import AssemblyError, CloudAssembly
 
-    task_cls = task_registry.task_class(task)
-    if task_cls is None:
-        raise UsageError(f"unknown task {task!r}; tasks: {', '.join(task_registry.registry())}")
-    family = family or task_cls.local.model_family
-    if family not in synthetic.MODEL_KINDS:
-        raise UsageError(f"unknown model family {family!r}; families: {', '.join(synthetic.MODEL_KINDS)}")
+    task_cls, family = generator_choice(task, family)  # refused before anything is read or written
     try:
         bucket = CloudAssembly(cdk_out).data_bucket_name()
     except AssemblyError as exc:
         raise UsageError(str(exc)) from None
+    spec_path, lines = write_generated(task_cls, family, folder, bucket, train_rows=train_rows)
+    for line in lines:
+        print(line)
+    spec = json.loads(spec_path.read_text())
+    print(f"model: a tiny {family} built from a config under {folder / 'base-models' / f'tiny-{family}'} "
+          f"(goes to {spec['model']})")
+    print(f"spec: {spec_path}\nrun it: python -m local_mode run {spec_path} --data {folder}")
+    return spec_path
+
+
+def generator_choice(task: str, family: str | None) -> tuple[type, str]:
+    """The task's class and the model family to generate for it; UsageError naming the valid choices for a task or
+    family the generator cannot make a valid spec of (a family whose models cannot do the task: the job's own
+    check, Task.check_model)."""
+    task_cls = task_registry.task_class(task)
+    if task_cls is None:
+        raise UsageError(f"unknown task {task!r}; tasks: {', '.join(task_registry.registry())}")
+    family = family or task_cls.local.model_family
+    valid = task_registry.families(task_cls, synthetic.MODEL_KINDS)
+    if family not in synthetic.MODEL_KINDS:
+        raise UsageError(f"unknown model family {family!r}; families for {task}: {', '.join(valid)}")
+    if family not in valid:
+        why = task_registry.family_problem(task_cls, family)
+        raise UsageError(f"--family {family} cannot do {task}, the job would refuse it ({why}); families for "
+                         f"{task}: {', '.join(valid)}")
+    return task_cls, family
+
+
+def write_generated(task_cls: type, family: str, folder: Path, bucket: str, *,
+                    train_rows: int = spec_inputs.TRAIN_ROWS) -> tuple[Path, list[str]]:
+    """Write the data, the tiny model and the spec (for the data bucket `bucket`); (spec path, lines to print)."""
+    task = task_cls.name
     spec = {
         "version": 1, "name": f"local-{task.split('-')[0]}", "task": task,
         "description": f"Generated {task} data and a tiny {family} (python -m local_mode data)",
@@ -211,9 +239,4 @@ def generate_data(task: str, folder: Path, cdk_out: Path, *, family: str | None 
     synthetic.build_model_dir(family, folder / "base-models" / f"tiny-{family}")
     spec_path = folder / f"{task}.json"
     spec_path.write_text(json.dumps(spec, indent=2) + "\n")
-    for line in lines:
-        print(line)
-    print(f"model: a tiny {family} built from a config under {folder / 'base-models' / f'tiny-{family}'} "
-          f"(goes to {spec['model']})")
-    print(f"spec: {spec_path}\nrun it: python -m local_mode run {spec_path} --data {folder}")
-    return spec_path
+    return spec_path, lines

@@ -13,12 +13,12 @@ import json
 from pathlib import Path
 from typing import Any
 
+from hfsm_lambda.runs import verdict
 from local_mode.console import failure_lines, success_lines
 from local_mode.goodput_chart import goodput_section
 from local_mode.session import RunOutcome
 
 MIN_CURVE_POINTS = 3
-NOT_BEATEN = "did-not-beat-baseline"  # lambda/runs/verdict.py's verdict word
 
 
 def _pyplot() -> Any:
@@ -102,10 +102,17 @@ def title(outcome: RunOutcome) -> str:
     """`# Run <run id>: <how it ended>`; a run that failed before it had a run id is named after its spec."""
     who = outcome.run_id or (f"{outcome.name} (no run id: it failed in {outcome.failed_state})" if outcome.name
                              else "(unnamed)")
-    judged = (outcome.summary or {}).get("verdict")
-    beaten = not (isinstance(judged, dict) and judged.get("verdict") == NOT_BEATEN)
-    ended = outcome.status if beaten else "completed, but did not beat the trivial baseline"
-    return f"# Run {who}: {ended}"
+    return f"# Run {who}: {state(outcome)}"
+
+
+def state(outcome: RunOutcome) -> str:
+    """The run's status with its verdict: 'SUCCEEDED, learned', 'SUCCEEDED, not judged: 20 steps', 'completed,
+    but the model did not learn', 'FAILED'."""
+    judged = (outcome.summary or {}).get("verdict") if outcome.status == "SUCCEEDED" else None
+    if isinstance(judged, dict) and judged.get("verdict") == verdict.NOT_LEARNED:
+        return verdict.NOT_LEARNED_PHRASE
+    said = verdict.short(judged)
+    return f"{outcome.status}, {said}" if said else outcome.status
 
 
 def write_report(folder: Path, outcome: RunOutcome, model_dir: Path | None = None,

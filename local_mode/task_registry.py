@@ -33,3 +33,23 @@ def row_generator(task_cls: type) -> RowGenerator:
     from local_mode import synthetic
 
     return getattr(synthetic, task_cls.local.rows)
+
+
+def family_problem(task_cls: type, family: str) -> str | None:
+    """Why a tiny model of `family` (local_mode/synthetic.py MODEL_KINDS, a transformers model type) cannot do the
+    task, by the training code's own check (`Task.check_model`, what the job refuses at start); None when it can."""
+    from transformers import AutoConfig
+
+    from hftrain.args import DataArguments
+    from hftrain.tasks.base import ModelTaskMismatch
+
+    try:
+        task_cls(DataArguments(task=task_cls.name)).check_model(AutoConfig.for_model(family))
+    except ModelTaskMismatch as err:
+        return str(err)
+    return None
+
+
+def families(task_cls: type, kinds: tuple[str, ...]) -> list[str]:
+    """The families of `kinds` whose models can do the task."""
+    return [kind for kind in kinds if family_problem(task_cls, kind) is None]

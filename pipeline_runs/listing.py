@@ -15,6 +15,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from contract import summary as run_summary
+from hfsm_lambda.runs import verdict
 from pipeline_runs.clients import Clients
 from pipeline_runs.status import RunNotFound, latest_state
 
@@ -52,6 +53,7 @@ def list_runs(clients: Clients, state_machine_arn: str, limit: int = 20) -> list
             "started": desc.get("startDate"), "seconds": _duration(desc.get("startDate"), desc.get("stopDate")),
             "cost_usd": cost.get("cost_usd"), "billable_instance_seconds": cost.get("billable_instance_seconds"),
             "error": desc.get("error"), "verdict": ((result or {}).get("verdict") or {}).get("verdict"),
+            "verdict_text": verdict.short((result or {}).get("verdict")),
         })
     return rows
 

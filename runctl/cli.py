@@ -115,8 +115,10 @@ def _print(args: argparse.Namespace, data: dict[str, Any], lines: list[str]) -> 
 
 def _status_lines(info: dict[str, Any]) -> list[str]:
     judged = (info.get("result") or {}).get("verdict") or {}
-    ended = f" ({NOT_BEATEN_PHRASE})" if judged.get("verdict") == NOT_BEATEN else ""
-    lines = [f"Run:        {info.get('run_id') or '(not planned yet)'}", f"Status:     {info['status']}{ended}",
+    # a run whose model did not learn is not shown as SUCCEEDED: its execution completed, nothing more
+    state = f"COMPLETED{NOT_BEATEN_PHRASE.removeprefix('completed')} (execution {info['status']})" \
+        if judged.get("verdict") == NOT_BEATEN else info["status"]
+    lines = [f"Run:        {info.get('run_id') or '(not planned yet)'}", f"Status:     {state}",
              f"Execution:  {info['execution_arn']}", f"Started:    {info['started']}"]
     if info.get("stopped"):
         lines.append(f"Stopped:    {info['stopped']}")

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from hfsm_lambda.runs.verdict import NOT_BEATEN
+from hfsm_lambda.runs import verdict
 from pipeline_runs.clients import Clients
 from pipeline_runs.listing import LogReader, run_jobs
 from runctl.core import printable
@@ -28,9 +28,12 @@ def list_lines(rows: list[dict[str, Any]]) -> list[str]:
             r["started"], datetime) else "-"
         cost = f"${r['cost_usd']:.2f}" if r["cost_usd"] is not None else (
             f"{r['billable_instance_seconds']:.0f} inst-s" if r["billable_instance_seconds"] else "-")
+        # the verdict beside the state: a run whose model did not learn is not shown as SUCCEEDED
+        judged = r.get("verdict")
+        state = "COMPLETED" if r["status"] == "SUCCEEDED" and judged == verdict.NOT_LEARNED else r["status"]
         note = r["error"] or ("in progress" if r["status"] == "RUNNING" else
-                              "did not beat the trivial baseline" if r.get("verdict") == NOT_BEATEN else "")
-        table.append((str(r["run_id"] or f"({r['execution']})"), r["status"], started, duration, cost, note))
+                              r.get("verdict_text") or verdict.SHORT.get(judged or "", ""))
+        table.append((str(r["run_id"] or f"({r['execution']})"), state, started, duration, cost, note))
     widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
     return ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in table]
 

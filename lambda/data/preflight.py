@@ -10,6 +10,10 @@ What is checked, each problem naming the hyperparameter or channel and what to f
 - the channel has data files the training code reads (its extension table, `data_format`'s `extensions` in
   training_code/hyperparameters.json; names starting with `.` or `_` are skipped, as the job does) and none of
   the listed ones is empty (0 bytes, or a Parquet file of 0 rows);
+- every object accounted for: a ShardedByS3Key channel (over more than one instance) holding any object the reader
+  does not take is refused, naming them (SageMaker decides which instance receives which object: one could
+  receive only those and train on nothing); for a channel every instance reads whole, `skipped` lists what the
+  job will skip, which Prepare keeps in the run (`data_skipped`) for its summary;
 - the sample parses in its format (JSON lines / JSON / CSV / Parquet, UTF-8) and the sampled files of one
   channel have the same columns;
 - every column the task reads exists: which hyperparameters name columns, their defaults and the names tried
@@ -37,6 +41,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from contract import data_files
 from hfsm_lambda.aws import aws_errors
 from hfsm_lambda.data import parquet_footer
 from hfsm_lambda.data.column_checks import column_problems, sample_problems
@@ -130,18 +135,25 @@ def _listing(s3: Any, uri: str) -> list[dict[str, Any]]:
         return s3.list_objects_v2(Bucket=bucket, Prefix=prefix, MaxKeys=LIST_KEYS).get("Contents", [])
 
 
+MARKER_REASON, UNKNOWN_REASON = data_files.MARKER_REASON, data_files.UNKNOWN_REASON
+
+
 def _channel_files(name: str, uri: str, listing: list[dict[str, Any]], table: dict[str, str],
-                   data_format: str) -> tuple[list[tuple[str, int, str]], list[str]]:
-    """(data files as (key, size, format), problems) of one channel's listing."""
+                   data_format: str) -> tuple[list[tuple[str, int, str]], list[str], list[tuple[str, str]]]:
+    """(data files as (key, size, format), problems, skipped objects as (name, why)) of one channel's listing."""
     prefix = uri.removeprefix("s3://").partition("/")[2]
-    files, empty, unknown = [], [], []
+    files, empty, unknown, skipped = [], [], [], []
     for obj in listing:
         key, relative = obj["Key"], printable(obj["Key"][len(prefix):])
-        if key.endswith("/") or any(part.startswith((".", "_")) for part in relative.split("/") if part):
+        if key.endswith("/"):
+            continue
+        if any(part.startswith((".", "_")) for part in relative.split("/") if part):
+            skipped.append((relative, MARKER_REASON))
             continue
         fmt = detect_format(key, table) if data_format == "auto" else data_format
         if fmt is None:
             unknown.append(relative)
+            skipped.append((relative, UNKNOWN_REASON))
         elif obj.get("Size", 0) == 0:
             empty.append(relative)
         else:
@@ -155,10 +167,32 @@ def _channel_files(name: str, uri: str, listing: list[dict[str, Any]], table: di
         problems.append(f"data.{name}: none of the {len(listing)} object(s) under {uri} is a data file the training "
                         f"code reads ({kinds}, optionally .gz; or set hyperparameters.data_format); found e.g. "
                         f"{', '.join(unknown[:3])}")
-    return files, problems
+    return files, problems, skipped
 
 
-def _channels(spec: RunSpec, settings: Settings) -> list[tuple[str, str]]:
+def _named(skipped: list[tuple[str, str]], limit: int = 5) -> str:
+    more = f" and {len(skipped) - limit} more" if len(skipped) > limit else ""
+    return ", ".join(f"{name} ({why})" for name, why in skipped[:limit]) + more
+
+
+def sharded_problem(name: str, uri: str, skipped: list[tuple[str, str]], table: dict[str, str]) -> str:
+    """A ShardedByS3Key channel holding objects the reader does not take: SageMaker decides which instance gets
+    which object, so an instance may get only those and train on nothing (the job then fails: hftrain/data/
+    coverage.py)."""
+    names = ", ".join(n for n, _ in skipped[:5]) + (f" and {len(skipped) - 5} more" if len(skipped) > 5 else "")
+    return (f"data.{name}: ShardedByS3Key, and SageMaker decides which instance gets which object, so one may get "
+            f"only objects the job cannot read and train on nothing: keep only {', '.join(sorted(table))} files "
+            f"(.gz too) under {uri}, moving the rest to another prefix, or use FullyReplicated. Not read: "
+            f"{len(skipped)} object(s): {names}")
+
+
+def skipped_note(name: str, uri: str, skipped: list[tuple[str, str]]) -> str:
+    """What the job will skip of a channel every instance reads whole."""
+    return f"data.{name}: {len(skipped)} object(s) under {uri} will be skipped: {_named(skipped)}"
+
+
+def _channels(spec: RunSpec, settings: Settings) -> list[tuple[str, str, bool]]:
+    """(name, uri, sharded) of every S3 channel the jobs read."""
     given = spec.hyperparameters
     wanted = set(READ_CHANNELS)
     tok = spec.tokenizer
@@ -171,7 +205,8 @@ def _channels(spec: RunSpec, settings: Settings) -> list[tuple[str, str]]:
         if name in CHANNEL_PATHS and given.get(CHANNEL_PATHS[name]) and not (tok and tok.channel == name):
             continue  # the job reads train_path / validation_path instead
         if channel.s3.removeprefix("s3://").partition("/")[0] in settings.project_buckets:
-            out.append((name, channel.s3))
+            sharded = channel.distribution == "ShardedByS3Key" and spec.compute.instance_count > 1
+            out.append((name, channel.s3, sharded))
     return out
 
 
@@ -186,13 +221,15 @@ def problems(spec: RunSpec, settings: Settings, s3: Any) -> list[str]:
     found: list[str] = []
     reads: list[tuple[Channel, str, str, int, str]] = []
     checked: dict[str, Channel] = {}
-    for name, uri in channels:
+    for name, uri, sharded in channels:
         try:
             listing = _listing(s3, uri)
         except ClientError:
             continue  # storage_problems reports unreadable prefixes
-        files, file_problems = _channel_files(name, uri, listing, table, data_format)
+        files, file_problems, passed = _channel_files(name, uri, listing, table, data_format)
         found += file_problems
+        if passed and sharded:
+            found.append(sharded_problem(name, uri, passed, table))
         channel = checked[name] = Channel(name, uri)
         bucket = uri.removeprefix("s3://").partition("/")[0]
         reads += [(channel, bucket, key, size, fmt) for key, size, fmt in files[:SAMPLE_OBJECTS]]
@@ -204,3 +241,19 @@ def problems(spec: RunSpec, settings: Settings, s3: Any) -> list[str]:
         found += sample_problems(channel)
     found += column_problems(spec, checked, given)
     return found
+
+
+def skipped(spec: RunSpec, settings: Settings, s3: Any) -> list[str]:
+    """One line per channel that every instance reads whole and that holds objects the job will skip, naming them
+    and why (a sharded channel holding any is refused by `problems` instead)."""
+    notes = []
+    for name, uri, sharded in _channels(spec, settings):
+        try:
+            listing = _listing(s3, uri)
+        except ClientError:
+            continue
+        passed = _channel_files(name, uri, listing, extensions(), dict(spec.hyperparameters).get("data_format",
+                                                                                                     "auto"))[2]
+        if passed and not sharded:
+            notes.append(skipped_note(name, uri, passed))
+    return notes

@@ -12,6 +12,8 @@ import json
 import zlib
 from typing import Any
 
+from contract import data_files
+
 SAMPLE_BYTES = 256 * 1024  # read per file (JSON lines, CSV, JSON)
 MAX_ROWS = 200  # rows parsed per file
 MAX_INFLATED = 4 * SAMPLE_BYTES  # of a gzip-compressed sample
@@ -130,6 +132,8 @@ def json_document(text: str, whole: bool) -> tuple[list[str], Rows] | None:
 
 
 def csv_rows(text: str, whole: bool) -> tuple[list[str], Rows]:
+    if data_files.tab_separated(text):  # said as it is, not as the CSV parse of one long column it would give
+        raise ValueError(data_files.TAB_SEPARATED)
     records = list(csv.reader(io.StringIO(text)))
     if not whole and len(records) > 1:
         records = records[:-1]  # the cut may fall inside a quoted field

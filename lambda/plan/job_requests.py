@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from contract import progress_lines, stall_board
+from contract import progress_lines, stall_board, verdict_metrics
 from hfsm_lambda.plan import checkpoint_interval, efa
 from hfsm_lambda.plan.run import Run
 from hfsm_lambda.settings import Settings
@@ -65,7 +65,7 @@ def encode_hyperparameters(values: dict[str, Any]) -> dict[str, str]:
 
 
 def metric_definitions(task: str) -> list[dict[str, str]]:
-    names = COMMON_METRICS + TASK_METRICS[task] + GOODPUT_METRICS
+    names = COMMON_METRICS + TASK_METRICS[task] + verdict_metrics.ALL + GOODPUT_METRICS
     return [progress_lines.metric_definition(name) for name in names] + [
         {"Name": name, "Regex": regex} for name, regex in PROGRESS_METRICS.items()]
 

@@ -63,6 +63,10 @@ class Run:
     # run and given to its training jobs only (efa.STALL_BOARD_TOKEN_VARIABLE): another job that can reach the
     # store cannot name its keys. "" (a state planned before the token existed): the fixed prefix.
     stall_board_token: str = ""
+    # Objects of channels every instance reads whole that the jobs will skip, one line per channel naming them and
+    # why (lambda/data/preflight.py `skipped`; a ShardedByS3Key channel holding any is refused instead). Finish
+    # puts them in the summary's data coverage.
+    data_skipped: tuple[str, ...] = ()
 
 
 def from_json(value: Any) -> Run:

@@ -5,9 +5,11 @@ The spec is parsed once, here, into the typed spec (spec/typed.py); what Prepare
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import datetime
 from typing import Any
 
+from hfsm_lambda.data import preflight as data_preflight
 from hfsm_lambda.errors import PreflightError, SpecError
 from hfsm_lambda.plan import environment_limits, job_requests, planning, preflight
 from hfsm_lambda.plan.run import Run
@@ -44,4 +46,6 @@ def prepare_run(
                                stepfunctions=stepfunctions)
     if problems:
         raise PreflightError(problems)
+    if s3 is not None:  # every object accounted for: what the jobs will skip, named in the run and its summary
+        run = dataclasses.replace(run, data_skipped=tuple(data_preflight.skipped(spec, settings, s3)))
     return run

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hfsm_lambda.runs import verdict
+from hfsm_lambda.runs import coverage, verdict
 
 BASELINE_PREFIX = "eval_baseline_"
 # Shown first, in this order, when present; then the other eval_* metrics; then train_loss.
@@ -92,6 +92,7 @@ def success_lines(summary: dict[str, Any]) -> list[str]:
     if summary.get("verdict"):
         lines.append(f"  verdict: {summary['verdict']['text']}")
     lines += [straggler_line(s) for s in summary.get("stragglers") or []]
+    lines += ["", *coverage.coverage_lines(summary.get("data_coverage"))]
     lines.append("")
     price = cost.get("cost_usd")
     final = training_jobs[-1] if training_jobs else {}

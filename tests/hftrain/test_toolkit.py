@@ -117,25 +117,33 @@ def test_replicated_input_uses_a_distributed_sampler(code_and_model, tmp_path):
 
 
 @pytest.mark.slow
-def test_a_host_without_files_keeps_in_step(code_and_model, tmp_path):
-    """ShardedByS3Key with fewer objects than hosts: algo-2 gets nothing and still joins every step."""
+@pytest.mark.parametrize("second", [["notes.txt"], []])
+def test_a_host_with_no_readable_rows_fails_at_once_naming_its_objects(code_and_model, tmp_path, second):
+    """ShardedByS3Key: algo-2 receives only an object the reader does not take (or none at all). Every host fails at
+    start-up with a message that names the host, the objects and the fix: never a run that trains on half the
+    data and succeeds."""
     sourcedir, archive = code_and_model
-    rows = synth.cls_examples(24, 9)
-    train = synth.write_jsonl(tmp_path / "data" / "only.jsonl", rows)
+    train = synth.write_jsonl(tmp_path / "data" / "part-0.jsonl", synth.cls_examples(24, 9))
+    others = []
+    for name in second:
+        (tmp_path / "data" / name).write_text("free text, not a data file\n")
+        others.append(tmp_path / "data" / name)
     job = smhost.lay_out(
         tmp_path / "hosts", hosts=["algo-1", "algo-2"], hyperparameters={**HPS, "num_train_epochs": 1},
-        channels={"train": {"algo-1": [train], "algo-2": []}, "model": {"algo-1": [archive], "algo-2": [archive]}},
+        channels={"train": {"algo-1": [train], "algo-2": others}, "model": {"algo-1": [archive], "algo-2": [archive]}},
         distribution={"train": "ShardedByS3Key"}, sourcedir=sourcedir, processes_per_host=1,
-        environment={"HFTRAIN_TRACE_DIR": str(tmp_path / "trace")},
     )
     results = job.run(timeout=300)
     for result in results:
-        assert result.returncode == 0, f"{result.host.name} failed:\n{result.log[-4000:]}"
-    seen, zero_weight = _seen(tmp_path / "trace")
-    assert sorted(seen[0]) == sorted(r["id"] for r in rows) and set(seen[0].values()) == {1}
-    assert zero_weight == 6  # 24 rows / batch 4 = 6 steps; algo-2 runs all 6 with zero weight
-    assert "rows per rank [24, 0], 6 batches per epoch" in results[0].log
-    assert (_dir(job.hosts[0], "model") / "model.safetensors").exists()
+        assert result.returncode != 0, f"{result.host.name} succeeded:\n{result.log[-3000:]}"
+        failure = (_dir(result.host, "output") / "failure").read_text()
+        assert "this host (algo-2) has no readable rows of the ShardedByS3Key channel `train`" in failure, failure
+        if second:
+            assert "notes.txt (an extension the reader does not take)" in failure
+            assert "convert the others, or move them to another prefix" in failure
+        else:
+            assert "SageMaker gave it no object" in failure
+    assert not (_dir(results[0].host, "model") / "model.safetensors").exists()
 
 
 def _merge_as_s3(hosts, target: Path) -> Path:

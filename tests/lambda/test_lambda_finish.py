@@ -12,6 +12,7 @@ import pytest
 from moto.sns.models import sns_backends
 from testkit.lambdas import ACCOUNT, REGION, SETTINGS, SPEC, sagemaker_request_errors, sm_backend, strict_json
 
+from contract import verdict_metrics as names
 from hfsm_lambda import aws, handlers, naming
 
 
@@ -127,14 +128,23 @@ def _assert_success_notification(summary: dict[str, Any], run: dict[str, Any], j
         assert needle in message, needle
 
 
-@pytest.mark.parametrize(("value", "verdict"), [(20.0, "did-not-beat-baseline"), (26.0, "beat-baseline")])
-def test_finish_judges_the_run_against_the_trivial_baseline(state, context, value, verdict):
-    """QA's margin (the task registry's Verdict) is 2 F1 points over the baseline's 23.5."""
+def _verdict_metrics(model: float, gain_low: float) -> list[dict]:
+    values = {names.MODEL: model, names.BASELINE: 23.5, names.PRETRAINED: 4.0, names.GAIN_BASELINE_LOW: gain_low,
+              names.GAIN_BASELINE_HIGH: gain_low + 4, names.GAIN_PRETRAINED_LOW: 10.0,
+              names.GAIN_PRETRAINED_HIGH: 30.0, names.STEPS: 300, names.EXAMPLES: 200, names.BASELINE_INDEX: 0}
+    return [{"MetricName": name, "Value": value} for name, value in values.items()]
+
+
+@pytest.mark.parametrize(("value", "gain_low", "verdict"), [(20.0, -5.5, "not-learned"), (26.0, 0.5, "learned")])
+def test_finish_judges_the_run_against_the_trivial_baselines_and_itself(state, context, value, gain_low, verdict):
+    """QA's margin (the task registry's Verdict) is 2 F1 points over the strongest baseline's 23.5, and the gain's
+    interval must lie above 0."""
     run = state["run"]
     job = handlers.start_training({"run": run, "attempt": 0}, context)
     fake = sm_backend().training_jobs[job["job_name"]]
     fake.final_metric_data_list = [{"MetricName": "eval_f1", "Value": value},
-                                   {"MetricName": "eval_baseline_f1", "Value": 23.5}]
+                                   {"MetricName": "eval_baseline_f1", "Value": 23.5},
+                                   *_verdict_metrics(value, gain_low)]
     model_uri = sm_backend().describe_training_job(job["job_name"])["ModelArtifacts"]["S3ModelArtifacts"]
     aws.client("s3").put_object(Bucket=model_uri.split("/")[2], Key=model_uri.split("/", 3)[3], Body=b"w")
     summary = strict_json(handlers.finish({"run": run, "job": job}, context))
@@ -143,16 +153,16 @@ def test_finish_judges_the_run_against_the_trivial_baseline(state, context, valu
     assert package["CustomerMetadataProperties"]["verdict"] == verdict
     assert package["ModelApprovalStatus"] == "PendingManualApproval"  # approval stays manual either way
     (_, message, subject, _, _) = sent_messages()[-1]
-    if verdict == "beat-baseline":
+    if verdict == "learned":
         assert subject == f"[hfsm-dev] run {run['run_id']} succeeded"
-        assert "eval_f1 26 beat the trivial baseline 23.5 by the task's margin of 2" in message
+        assert "verdict: learned: f1 26 on 200 judged examples; the strongest trivial baseline (the empty answer) " \
+               "23.5, gain +2.5 (95% interval +0.5 to +4.5)" in message
         return
-    assert subject.startswith("[hfsm-dev] completed, but did not beat the trivial baseline: run ")
-    assert message.splitlines()[0] == (f"Run {run['run_id']} completed, but did not beat the trivial baseline: "
+    assert subject.startswith("[hfsm-dev] completed, but the model did not learn: run ")
+    assert message.splitlines()[0] == (f"Run {run['run_id']} completed, but the model did not learn: "
                                        f"question-answering fine-tune of {SPEC['model']}.")
-    assert "verdict: eval_f1 20 did not beat the trivial baseline 23.5 by the task's margin of 2 (needed >= 25.5)" \
-        in message
-    assert package["ModelPackageDescription"].startswith("[eval_f1 20 did not beat the trivial baseline 23.5")
+    assert "verdict: not learned (it does not beat the strongest trivial baseline by more than the noise" in message
+    assert package["ModelPackageDescription"].startswith("[not learned (it does not beat the strongest")
 
 
 def test_notify_failure_for_an_invalid_spec(aws_account, context):

@@ -5,7 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from local_mode.report import MIN_CURVE_POINTS, write_report
+from local_mode.report import state as report_state
 from local_mode.session import RunOutcome, failing_state
 
 FAILED_CAUSE = json.dumps({"job_name": "hfsm-dev-x-20250101000000-0123456789abcdef-train0", "job_type": "training",
@@ -65,15 +68,26 @@ def test_a_run_that_failed_in_prepare_is_named_after_its_spec_and_gets_no_traini
     assert "## Evaluation" not in text
 
 
-def test_a_run_that_did_not_beat_the_baseline_says_so_and_plots_the_baseline(tmp_path: Path) -> None:
+def test_a_run_that_did_not_learn_says_so_and_plots_the_baseline(tmp_path: Path) -> None:
     result = {"run_id": "x-1", "metrics": {"eval_rougeL": 0.0, "eval_baseline_rougeL": 50.2},
-              "verdict": {"verdict": "did-not-beat-baseline", "metric": "eval_rougeL", "text": "..."}}
+              "verdict": {"verdict": "not-learned", "metric": "eval_rougeL", "text": "not learned (...): ..."}}
     log = tmp_path / "logs" / "algo-1.log"
     outcome = _outcome(output={"result": result}, evals=[(20, "eval_loss", 6.2), (20, "eval_rougeL", 0.0)],
                        host_logs={"hfsm-dev-x-1-train0": [log]})
     text = write_report(tmp_path / "report", outcome).read_text()
     tmp_path = tmp_path / "report"
     assert f"- hfsm-dev-x-1-train0 algo-1: [{log}]({log.as_uri()})" in text
-    assert text.startswith("# Run x-1: completed, but did not beat the trivial baseline\n")
+    assert text.startswith("# Run x-1: completed, but the model did not learn\n")
     assert "![evaluation](eval.png)" in text and (tmp_path / "eval.png").stat().st_size > 1000
     assert "1 evaluation(s); eval_rougeL 0 at step 20 (trivial baseline 50.2); the y-axis starts at 0." in text
+
+
+@pytest.mark.parametrize(("judged", "state"), [
+    ({"verdict": "learned", "text": "learned: ..."}, "SUCCEEDED, learned"),
+    ({"verdict": "not-judged", "text": "not judged: 20 steps, too short to tell (...): ..."},
+     "SUCCEEDED, not judged: 20 steps"),
+    ({"verdict": "not-learned", "text": "not learned (...): ..."}, "completed, but the model did not learn"),
+])
+def test_the_state_a_tally_shows_carries_the_verdict(judged, state) -> None:
+    outcome = _outcome(output={"result": {"run_id": "x-1", "verdict": judged}})
+    assert report_state(outcome) == state

@@ -140,20 +140,24 @@ def test_stage_model_leaves_pickles_out_and_refuses_a_pickle_only_model(tmp_path
             o["Key"] for o in s3.list_objects_v2(Bucket="hfsm-dev-data")["Contents"]}
 
 
-def test_status_of_a_run_that_did_not_beat_its_baseline() -> None:
+def test_status_of_a_run_that_did_not_learn() -> None:
     info = {"run_id": "r-1", "status": "SUCCEEDED", "execution_arn": "arn:x", "started": "t", "console_url": "u",
             "result": {"model_uri": "s3://m", "metrics": {"eval_rougeL": 0.0},
-                       "verdict": {"verdict": "did-not-beat-baseline", "text": "eval_rougeL 0 did not beat ..."}}}
+                       "verdict": {"verdict": "not-learned", "text": "not learned (...): rougeL 0 ..."}}}
     lines = _status_lines(info)
-    assert "Status:     SUCCEEDED (completed, but did not beat the trivial baseline)" in lines
-    assert "Verdict:    eval_rougeL 0 did not beat ..." in lines
+    assert "Status:     COMPLETED, but the model did not learn (execution SUCCEEDED)" in lines
+    assert "Verdict:    not learned (...): rougeL 0 ..." in lines
     assert _status_lines({**info, "report": "/r/report.md"})[-1] == "Report:     /r/report.md"
 
 
-def test_list_notes_a_run_that_did_not_beat_its_baseline() -> None:
+def test_list_shows_the_verdict_beside_the_state() -> None:
     row = {"run_id": "r-1", "execution": "r-1", "status": "SUCCEEDED", "started": None, "seconds": 61.0,
-           "cost_usd": 0.22, "billable_instance_seconds": 114, "error": None, "verdict": "did-not-beat-baseline"}
-    lines = observe.list_lines([row, {**row, "run_id": "r-2", "verdict": "beat-baseline"},
-                                {**row, "run_id": "r-3", "status": "RUNNING", "verdict": None}])
-    assert lines[1].split(None, 5)[-1] == "did not beat the trivial baseline"
-    assert lines[2].endswith("$0.22") and lines[3].endswith("in progress")
+           "cost_usd": 0.22, "billable_instance_seconds": 114, "error": None, "verdict": "not-learned"}
+    lines = observe.list_lines([row, {**row, "run_id": "r-2", "verdict": "learned"},
+                                {**row, "run_id": "r-3", "status": "RUNNING", "verdict": None},
+                                {**row, "run_id": "r-4", "verdict": "not-judged",
+                                 "verdict_text": "not judged: 20 steps"}])
+    assert lines[1].split()[1] == "COMPLETED" and lines[1].split(None, 5)[-1] == "not learned"
+    assert " SUCCEEDED " in lines[2] and lines[2].endswith("learned")
+    assert lines[4].endswith("not judged: 20 steps")
+    assert lines[3].endswith("in progress")

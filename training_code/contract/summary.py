@@ -22,12 +22,12 @@ MAX_CHARS = 16 * 1024 * 1024
 SUCCEEDED_KEYS = ("run_id", "status", "task", "base_model", "job_name", "model_uri", "registered_model_uri",
                   "registered_model_etag", "metrics", "cost", "model_package_arn", "model_package_group",
                   "summary_uri", "metrics_uri", "metrics_sha256", "attempts", "source", "links", "finished_at",
-                  "interruptions", "checkpoints", "goodput", "verdict", "stragglers")
+                  "interruptions", "checkpoints", "goodput", "verdict", "stragglers", "data_coverage")
 FAILED_KEYS = ("run_id", "name", "status", "error", "reason", "source", "execution", "job_name", "job_status",
                "attempt", "summary_uri", "links", "finished_at")
 # what `runctl status` shows of a succeeded run's summary
 STATUS_KEYS = ("model_uri", "model_package_arn", "metrics", "cost", "interruptions", "checkpoints", "goodput",
-               "verdict", "stragglers")
+               "verdict", "stragglers", "data_coverage")
 
 
 def _document(keys: tuple[str, ...], status: str, fields: dict[str, Any]) -> dict[str, Any]:

@@ -265,6 +265,15 @@ class SageMakerTrainingArguments(Seq2SeqTrainingArguments):
     eval_at_end: bool = field(
         default=True, metadata={"help": "Evaluate on the validation data after training (when present)."}
     )
+    verdict_eval_samples: int = field(
+        default=200,
+        metadata={
+            "help": "How many validation examples (the first ones) judge whether the model learned: they are "
+            "evaluated once before the first step and once more after training, and the model must beat both "
+            "the strongest trivial baseline and itself before training on them by more than their noise (a "
+            "bootstrap interval). 0: no verdict (the run says 'not judged')."
+        },
+    )
     sigterm_checkpoint: bool = field(
         default=True,
         metadata={"help": "On SIGTERM (spot interruption, stop), save a checkpoint at the next step and exit 0."},

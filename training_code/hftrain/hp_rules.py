@@ -50,6 +50,7 @@ BOUNDS: dict[str, dict[str, float]] = {
     "num_labels": {"minimum": 2},
     "max_train_samples": {"minimum": 1},
     "max_eval_samples": {"minimum": 1},
+    "verdict_eval_samples": {"minimum": 0, "maximum": 100_000},  # two extra evaluations of this many examples
     "save_steps": {"exclusiveMinimum": 0},
     "per_device_train_batch_size": {"minimum": 1, "maximum": 2**31 - 1},
     "per_device_eval_batch_size": {"minimum": -1, "maximum": 2**31 - 1},  # -1: auto (twice the training batch, at

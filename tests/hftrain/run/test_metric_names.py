@@ -8,6 +8,7 @@ import re
 import pytest
 from testkit.training import layout_job
 
+from contract import verdict_metrics
 from hfsm_lambda.plan import job_requests
 from local_mode import synthetic as synth
 
@@ -48,8 +49,10 @@ def test_metric_definitions_are_what_the_task_logs(task, tiny_models, tmp_path, 
     assert set(job_requests.TASK_METRICS[task]) <= logged, set(job_requests.TASK_METRICS[task]) - logged
     # ... and everything the task's evaluation logs has a definition
     assert {n for n in logged if n.startswith("eval_")} - UNDEFINED_OK <= defined
-    # the baseline of the headline metric sits next to it
+    # the baseline of the headline metric sits next to it, and the verdict's figures are logged and defined
     assert any(n.startswith("eval_baseline_") for n in logged)
+    assert set(verdict_metrics.ALL) <= logged & defined, set(verdict_metrics.ALL) - (logged & defined)
+    assert len(definitions) <= job_requests.MAX_METRIC_DEFINITIONS
 
     # each definition's regex reads its value from the real log (SageMaker takes the first group)
     values = {}

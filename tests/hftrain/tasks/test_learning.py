@@ -11,11 +11,20 @@ from pathlib import Path
 import pytest
 from testkit.training import layout_job
 
+from hfsm_lambda.runs import verdict
 from hftrain.scoring import squad as metrics_qa
 from hftrain.scoring.rouge import rouge
 from local_mode import synthetic as synth
 
 SUMM_MODEL, SUMM_STEPS = "bart", 500
+
+
+def _verdict(task: str, metrics: dict, expected: str) -> dict:
+    """The pipeline's verdict on the run (lambda/runs/verdict.py), printed with its intervals."""
+    judged = verdict.judge(task, metrics)
+    print(f"\nVERDICT {task}: {judged['text']}")
+    assert judged["verdict"] == expected, judged["text"]
+    return judged
 
 
 def _report(name: str, figures: dict) -> None:
@@ -43,6 +52,7 @@ def test_classification_learns_the_word_rule(tiny_models, tmp_path, run_inproces
         "majority_baseline_accuracy": majority, "train_seconds": metrics["train_runtime"]})
     assert metrics["eval_accuracy"] > majority + 0.3
     assert metrics["eval_macro_f1"] > 0.6
+    _verdict("text-classification", metrics, verdict.LEARNED)
 
 
 @pytest.mark.slow
@@ -64,6 +74,7 @@ def test_question_answering_finds_the_marked_span(tiny_models, tmp_path, run_inp
         "first_two_words_baseline_f1": baseline["f1"], "train_seconds": metrics["train_runtime"]})
     assert metrics["eval_f1"] > baseline["f1"] + 40
     assert metrics["eval_exact_match"] > 30
+    _verdict("question-answering", metrics, verdict.LEARNED)
 
 
 @pytest.mark.slow
@@ -85,3 +96,7 @@ def test_summarization_learns_to_lead(tiny_models, tmp_path, run_inprocess):
         "eval_rougeL": metrics["eval_rougeL"], "last_sentence_baseline_rougeL": baseline["rougeL"],
         "train_seconds": metrics["train_runtime"]})
     assert metrics["eval_rougeL"] > baseline["rougeL"] + 25
+    # the generated summary is the document's first sentence: lead-1, one of the task's trivial baselines, is exact,
+    # so the model learned what a trivial baseline already does, and the verdict says so
+    judged = _verdict("summarization", metrics, verdict.NOT_LEARNED)
+    assert judged["baseline_name"] == "lead-1" and "does not beat the strongest trivial baseline" in judged["text"]

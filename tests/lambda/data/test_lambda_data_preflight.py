@@ -225,3 +225,54 @@ def test_the_sample_is_bounded(aws_account, settings, monkeypatch):
 
 def test_without_an_s3_client_nothing_is_read(settings):
     assert prepare_run(spec(label_column="sentiment"), settings)  # pure use (runctl plan from cdk.out)
+
+
+# --- every object accounted for: a ShardedByS3Key channel holding an object the training code does not read is
+# refused, naming it and the fix; for a channel every instance reads whole, the run lists what the job will skip
+def _two_hosts(raw: dict, distribution: str) -> dict:
+    return {**raw, "compute": {"instance_type": "ml.g5.2xlarge", "instance_count": 2},
+            "data": {**raw["data"], "train": {"s3": "datasets/d/train/", "distribution": distribution}}}
+
+
+@pytest.fixture
+def mixed(cls_data):
+    put("datasets/d/train/notes.txt", b"how it was made\n")
+    put("datasets/d/train/_SUCCESS", b"")
+    return cls_data
+
+
+def test_a_sharded_channel_with_objects_the_reader_does_not_take_is_refused(mixed, settings):
+    (problem,) = problems(_two_hosts(spec(label_column="label"), "ShardedByS3Key"), settings)
+    assert problem == (
+        "data.train: ShardedByS3Key, and SageMaker decides which instance gets which object, so one may get only "
+        "objects the job cannot read and train on nothing: keep only .csv, .json, .jsonl, .ndjson, .parquet, .pq "
+        f"files (.gz too) under s3://{BUCKET}/datasets/d/train/, moving the rest to another prefix, or use "
+        "FullyReplicated. Not read: 2 object(s): _SUCCESS, notes.txt")
+
+
+def test_the_same_objects_every_instance_reads_whole_are_listed_as_skipped(mixed, settings):
+    run = prepare_run(_two_hosts(spec(label_column="label"), "FullyReplicated"), settings, s3=aws.client("s3"))
+    assert run.data_skipped == (
+        f"data.train: 2 object(s) under s3://{BUCKET}/datasets/d/train/ will be skipped: _SUCCESS (a name "
+        "starting with . or _ (never read)), notes.txt (an extension the reader does not take)",)
+
+
+def test_one_instance_shards_nothing_and_clean_data_skips_nothing(cls_data, settings):
+    put("datasets/d/train/part-2.jsonl", jsonl(CLS_ROWS[:3]))
+    run = prepare_run(_two_hosts(spec(label_column="label"), "ShardedByS3Key"), settings, s3=aws.client("s3"))
+    assert run.data_skipped == ()
+    put("datasets/d/train/notes.txt", b"x\n")
+    single = {**spec(label_column="label"), "data": {"train": {"s3": "datasets/d/train/",
+                                                               "distribution": "ShardedByS3Key"}}}
+    assert len(prepare_run(single, settings, s3=aws.client("s3")).data_skipped) == 1
+
+
+def test_a_tab_separated_file_named_csv_is_said_to_be_tab_separated(cls_data, settings):
+    aws.client("s3").delete_object(Bucket=BUCKET, Key="datasets/d/train/part-1.jsonl")
+    aws.client("s3").delete_object(Bucket=BUCKET, Key="datasets/d/train/part-0.jsonl")
+    put("datasets/d/train/part-0.csv", b"id\ttext\tlabel\n1\tgood film\tpos\n2\tbad, sad film\tneg\n")
+    found = problems(spec(label_column="label"), settings)
+    assert found[0] == (f"data.train: s3://{BUCKET}/datasets/d/train/part-0.csv this file is tab-separated, but its "
+                        "name ends in .csv and the reader takes .csv files as comma-separated: save it with commas "
+                        "(or as JSON lines)")
+    assert not any("not a column" in p for p in found), found  # not a CSV parsing message about one long column

@@ -14,6 +14,8 @@ import logging
 import os
 from pathlib import Path
 
+from contract import data_files
+
 logger = logging.getLogger(__name__)
 
 
@@ -42,28 +44,45 @@ def detect_format(name: str) -> str | None:
     return None
 
 
-def find_data_files(path: str, data_format: str = "auto") -> dict[str, list[str]]:
-    """format -> sorted files under `path` (a file or a directory, searched recursively)."""
+MARKER_REASON, UNKNOWN_REASON = data_files.MARKER_REASON, data_files.UNKNOWN_REASON
+
+
+def supported_formats() -> str:
+    """The extensions the reader takes, as messages say them."""
+    return ", ".join(EXTENSIONS) + " (optionally .gz)"
+
+
+def inventory(path: str, data_format: str = "auto") -> tuple[dict[str, list[str]], list[tuple[str, str]]]:
+    """(format -> sorted files it reads, [(relative name, why it is skipped)]) under `path` (a file or a directory,
+    searched recursively): every object accounted for."""
     root = Path(path)
     if root.is_file():
         candidates = [root]
     elif root.is_dir():
-        candidates = sorted(
-            p for p in root.rglob("*")
-            if p.is_file() and not any(part.startswith((".", "_")) for part in p.relative_to(root).parts)
-        )
+        candidates = sorted(p for p in root.rglob("*") if p.is_file())
     else:
         raise DataError(f"data path {path} does not exist")
     found: dict[str, list[str]] = {}
-    skipped = []
+    skipped: list[tuple[str, str]] = []
     for file in candidates:
+        relative = file.name if file == root else file.relative_to(root).as_posix()
+        if file != root and any(part.startswith((".", "_")) for part in file.relative_to(root).parts):
+            skipped.append((relative, MARKER_REASON))
+            continue
         fmt = detect_format(file.name) if data_format == "auto" else data_format
         if fmt is None:
-            skipped.append(file.name)
+            skipped.append((relative, UNKNOWN_REASON))
             continue
         found.setdefault(fmt, []).append(str(file))
-    if skipped:
-        logger.warning("ignoring %d file(s) with unknown extensions under %s: %s", len(skipped), path, skipped[:5])
+    return found, skipped
+
+
+def find_data_files(path: str, data_format: str = "auto") -> dict[str, list[str]]:
+    """format -> sorted files under `path` (a file or a directory, searched recursively)."""
+    found, skipped = inventory(path, data_format)
+    unknown = [name for name, why in skipped if why == UNKNOWN_REASON]
+    if unknown:
+        logger.warning("ignoring %d file(s) with unknown extensions under %s: %s", len(unknown), path, unknown[:5])
     return found
 
 
@@ -133,6 +152,8 @@ def load_local(path: str, *, data_format: str = "auto", cache_dir: str | None = 
         )
     parts = []
     for fmt, names in sorted(files.items()):
+        if fmt == "csv":
+            _refuse_tab_separated(names)
         if fmt == "json":
             names = [_flattened_copy(n, cache_dir or _default_cache()) if _is_nested_squad(n) else n for n in names]
         kwargs = {}
@@ -145,6 +166,14 @@ def load_local(path: str, *, data_format: str = "auto", cache_dir: str | None = 
     if len(dataset) == 0 and not allow_empty:
         raise DataError(f"the data under {path} has no examples")
     return dataset if len(dataset) else None
+
+
+def _refuse_tab_separated(names: list[str]) -> None:
+    for name in names:
+        with _open_text(name) as handle:
+            first = handle.readline(64 * 1024)
+        if data_files.tab_separated(first):
+            raise DataError(f"{name}: {data_files.TAB_SEPARATED}")
 
 
 def _default_cache() -> str:

@@ -20,7 +20,7 @@ from hftrain.checkpoint import background, resume, volume
 from hftrain.checkpoint import history as run_history
 from hftrain.checkpoint import interval as save_interval
 from hftrain.checkpoint import manager as checkpoints
-from hftrain.data import batching, packing, sharding, tokenized_cache
+from hftrain.data import batching, coverage, packing, sharding, tokenized_cache
 from hftrain.data.files import DataError
 from hftrain.data.raw import data_source, first_rows, gather_sharded, load_raw, row_count
 from hftrain.parallel import bandwidth, fsdp
@@ -38,6 +38,7 @@ from hftrain.run.callbacks import (
 )
 from hftrain.run.failure import write_failure
 from hftrain.run.goodput import GoodputCallback, GoodputClock
+from hftrain.run.judged_eval import JudgedEvaluation
 from hftrain.run.model_loading import (
     load_model,
     prepare_tokenizer,
@@ -59,9 +60,10 @@ USER_ERRORS = (hp.ArgumentError, DataError, ModelTaskMismatch, resume.Checkpoint
                volume.VolumeFullError, NetworkError)
 
 
-def record_start(history: run_history.RunHistory, decision: resume.ResumeDecision, env, world: int) -> None:
-    interruption = history.record_start({**decision.record(), "hosts": env.hosts, "world_size": world},
-                                        resumed_step=decision.step)
+def record_start(history: run_history.RunHistory, decision: resume.ResumeDecision, env, world: int,
+                 data: dict | None = None) -> None:
+    interruption = history.record_start({**decision.record(), "hosts": env.hosts, "world_size": world,
+                                         **({"data": data} if data else {})}, resumed_step=decision.step)
     if interruption and interruption.get("unknown"):
         logger.info("interruption: %s; resumed from step %s", interruption["unknown"], decision.step)
     elif interruption:
@@ -141,6 +143,8 @@ class TrainingRun:
         data_args, cache_dir = self.data_args, self.model_args.cache_dir
         raw_train, self.sharded = load_raw(data_args, self.env, "train", cache_dir)
         raw_eval, eval_sharded = load_raw(data_args, self.env, "validation", cache_dir)
+        self._account_for_every_object({"train": raw_train, "validation": raw_eval},
+                                       {"train": self.sharded, "validation": eval_sharded})
         if eval_sharded:
             raw_eval = gather_sharded(raw_eval)
         self.raw_train = first_rows(raw_train, data_args.max_train_samples)
@@ -152,6 +156,21 @@ class TrainingRun:
         if self.raw_train is not None and self.raw_eval is not None:
             self.task.check_columns(self.raw_eval, "the validation data")
         self.task.learn_from_data((self.raw_train, self.raw_eval), distributed.all_gather_objects)
+
+    def _account_for_every_object(self, loaded: dict, sharded: dict[str, bool]) -> None:
+        """Every host's objects read and skipped (data/coverage.py), known to every rank; a host with no readable
+        rows of its share of the training data ends the run on every rank at once, with its objects named."""
+        records = {}
+        for which, dataset in loaded.items():
+            source = data_source(self.data_args, self.env, which)
+            if (source is None and which not in self.env.channels) or (source or "").startswith("hub:"):
+                continue
+            records[which] = coverage.host_record(source, self.data_args.data_format, row_count(dataset))
+        self.coverage = coverage.gather(records, self.env.current_host, sharded, distributed.all_gather_objects)
+        if self.sharded:
+            for entry in self.coverage.get("train", {}).get("hosts", []):
+                if not entry["rows"]:
+                    raise coverage.no_rows_error("train", entry["host"], entry)
 
     # --- model and tokenizer
     def load_model_and_tokenizer(self) -> None:
@@ -220,6 +239,12 @@ class TrainingRun:
                     logger.info("tokenized cache: %s %s (%.2f s)", what, result.path, result.seconds)
         if eval_features is not None:
             eval_features = batching.longest_first(eval_features)  # before the metrics read the features
+        # the verdict's examples (run/judged_eval.py), in their order: a few, evaluated before and after training
+        self.judge_raw = self.judge_features = None
+        if self.raw_eval is not None and len(self.raw_eval) and self.args.verdict_eval_samples and \
+                self.args.eval_at_end and type(self.task).verdict is not None:
+            self.judge_raw = first_rows(self.raw_eval, self.args.verdict_eval_samples)
+            self.judge_features = self.task.tokenize_eval(self.judge_raw, self.tokenizer, self.config, map_kwargs)
         if self.raw_train is not None and len(self.raw_train) > 0 and (
                 train_features is None or len(train_features) == 0):
             raise DataError("tokenization produced no training features (check the columns and max_seq_length)")
@@ -297,7 +322,7 @@ class TrainingRun:
         if self.rank == 0:
             self.history = run_history.RunHistory(args.checkpoint_dir, job=self.env.job_name,
                                                   host=self.env.current_host, every_seconds=args.progress_every_seconds)
-            record_start(self.history, self.decision, self.env, self.world)
+            record_start(self.history, self.decision, self.env, self.world, self.coverage)
         self._auto_interval()
         self.keep = args.save_total_limit
         args.save_total_limit = None  # rotation is ours (this run's verified checkpoints only)
@@ -360,6 +385,8 @@ class TrainingRun:
             goodput_clock=self.clock,
         )
         trainer.remove_callback(PrinterCallback)  # METRIC lines carry the same numbers
+        if self.judged is not None:
+            self.judged.trainer = trainer
         self._background_saves(trainer)
         return trainer
 
@@ -392,7 +419,13 @@ class TrainingRun:
 
     def _callbacks(self) -> list:
         decision = self.decision
-        return [
+        self.judged = None
+        if self.judge_features is not None:
+            self.judged = JudgedEvaluation(
+                task=self.task, raw=self.judge_raw, features=self.judge_features, tokenizer=self.tokenizer,
+                eval_kwargs=self.task.final_eval_kwargs(self.args), checkpoint_dir=self.args.checkpoint_dir,
+                rank=self.rank, fresh=decision.step is None)
+        return [*([self.judged] if self.judged else []),
             self.sigterm,
             CheckpointCallback(root=self.args.checkpoint_dir, host=self.env.current_host, hosts=self.env.hosts,
                                keep=self.keep, resumed_step=decision.step, ours=decision.ours,
@@ -425,7 +458,7 @@ class TrainingRun:
                 self.planner.release(self.decision)
                 self.decision = self.planner.next_after(self.decision.step, err.reason)
                 if self.history is not None:
-                    record_start(self.history, self.decision, self.env, self.world)
+                    record_start(self.history, self.decision, self.env, self.world, self.coverage)
                 self.model = self.build_model()  # the failed load may have changed some weights
 
     def _train_once(self, trainer, total_steps: int) -> dict:
@@ -467,6 +500,12 @@ class TrainingRun:
                 trivial = baselines.compute(self.task, self.raw_train, self.raw_eval)
                 emit_metrics(trivial)
                 metrics.update(trivial)
+            if self.judged is not None:  # every rank evaluates; rank 0 judges
+                trained = self.judged.evaluate("judged")
+                if self.rank == 0:
+                    verdict = self.judged.metrics(trained, self.raw_train, trainer.state.global_step)
+                    emit_metrics(verdict)
+                    metrics.update(verdict)
 
     def write_outputs(self, trainer, metrics: dict) -> None:
         """The final model, written once by global rank 0 (all ranks join for sharded models), and metrics.json."""

@@ -58,6 +58,19 @@ def f1(prediction: str, gold: str) -> float:
     return 2 * precision * recall / (precision + recall)
 
 
+def example_scores(predictions: Mapping[str, str],
+                   references: Mapping[str, Sequence[str]]) -> tuple[dict[str, float], dict[str, float]]:
+    """Per question (id -> 0..1): exact match and F1 against the best gold answer, in `references`' order."""
+    em_scores: dict[str, float] = {}
+    f1_scores: dict[str, float] = {}
+    for qid, golds in references.items():
+        golds = [g for g in golds if normalize_answer(g)] or [""]
+        pred = predictions.get(qid, "")
+        em_scores[qid] = max(exact_match(pred, g) for g in golds)
+        f1_scores[qid] = max(f1(pred, g) for g in golds)
+    return em_scores, f1_scores
+
+
 def squad_scores(predictions: Mapping[str, str], references: Mapping[str, Sequence[str]]) -> dict[str, float]:
     """Exact match and F1 (0-100) over the questions in `references` (id -> gold answer texts).
 
@@ -66,13 +79,7 @@ def squad_scores(predictions: Mapping[str, str], references: Mapping[str, Sequen
     """
     if not references:
         raise ValueError("no reference answers to score against")
-    em_scores: dict[str, float] = {}
-    f1_scores: dict[str, float] = {}
-    for qid, golds in references.items():
-        golds = [g for g in golds if normalize_answer(g)] or [""]
-        pred = predictions.get(qid, "")
-        em_scores[qid] = max(exact_match(pred, g) for g in golds)
-        f1_scores[qid] = max(f1(pred, g) for g in golds)
+    em_scores, f1_scores = example_scores(predictions, references)
     out = {
         "exact_match": 100.0 * float(np.mean(list(em_scores.values()))),
         "f1": 100.0 * float(np.mean(list(f1_scores.values()))),

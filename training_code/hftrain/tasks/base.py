@@ -40,16 +40,21 @@ class Column:
 
 @dataclass(frozen=True)
 class Verdict:
-    """How a finished run is judged against the task's trivial baseline: it beat it when `eval_<metric>` is at
-    least `eval_baseline_<metric>` + `margin` (in the metric's own units). Exported in hyperparameters.json;
-    the pipeline's Finish step applies it (lambda/runs/verdict.py)."""
+    """How a finished run is judged (hftrain/scoring/judgement.py, lambda/runs/verdict.py): on `metric`, the
+    trained model must beat the strongest of the task's trivial `baselines` and the same model before its first
+    step, each by more than the evaluation set's noise (the 95% bootstrap interval of the gain above zero), and the
+    strongest baseline also by `margin` (in the metric's own units). A run that did not learn in fewer than
+    `min_steps` steps is "not judged" (too short to tell), unless its predictions never changed. Exported in
+    hyperparameters.json."""
 
     metric: str
     margin: float
     why: str
+    baselines: tuple[str, ...] = ()  # the names of Task.baseline_candidates, in their order
+    min_steps: int = 100
 
     def export(self) -> dict:
-        return dataclasses.asdict(self)
+        return dataclasses.asdict(self) | {"baselines": list(self.baselines)}
 
 
 @dataclass(frozen=True)
@@ -158,10 +163,18 @@ class Task:
         return {}
 
     # --- metrics ---
-    def baseline(self, raw_train, raw_eval) -> dict[str, float]:
-        """The trivial baseline's scores on the raw validation data ({metric: value}, keys `baseline_metrics`);
-        {} when the task has none. Called on global rank 0 only, with raw_eval not empty."""
+    def baseline_candidates(self, raw_train, raw_eval) -> dict[str, list]:
+        """The trivial baselines (`verdict.baselines`, in order): name -> a prediction per raw_eval row, as
+        `score_predictions` scores them. raw_train may be None (then the candidates that need it are left out)."""
         return {}
+
+    def score_predictions(self, predictions: list, raw_eval) -> tuple[dict[str, float], list[float]]:
+        """({metric: value} with the keys `baseline_metrics`, the headline metric per row of raw_eval)."""
+        raise NotImplementedError
+
+    # The headline metric per evaluated example, in the order of the raw examples given to compute_metrics (the
+    # judged set is tokenized without reordering), set by the last evaluation (scoring/judgement.py reads it).
+    example_scores: list[float] | None = None
 
     # --- tokenization ---
     def max_length(self, tokenizer, config) -> int:

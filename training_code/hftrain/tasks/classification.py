@@ -69,8 +69,8 @@ class TextClassification(Task):
         Column("text_pair_column", "text pair", candidates=PAIR_CANDIDATES, required=False, off="none"),
         Column("label_column", "label", kind="label"),
     )
-    verdict = Verdict("accuracy", 0.02, "accuracy is a share (0-1): 2 points over always predicting the most "
-                                        "frequent training label")
+    verdict = Verdict("accuracy", 0.02, "accuracy is a share (0-1): 2 points over the strongest constant answer",
+                      baselines=("the most frequent training label", "the best single label"))
     local = LocalMode("text-classification.json", "roberta", rows="text_classification_rows")
     auto_model = AutoModelForSequenceClassification
     default_max_length = 128
@@ -124,17 +124,29 @@ class TextClassification(Task):
     def tokenize_eval(self, dataset, tokenizer, config, map_kwargs: dict):
         return self._tokenize(dataset, tokenizer, config, map_kwargs, "Tokenizing validation data")
 
-    def baseline(self, raw_train, raw_eval) -> dict[str, float]:
-        if raw_train is None:
-            return {}
+    def baseline_candidates(self, raw_train, raw_eval) -> dict[str, list]:
         column = self.column("label_column")
-        return baselines.classification(raw_train[column], raw_eval[column])
+        return baselines.classification_candidates(None if raw_train is None else raw_train[column],
+                                                   raw_eval[column])
+
+    def score_predictions(self, predictions: list, raw_eval) -> tuple[dict[str, float], list[float]]:
+        gold = [label_key(v) for v in raw_eval[self.column("label_column")]]
+        guessed = [label_key(v) for v in predictions]
+        names = sorted(set(gold) | set(guessed))
+        index = {name: i for i, name in enumerate(names)}
+        scores = accuracy_and_macro_f1(np.array([index[g] for g in guessed]), np.array([index[g] for g in gold]),
+                                       len(names))
+        return ({"accuracy": scores["accuracy"], "macro_f1": scores["macro_f1"]},
+                [float(p == g) for p, g in zip(guessed, gold, strict=True)])
 
     def compute_metrics(self, eval_examples, eval_features, tokenizer):
         num_labels = len(self.labels)
 
         def compute(eval_pred):
             logits = eval_pred.predictions[0] if isinstance(eval_pred.predictions, tuple) else eval_pred.predictions
-            return accuracy_and_macro_f1(np.argmax(logits, axis=-1), eval_pred.label_ids, num_labels)
+            predicted = np.argmax(logits, axis=-1)
+            self.example_scores = [float(p == g) for p, g in zip(predicted.tolist(), eval_pred.label_ids.tolist(),
+                                                                 strict=True)]
+            return accuracy_and_macro_f1(predicted, eval_pred.label_ids, num_labels)
 
         return compute

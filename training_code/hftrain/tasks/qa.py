@@ -53,8 +53,10 @@ class QuestionAnswering(Task):
         Column("answers_column", "answers", kind="answers"),
         Column("id_column", "example id", kind="id", required=False),
     )
-    verdict = Verdict("f1", 2.0, "SQuAD F1 in points (0-100): 2 points over answering with the context's first two "
-                                 "words")
+    verdict = Verdict("f1", 2.0, "SQuAD F1 in points (0-100): 2 points over the strongest trivial answer",
+                      baselines=("the empty answer", "the context's first words",
+                                 "the sentence with the most question words",
+                                 "the span by the window that overlaps the question most"))
     local = LocalMode("question-answering.json", "bert", rows="question_answering_rows",
                       tokenizer_text="context_column")
     auto_model = AutoModelForQuestionAnswering
@@ -165,10 +167,20 @@ class QuestionAnswering(Task):
                 return ids
         return [str(i) for i in range(len(dataset))]
 
-    def baseline(self, raw_train, raw_eval) -> dict[str, float]:
+    def baseline_candidates(self, raw_train, raw_eval) -> dict[str, list]:
         a = self.data_args
-        ids = raw_eval["id"] if "id" in raw_eval.column_names else list(range(len(raw_eval)))
-        return baselines.question_answering(ids, raw_eval[a.context_column], raw_eval[a.answers_column])
+        train_answers = raw_train[a.answers_column] if raw_train is not None else None
+        return baselines.question_answering_candidates(raw_eval[a.question_column], raw_eval[a.context_column],
+                                                       train_answers)
+
+    def score_predictions(self, predictions: list, raw_eval) -> tuple[dict[str, float], list[float]]:
+        a = self.data_args
+        ids = [str(i) for i in range(len(raw_eval))]
+        references = {i: metrics_qa.answers(ans)["text"] for i, ans in zip(ids, raw_eval[a.answers_column],
+                                                                          strict=True)}
+        scores = metrics_qa.squad_scores(dict(zip(ids, predictions, strict=True)), references)
+        _, f1 = metrics_qa.example_scores(dict(zip(ids, predictions, strict=True)), references)
+        return {"exact_match": scores["exact_match"], "f1": scores["f1"]}, [100.0 * f1[i] for i in ids]
 
     def compute_metrics(self, eval_examples, eval_features, tokenizer):
         a = self.data_args
@@ -195,6 +207,7 @@ class QuestionAnswering(Task):
                 max_answer_length=a.max_answer_length,
                 null_score_diff_threshold=a.null_score_diff_threshold,
             )
+            self.example_scores = [100.0 * v for v in metrics_qa.example_scores(predictions, references)[1].values()]
             return metrics_qa.squad_scores(predictions, references)
 
         return compute

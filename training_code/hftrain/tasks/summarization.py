@@ -8,7 +8,7 @@ import numpy as np
 from transformers import AutoModelForSeq2SeqLM, DataCollatorForSeq2Seq, Seq2SeqTrainer
 
 from hftrain.scoring import baselines
-from hftrain.scoring.rouge import rouge
+from hftrain.scoring.rouge import rouge_examples
 
 from .base import Column, LocalMode, ModelTaskMismatch, Task, Verdict
 
@@ -42,8 +42,8 @@ class Summarization(Task):
         Column("text_column", "document", candidates=TEXT_CANDIDATES),
         Column("summary_column", "summary", candidates=SUMMARY_CANDIDATES),
     )
-    verdict = Verdict("rougeL", 1.0, "ROUGE-L in points (0-100): 1 point over lead-3, the document's first three "
-                                     "sentences")
+    verdict = Verdict("rougeL", 1.0, "ROUGE-L in points (0-100): 1 point over the best of lead-1, lead-2 and lead-3 "
+                                     "(the document's first sentences)", baselines=("lead-1", "lead-2", "lead-3"))
     local = LocalMode("summarization.json", "bart", rows="summarization_rows")
     auto_model = AutoModelForSeq2SeqLM
     trainer_class = Seq2SeqTrainer
@@ -110,8 +110,14 @@ class Summarization(Task):
         multiple = 8 if (training_args.fp16 or training_args.bf16) and not self.data_args.pad_to_max_length else None
         return DataCollatorForSeq2Seq(tokenizer, model=model, label_pad_token_id=-100, pad_to_multiple_of=multiple)
 
-    def baseline(self, raw_train, raw_eval) -> dict[str, float]:
-        return baselines.summarization(raw_eval[self.column("text_column")], raw_eval[self.column("summary_column")])
+    def baseline_candidates(self, raw_train, raw_eval) -> dict[str, list]:
+        return baselines.summarization_candidates(raw_eval[self.column("text_column")])
+
+    def score_predictions(self, predictions: list, raw_eval) -> tuple[dict[str, float], list[float]]:
+        per_example = rouge_examples([str(p or "") for p in predictions],
+                                     [str(s or "") for s in raw_eval[self.column("summary_column")]])
+        n = max(len(predictions), 1)
+        return {k: sum(v) / n for k, v in per_example.items()}, per_example["rougeL"]
 
     def compute_metrics(self, eval_examples, eval_features, tokenizer):
         pad = tokenizer.pad_token_id
@@ -125,7 +131,9 @@ class Summarization(Task):
             labels = np.where(np.asarray(eval_pred.label_ids) < 0, pad, eval_pred.label_ids)
             decoded_preds = [t.strip() for t in tokenizer.batch_decode(preds, skip_special_tokens=True)]
             decoded_labels = [t.strip() for t in tokenizer.batch_decode(labels, skip_special_tokens=True)]
-            out = rouge(decoded_preds, decoded_labels)
+            per_example = rouge_examples(decoded_preds, decoded_labels)
+            self.example_scores = per_example["rougeL"]
+            out = {k: sum(v) / max(len(decoded_preds), 1) for k, v in per_example.items()}
             out["gen_len"] = float(np.mean([np.count_nonzero(p != pad) for p in preds]))
             return out
 
