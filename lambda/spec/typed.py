@@ -126,6 +126,13 @@ class Fallback:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Tracking:
+    enabled: bool
+    experiment: str
+    tensorboard: bool
+
+
+@dataclass(frozen=True, kw_only=True)
 class Local:
     interrupt_at_step: int | None = absent()
 
@@ -152,6 +159,7 @@ class RunSpec:
     fallback: Fallback
     hyperparameters: Mapping[str, Any]
     tags: Mapping[str, str]
+    tracking: Tracking | None = absent()  # None: a run planned before tracking existed (off)
     local: Local | None = absent()
 
     @property

@@ -51,6 +51,7 @@ from hftrain.stall import watchdog as stall
 from hftrain.stall.hooks import StallCallback, start_watchdog
 from hftrain.tasks import get_task
 from hftrain.tasks.base import ModelTaskMismatch
+from hftrain.tracking.callback import MlflowTrackingCallback
 
 logger = logging.getLogger("hftrain")
 
@@ -400,8 +401,19 @@ class TrainingRun:
             ProgressLineCallback(),
             NcclTransportCallback(),  # which network NCCL chose (EFA or a TCP fallback)
             StallCallback(self.injection),  # every step's end is progress for the stall watchdog
+            *self._tracking(),  # MLflow, when the job's environment names a tracking server (hftrain/tracking)
             GoodputCallback(self.clock),  # last: the markers and rotation of CheckpointCallback count as save time
         ]
+
+    def _tracking(self) -> list:
+        """The MLflow callback of global rank 0, made once (a Trainer built again continues it)."""
+        if self.rank != 0:
+            return []
+        if not hasattr(self, "tracking"):
+            self.tracking = MlflowTrackingCallback.from_environ(
+                job=self.env.job_name, world_size=self.world, hosts=self.env.num_hosts,
+                resumed_step=self.decision.step)
+        return [self.tracking] if self.tracking is not None else []
 
     # --- train: from the agreed checkpoint, falling back to an older one when it fails to load
     def train(self):
@@ -514,6 +526,8 @@ def run(model_args, data_args, training_args, clock: GoodputClock | None = None)
     finally:  # also when the run raises: a process that goes on (in-process tests) keeps no watchdog
         if watchdog is not None:
             watchdog.stop()
+        if getattr(job, "tracking", None) is not None:
+            job.tracking.close()  # what is queued for MLflow, within a bounded wait (hftrain/tracking)
 
 
 def _run(job: TrainingRun, training_args) -> int:
