@@ -144,6 +144,7 @@ class PipelineStack(Stack):
             # Security and spend (lambda/spec/hyperparameters.py policy, spend.py, request_guard.py).
             remote_code_hub_orgs=tuple(config.remote_code_hub_orgs),
             allowed_report_to=tuple(config.allowed_report_to),
+            tracking_uri="",  # the tracking server (cdk.json `tracking`) is not provisioned yet: off
             max_run_cost_usd=config.max_run_cost_usd, max_concurrent_runs=config.max_concurrent_runs,
             state_machine_arns=tuple(self.state_machine_arns),
         )
