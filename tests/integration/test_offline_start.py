@@ -10,8 +10,8 @@ import tarfile
 from pathlib import Path
 
 import pytest
-from testkit import smhost
 from mlflow import MlflowClient
+from testkit import smhost
 from testkit.image_sim import offline_pip_env, simulated_image
 from testkit.tracking import mlflow_server
 
