@@ -5,8 +5,11 @@
   python -m local_mode run SPEC.json [SPEC.json ...] --data DIR [--interrupt-at-step N ...]   specs with your data
       [--inject-stall RANK@STEP | RANK@STEP:sigstop | RANK@STEP:loader | RANK@startup ...] [--processes-per-host N]
   python -m local_mode data TASK DIR [--family bert]        generated data + a tiny model + a spec using them
+  python -m local_mode mlflow [--port 5000]                  the MLflow server over .local-runs/mlflow/ (make mlflow)
 
-Runs land in .local-runs/<time>/ (report/report.md and report/run.json for every run, failed ones too).
+Runs land in .local-runs/<time>/ (report/report.md and report/run.json for every run, failed ones too). Each
+session starts a real MLflow tracking server on 127.0.0.1 over .local-runs/mlflow/ (--no-tracking: none;
+--tracking-uri URL: log to that server) and its runs log to it as cloud runs log to SageMaker's.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from cloud_assembly.reader import AssemblyError
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m local_mode", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter, parents=[_globals()])
-    parser.set_defaults(cdk_out=Path("cdk.out"), work_dir=None, verbose=False)
+    parser.set_defaults(cdk_out=Path("cdk.out"), work_dir=None, verbose=False, no_tracking=False, tracking_uri="")
     sub = parser.add_subparsers(dest="command", required=True)
     add = _with_globals(sub)
     demo = add("demo", help="tokenizer stage + QA fine-tuning on 2 hosts with a spot interruption")
@@ -62,6 +65,8 @@ def _parser() -> argparse.ArgumentParser:
     data.add_argument("dir", type=Path)
     data.add_argument("--family", help="tiny model family: bert, distilbert, roberta, bart, t5 (default: per task)")
     data.add_argument("--rows", type=int, default=320, help="training rows (validation: 64)")
+    mlflow = add("mlflow", help="serve the MLflow server of the local runs (.local-runs/mlflow/) for a browser")
+    mlflow.add_argument("--port", type=int, default=5000)
     return parser
 
 
@@ -73,6 +78,10 @@ def _globals() -> argparse.ArgumentParser:
     options.add_argument("--work-dir", type=Path, default=argparse.SUPPRESS, help="default: .local-runs/<time>")
     options.add_argument("--verbose", action="store_true", default=argparse.SUPPRESS,
                          help="also every log line of the leader hosts, the raw error and cause, tracebacks")
+    options.add_argument("--no-tracking", action="store_true", default=argparse.SUPPRESS,
+                         help="start no MLflow tracking server; the runs log nowhere")
+    options.add_argument("--tracking-uri", default=argparse.SUPPRESS, metavar="URL",
+                         help="log to this MLflow server (http://127.0.0.1:PORT) instead of starting one")
     return options
 
 
@@ -112,17 +121,22 @@ def main(argv: list[str] | None = None) -> int:
     work_dir = args.work_dir or Path(".local-runs") / time.strftime("%Y%m%d-%H%M%S")
     from local_mode.cli_runs import UsageError, example_names, generate_data, run_examples, run_files
 
+    tracking: bool | str = False if args.no_tracking else (args.tracking_uri or True)
     try:
         if args.command == "demo":
             from local_mode.demo import run_demo
 
             outcomes = [run_demo(args.cdk_out, work_dir, interrupt_at_step=args.interrupt_at_step,
-                                 verbose=args.verbose)]
+                                 verbose=args.verbose, tracking=tracking)]
         elif args.command == "example":
             names = example_names() if args.all else args.names
             if not names:
                 raise UsageError(f"name an example or give --all; the examples are: {', '.join(example_names())}")
-            outcomes = run_examples(args.cdk_out, work_dir, names, verbose=args.verbose)
+            outcomes = run_examples(args.cdk_out, work_dir, names, verbose=args.verbose, tracking=tracking)
+        elif args.command == "mlflow":
+            from local_mode.tracking_server import serve
+
+            return serve(port=args.port)
         elif args.command == "data":
             generate_data(args.task, args.dir, args.cdk_out, family=args.family, train_rows=args.rows)
             return 0
@@ -134,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
             rules += [Interruption(n, abrupt=True, during_save=True) for n in args.interrupt_during_save]
             outcomes = run_files(args.cdk_out, work_dir, args.spec, args.data, rules, verbose=args.verbose,
                                  stalls=args.inject_stall, processes_per_host=args.processes_per_host,
-                                 save_error=args.inject_save_error)
+                                 save_error=args.inject_save_error, tracking=tracking)
     except (AssemblyError, UsageError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

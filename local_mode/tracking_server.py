@@ -20,6 +20,7 @@ DEFAULT_ROOT = REPO / ".local-runs" / "mlflow"
 SERVER_VENV = REPO / ".venv-mlflow"
 HOST = "127.0.0.1"
 DEFAULT_PORT = 5000
+BROWSE_URI = f"http://{HOST}:{DEFAULT_PORT}"  # `make mlflow`
 START_TIMEOUT_SECONDS = 120.0
 
 
@@ -100,3 +101,22 @@ class TrackingServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def serve(root: Path = DEFAULT_ROOT, port: int = DEFAULT_PORT) -> int:
+    """`make mlflow`: the server in the foreground until Ctrl-C."""
+    server = TrackingServer(root, port)
+    try:
+        server.start()
+    except TrackingServerError as exc:
+        print(f"error: {exc}")
+        return 2
+    print(f"MLflow: {server.uri} (runs of every local session, {server.root}); Ctrl-C stops it")
+    try:
+        while server.process is not None and server.process.poll() is None:
+            time.sleep(1)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
+    return 0

@@ -52,6 +52,26 @@ def find_or_create_run(rest: MlflowRest, experiment: str, pipeline_run_id: str) 
     return created["run"]["info"]["run_id"]
 
 
+def find_run(rest: MlflowRest, experiment: str, pipeline_run_id: str) -> tuple[str, str] | None:
+    """(experiment id, MLflow run id) of a pipeline run, or None when there is none (nothing is created)."""
+    try:
+        experiment_id = rest.call("GET", "experiments/get-by-name", {"experiment_name": experiment})[
+            "experiment"]["experiment_id"]
+    except MlflowRestError as err:
+        if err.code == "RESOURCE_DOES_NOT_EXIST":
+            return None
+        raise
+    found = rest.call("POST", "runs/search", {
+        "experiment_ids": [experiment_id], "max_results": 1,
+        "filter": f"tags.`{tracking.PIPELINE_RUN_TAG}` = '{pipeline_run_id}'"}).get("runs") or []
+    return (experiment_id, found[0]["info"]["run_id"]) if found else None
+
+
+def run_url(base: str, experiment_id: str, run_id: str) -> str:
+    """The MLflow UI's page of a run."""
+    return f"{base.rstrip('/')}/#/experiments/{experiment_id}/runs/{run_id}"
+
+
 def finish_data(summary: Mapping[str, Any], spec: Mapping[str, Any]) -> tuple[dict, dict, dict]:
     """(params, metrics, tags) Finish logs for a succeeded run's summary (contract/summary.py)."""
     params = {k: _text(v)[:MAX_PARAM_VALUE] for k, v in flatten(spec, "spec")}
