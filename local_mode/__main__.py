@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 import time
 from pathlib import Path
@@ -121,7 +122,9 @@ def main(argv: list[str] | None = None) -> int:
     work_dir = args.work_dir or Path(".local-runs") / time.strftime("%Y%m%d-%H%M%S")
     from local_mode.cli_runs import UsageError, example_names, generate_data, run_examples, run_files
 
-    tracking: bool | str = False if args.no_tracking else (args.tracking_uri or True)
+    # --tracking-uri, else a server of the session's own unless --no-tracking or LOCAL_MODE_TRACKING=off (the tests)
+    tracking: bool | str = args.tracking_uri or (
+        not (args.no_tracking or os.environ.get("LOCAL_MODE_TRACKING") == "off"))
     try:
         if args.command == "demo":
             from local_mode.demo import run_demo

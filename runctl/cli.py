@@ -1,4 +1,5 @@
-"""Command line: python -m runctl submit SPEC [--name] | status RUN | stop RUN | plan SPEC | list | logs RUN."""
+"""Command line: python -m runctl submit SPEC [--name] | status RUN | stop RUN | plan SPEC | list | logs RUN |
+compare RUN_A RUN_B."""
 
 from __future__ import annotations
 
@@ -76,6 +77,14 @@ def _parser() -> argparse.ArgumentParser:
     staging.add_argument("--allow-pickle", action="store_true",
                          help="upload pickle files (pytorch_model.bin, ...) too, and a model without safetensors "
                               "weights; the spec then needs the hyperparameter allow_pickle: true")
+    compare = sub.add_parser("compare", parents=[common, local], help="two runs side by side: spec differences, "
+                                                                       "final metrics, goodput, cost, verdict")
+    compare.add_argument("run_a", help="run id (the execution name) or execution ARN")
+    compare.add_argument("run_b", help="run id (the execution name) or execution ARN")
+    compare.add_argument("--tracking-uri", default=os.environ.get("MLFLOW_TRACKING_URI", ""),
+                         help="the MLflow tracking server (its ARN, or http://...; default $MLFLOW_TRACKING_URI; "
+                              "--local: the server over <local runs>/mlflow/ when there is one)")
+    compare.add_argument("--no-tracking", action="store_true", help="compare the runs' summaries, not MLflow")
     logs.add_argument("run", help="run id (the execution name) or execution ARN")
     logs.add_argument("--follow", "-f", action="store_true", help="keep printing until the run ends")
     logs.add_argument("--interval", type=float, default=5.0, help="seconds between looks with --follow")
@@ -205,6 +214,30 @@ def _stage_model(args: argparse.Namespace, clients: Clients | None) -> int:
     return 0
 
 
+def _compare(args: argparse.Namespace, summary: Any, local_root: Path | None = None) -> None:
+    """runctl compare: from MLflow when tracking is on (a URI, or local runs' own server), else the summaries."""
+    from contextlib import ExitStack
+
+    from hfsm_lambda.tracking.rest import MlflowRest, MlflowRestError
+    from runctl import compare
+
+    with ExitStack() as stack:
+        uri, browse = "" if args.no_tracking else args.tracking_uri, ""
+        if not uri and not args.no_tracking and local_root is not None and (local_root / "mlflow" / "mlflow.db").exists():
+            from local_mode.tracking_server import BROWSE_URI, TrackingServer, TrackingServerError
+
+            try:  # the local runs' MLflow server, for as long as compare reads it
+                uri, browse = stack.enter_context(TrackingServer(local_root / "mlflow")).uri, BROWSE_URI
+            except TrackingServerError as err:
+                print(f"runctl: comparing the summaries: {err}", file=sys.stderr)
+        try:
+            rest = MlflowRest(uri) if uri else None
+        except MlflowRestError as err:
+            raise core.RunctlError(str(err)) from None
+        a, b = (compare.view(run, rest, lambda run=run: summary(run), browse) for run in (args.run_a, args.run_b))
+    _print(args, compare.as_json(a, b), compare.compare_lines(a, b))
+
+
 def _local(args: argparse.Namespace) -> int:
     """list/status/logs of local runs (runctl/local_runs.py): what each run kept, printed as for AWS runs."""
     root = args.local_runs
@@ -216,6 +249,8 @@ def _local(args: argparse.Namespace) -> int:
         _print(args, info, _status_lines(info))
     elif args.command == "logs":
         print("\n".join(local_runs.log_lines(root, args.run)))
+    elif args.command == "compare":
+        _compare(args, lambda run: local_runs.status(root, run).get("result"), local_root=root)
     else:
         raise core.RunctlError("a local run ends with its `python -m local_mode` command (Ctrl-C stops it): there "
                                "is nothing to stop")
@@ -249,6 +284,8 @@ def main(argv: list[str] | None = None, clients: Clients | None = None) -> int:
             _print(args, started, [f"Run:        {started['run_id']}", f"Execution:  {started['execution_arn']}",
                                    f"Console:    {started['console_url']}",
                                    f"Follow it:  python -m runctl status {started['run_id']}"])
+        elif args.command == "compare":
+            _compare(args, lambda run: run_status(clients, core.execution_arn_for(arn, run)).get("result"))
         elif args.command == "status":
             info = run_status(clients, core.execution_arn_for(arn, args.run))
             _print(args, info, _status_lines(info))

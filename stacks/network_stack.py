@@ -96,6 +96,15 @@ class NetworkStack(Stack):
                                                        security_groups=[endpoint_sg], open=False)
             self._interface_endpoint_policy(config, name, endpoint, ecr_repository_arns)
 
+        if config.tracking.enabled:  # the MLflow tracking server, privately (no NAT needed): its one server only
+            endpoint = self.vpc.add_interface_endpoint(
+                "SageMakerExperiments", service=ec2.InterfaceVpcEndpointAwsService.SAGEMAKER_EXPERIMENTS,
+                private_dns_enabled=True, security_groups=[endpoint_sg], open=False)
+            endpoint.add_to_policy(iam.PolicyStatement(
+                sid="ThisTrackingServerOnly", principals=[iam.AnyPrincipal()], actions=["sagemaker-mlflow:*"],
+                resources=[names.tracking_server_arn(config)],
+                conditions={"StringEquals": {"aws:PrincipalAccount": config.account}}))
+
         self.file_system: fsx.LustreFileSystem | None = None
         self.fsx_subnet: ec2.ISubnet | None = None
         if config.fsx.enabled:

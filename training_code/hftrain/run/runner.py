@@ -119,6 +119,11 @@ class TrainingRun:
         _ = args.device  # initializes torch.distributed under torchrun
         self.rank, self.world = distributed.rank(), distributed.world_size()
         self.clock.enabled = self.rank == 0
+        # MLflow (hftrain/tracking), global rank 0: its worker starts now, its import and lookups off the loop
+        self.tracking = MlflowTrackingCallback.from_environ(job=self.env.job_name, world_size=self.world,
+                                                           hosts=self.env.num_hosts) if self.rank == 0 else None
+        if self.tracking is not None:
+            self.tracking.begin()
         log_level = args.get_process_log_level()
         logging.getLogger("hftrain").setLevel(logging.INFO if args.should_log else logging.WARNING)
         hf_logging.set_verbosity(log_level)
@@ -406,14 +411,11 @@ class TrainingRun:
         ]
 
     def _tracking(self) -> list:
-        """The MLflow callback of global rank 0, made once (a Trainer built again continues it)."""
-        if self.rank != 0:
+        """The MLflow callback of global rank 0 (made in setup; a Trainer built again continues it)."""
+        if getattr(self, "tracking", None) is None:
             return []
-        if not hasattr(self, "tracking"):
-            self.tracking = MlflowTrackingCallback.from_environ(
-                job=self.env.job_name, world_size=self.world, hosts=self.env.num_hosts,
-                resumed_step=self.decision.step)
-        return [self.tracking] if self.tracking is not None else []
+        self.tracking.resumed_step = self.decision.step
+        return [self.tracking]
 
     # --- train: from the agreed checkpoint, falling back to an older one when it fails to load
     def train(self):

@@ -38,7 +38,7 @@ def job_params(environ: Mapping[str, str]) -> dict[str, Any]:
 
 class MlflowTrackingCallback(TrainerCallback):
     def __init__(self, worker: TrackingWorker, *, job: str, world_size: int, hosts: int,
-                 resumed_step: int | None, environ: Mapping[str, str] | None = None,
+                 resumed_step: int | None = None, environ: Mapping[str, str] | None = None,
                  clock=time.monotonic) -> None:
         self.worker, self.job, self.world_size = worker, job, world_size
         self.hosts, self.resumed_step = hosts, resumed_step
@@ -46,7 +46,7 @@ class MlflowTrackingCallback(TrainerCallback):
         self.clock = clock
         self._step_started: float | None = None
         self._step_seconds: list[float] = []
-        self._started = self._closed = False
+        self._started = self._tagged = self._closed = False
 
     @classmethod
     def from_environ(cls, **kwargs: Any) -> MlflowTrackingCallback | None:
@@ -55,12 +55,19 @@ class MlflowTrackingCallback(TrainerCallback):
             return None
         return cls(TrackingWorker(os.environ), **kwargs)
 
+    def begin(self) -> None:
+        """Start the worker at the job's start: mlflow's import, the run's lookup and its metric history happen on
+        its thread while the data and the model load, so that the first steps' points leave promptly."""
+        if not self._started:
+            self._started = True
+            self.worker.start()
+            self.worker.log_params(job_params(self.environ), self.job)
+
     def on_train_begin(self, args, state, control, **kwargs):
-        if not state.is_world_process_zero or self._started:
+        if not state.is_world_process_zero or self._tagged:
             return  # a Trainer built again (a checkpoint that failed to load) continues the same worker
-        self._started = True
-        self.worker.start()
-        self.worker.log_params(job_params(self.environ), self.job)
+        self._tagged = True
+        self.begin()
         self.worker.set_tags({tracking.attempt_tag(self.job, "instance_type"):
                               self.environ.get("SM_CURRENT_INSTANCE_TYPE", "local"),
                               tracking.attempt_tag(self.job, "hosts"): self.hosts,
