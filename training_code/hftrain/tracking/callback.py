@@ -20,7 +20,7 @@ from typing import Any
 from transformers import TrainerCallback
 
 from contract import tracking
-from hftrain.tracking.worker import TrackingWorker
+from hftrain.tracking.worker import TrackingWorker, take_early
 
 logger = logging.getLogger(__name__)
 
@@ -53,7 +53,7 @@ class MlflowTrackingCallback(TrainerCallback):
         """The callback when the job's environment turns tracking on (contract/tracking.py), else None."""
         if not tracking.enabled(os.environ):
             return None
-        return cls(TrackingWorker(os.environ), **kwargs)
+        return cls(take_early() or TrackingWorker(os.environ), **kwargs)
 
     def begin(self) -> None:
         """Start the worker at the job's start: mlflow's import, the run's lookup and its metric history happen on

@@ -27,6 +27,27 @@ MAX_PARAM_VALUE = 6000  # MLflow's limit on a param value (longer values are cut
 MAX_BATCH = 1000  # MLflow's log_batch limit on metrics per call
 
 
+_EARLY: TrackingWorker | None = None
+
+
+def start_early(environ: Mapping[str, str] | None = None) -> TrackingWorker | None:
+    """train.py, first thing, in global rank 0 (RANK unset or 0): a started worker when tracking is on, kept for
+    the callback (`take_early`), so that mlflow's import and the run's lookup overlap the job's own start-up."""
+    global _EARLY
+    environ = os.environ if environ is None else environ
+    if _EARLY is None and tracking.enabled(environ) and environ.get("RANK", "0") == "0":
+        _EARLY = TrackingWorker(environ)
+        _EARLY.start()
+    return _EARLY
+
+
+def take_early() -> TrackingWorker | None:
+    """The worker train.py started, once (None when it started none)."""
+    global _EARLY
+    worker, _EARLY = _EARLY, None
+    return worker
+
+
 class TrackingWorker:
     """One pipeline run's MLflow run, written from a background thread."""
 
@@ -50,6 +71,8 @@ class TrackingWorker:
 
     # --- the training loop's side: enqueue only
     def start(self) -> None:
+        if self._thread.is_alive() or self._thread.ident is not None:
+            return  # started already (train.py's early start)
         self._thread.start()
         self.submit(self._open)
 
