@@ -231,7 +231,7 @@ def _compare(args: argparse.Namespace, summary: Any, local_root: Path | None = N
             except TrackingServerError as err:
                 print(f"runctl: comparing the summaries: {err}", file=sys.stderr)
         try:
-            rest = MlflowRest(uri) if uri else None
+            rest = MlflowRest(uri, timeout=60) if uri else None  # a person waits; a loaded server answers
         except MlflowRestError as err:
             raise core.RunctlError(str(err)) from None
         a, b = (compare.view(run, rest, lambda run=run: summary(run), browse) for run in (args.run_a, args.run_b))

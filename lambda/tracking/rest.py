@@ -21,7 +21,7 @@ SERVICE = "sagemaker-mlflow"
 CUSTOM_ENDPOINT_VARIABLE = "SAGEMAKER_MLFLOW_CUSTOM_ENDPOINT"  # the plugin's own override of the endpoint URL
 ARN_HEADER = "x-mlflow-sm-tracking-server-arn"
 API = "/api/2.0/mlflow/"
-DEFAULT_TIMEOUT_SECONDS = 5.0
+DEFAULT_TIMEOUT_SECONDS = 10.0  # Finish: a bounded wait (its record is best effort)
 
 
 class MlflowRestError(RuntimeError):

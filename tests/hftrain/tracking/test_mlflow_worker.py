@@ -102,3 +102,38 @@ def test_a_hung_server_never_blocks_the_caller():
         closed = worker.close(0.5)
         assert enqueued < 1.0, enqueued
         assert not closed and time.monotonic() - began < 5
+
+
+class _SlowClient:
+    """An MLflow client stand-in whose log_batch takes 0.2 s: points queue up behind it."""
+
+    def __init__(self) -> None:
+        self.batches: list[list] = []
+
+    def get_experiment_by_name(self, name):
+        return type("E", (), {"experiment_id": "1"})()
+
+    def search_runs(self, *args, **kwargs):
+        return []
+
+    def create_run(self, *args, **kwargs):
+        return type("R", (), {"info": type("I", (), {"run_id": "r1"})()})()
+
+    def get_run(self, run_id):
+        return type("R", (), {"data": type("D", (), {"params": {}, "metrics": {}})()})()
+
+    def log_batch(self, run_id, metrics=(), params=(), tags=()):
+        time.sleep(0.2)
+        if metrics:
+            self.batches.append(list(metrics))
+
+
+def test_points_queued_behind_a_slow_call_leave_together():
+    client = _SlowClient()
+    worker = TrackingWorker(_env("http://127.0.0.1:1", "slow-1"), make_client=lambda uri: client)
+    worker.start()
+    for step in range(1, 51):
+        worker.log_metrics({"loss": 1.0 / step}, step)
+    assert worker.close(30) and worker.failures == 0
+    steps = [m.step for batch in client.batches for m in batch]
+    assert steps == list(range(1, 51)) and len(client.batches) < 10, len(client.batches)

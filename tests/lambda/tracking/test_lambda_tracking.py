@@ -85,9 +85,9 @@ def test_finish_completes_the_run_the_job_logged(server, monkeypatch, signed):
     client.log_metric(job_run, "loss", 2.0, step=40)
     if signed:  # the ARN's requests, signed, to the local server through the plugin's endpoint override
         monkeypatch.setenv("SAGEMAKER_MLFLOW_CUSTOM_ENDPOINT", server.uri)
-        rest = MlflowRest(ARN, credentials=CREDENTIALS)
+        rest = MlflowRest(ARN, credentials=CREDENTIALS, timeout=60)
     else:
-        rest = MlflowRest(server.uri)
+        rest = MlflowRest(server.uri, timeout=60)
     assert record.record_finish(rest, f"question-answering-{signed}", pipeline_run, SUMMARY, SPEC) == job_run
     run = client.get_run(job_run)
     assert run.info.status == "FINISHED"
@@ -98,7 +98,7 @@ def test_finish_completes_the_run_the_job_logged(server, monkeypatch, signed):
 
 
 def test_finish_creates_the_run_when_no_job_reached_the_server(server):
-    rest = MlflowRest(server.uri)
+    rest = MlflowRest(server.uri, timeout=60)
     run_id = record.record_finish(rest, "fresh-experiment", "never-logged-1", SUMMARY, SPEC)
     run = MlflowClient(server.uri).get_run(run_id)
     assert run.data.tags[tracking.PIPELINE_RUN_TAG] == "never-logged-1" and run.data.tags["verdict"] == "beat"

@@ -96,12 +96,23 @@ class TrackingWorker:
 
     # --- the thread's side
     def _loop(self) -> None:
+        held = None  # an item taken while gathering points: the next one to run
         while True:
-            call = self._queue.get()
-            if call is None:
+            call, held = (held, None) if held is not None else (self._queue.get(), None)
+            if call is None or call is _STOP:
                 return
             if call != self._open and not self.opened:
                 continue  # the run could not be opened: nothing to log to
+            if isinstance(call, _Points):  # every queued point in one request: a slow server falls behind less
+                while len(call.points) < MAX_BATCH:
+                    try:
+                        more = self._queue.get_nowait()
+                    except queue.Empty:
+                        break
+                    if not isinstance(more, _Points):
+                        held = _STOP if more is None else more
+                        break
+                    call.points.extend(more.points)
             try:
                 call()
             except Exception as err:  # noqa: BLE001 - any failure of the tracking server: reported, never raised
@@ -190,13 +201,24 @@ class TrackingWorker:
     def log_metrics(self, metrics: Mapping[str, float], step: int, timestamp_ms: int | None = None) -> None:
         """Points at `step`; those at or below the last step logged for their metric are not logged."""
         stamp = timestamp_ms or int(time.time() * 1000)
-        points = [(k, float(v), step) for k, v in metrics.items()]
+        self.submit(_Points(self, [(k, float(v), step, stamp) for k, v in metrics.items()]))
 
-        def call() -> None:
-            from mlflow.entities import Metric
 
-            kept = [Metric(k, v, stamp, s) for k, v, s in tracking.new_points(points, self.last_step)]
-            for start in range(0, len(kept), MAX_BATCH):
-                self.client.log_batch(self.run_id, metrics=kept[start:start + MAX_BATCH])
+_STOP = object()  # the end of the queue, met while gathering points
 
-        self.submit(call)
+
+class _Points:
+    """Metric points (key, value, step, timestamp ms) queued for one log_batch; consecutive ones are merged."""
+
+    def __init__(self, worker: TrackingWorker, points: list[tuple[str, float, int, int]]) -> None:
+        self.worker, self.points = worker, points
+
+    def __call__(self) -> None:
+        from mlflow.entities import Metric
+
+        worker = self.worker
+        stamps = {(k, s): t for k, _, s, t in self.points}
+        kept = tracking.new_points([(k, v, s) for k, v, s, _ in self.points], worker.last_step)
+        metrics = [Metric(k, v, stamps[(k, s)], s) for k, v, s in kept]
+        for start in range(0, len(metrics), MAX_BATCH):
+            worker.client.log_batch(worker.run_id, metrics=metrics[start:start + MAX_BATCH])
