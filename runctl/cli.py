@@ -264,6 +264,15 @@ def main(argv: list[str] | None = None, clients: Clients | None = None) -> int:
             return _local(args)
         if args.command == "stage-model":
             return _stage_model(args, clients)
+        if args.command == "compare":  # AWS only for a run read from its summary (not found in MLflow)
+            def summary(run: str) -> Any:
+                found = clients or _clients(args)
+                machine = core.resolve_state_machine_arn(found, arn=args.state_machine_arn, project=args.project,
+                                                         environment=args.env)
+                return run_status(found, core.execution_arn_for(machine, run)).get("result")
+
+            _compare(args, summary)
+            return 0
         if args.command == "plan" and (not _plan_deployed(args) and not args.settings or args.settings and
                                        args.offline):
             return _plan(args, None, None)  # no AWS at all
@@ -284,8 +293,6 @@ def main(argv: list[str] | None = None, clients: Clients | None = None) -> int:
             _print(args, started, [f"Run:        {started['run_id']}", f"Execution:  {started['execution_arn']}",
                                    f"Console:    {started['console_url']}",
                                    f"Follow it:  python -m runctl status {started['run_id']}"])
-        elif args.command == "compare":
-            _compare(args, lambda run: run_status(clients, core.execution_arn_for(arn, run)).get("result"))
         elif args.command == "status":
             info = run_status(clients, core.execution_arn_for(arn, args.run))
             _print(args, info, _status_lines(info))
