@@ -74,12 +74,6 @@ def _pipeline(stack: Stack, config: EnvironmentConfig) -> None:
                                               "artifacts bucket's tensorboard/ prefix (the job's "
                                               "TensorBoardOutputConfig, one prefix per run).")
     if stack.tracking_server is not None:
-        mlflow = ("sagemaker-mlflow:* on the environment's one tracking server ARN (no other resource): MLflow's "
-                  "REST API maps onto the service's actions one to one, and a run logs, searches and reads runs, "
-                  "experiments and metric histories (README \"Tracking\").")
-        _ack(role, "AwsSolutions-IAM5[Action::sagemaker-mlflow:*]", "Jobs log their runs: " + mlflow)
-        _ack(_policy(stack.lambda_constructs["finish"].role), "AwsSolutions-IAM5[Action::sagemaker-mlflow:*]",
-             "Finish adds the goodput ledger, verdict and model package to the run: " + mlflow)
         server_role = _policy(stack.tracking_server.role)
         _iam5(server_role, f"{artifacts}/mlflow/*", "The MLflow tracking server reads and writes its artifact store, "
                                                     "the artifacts bucket's mlflow/ prefix, and nothing else.")

@@ -14,6 +14,7 @@ from stacks import names
 from stacks.common import removal_policy, retention
 from stacks.settings.environment import FSX_DRA_TYPES, EnvironmentConfig
 from stacks.storage_stack import bucket_name
+from stacks.tracking_server import LOGGING_ACTIONS
 
 # Interface endpoints a training job in a private subnet needs (SageMaker Developer Guide, "Give SageMaker
 # training jobs access to resources in your Amazon VPC").
@@ -101,7 +102,7 @@ class NetworkStack(Stack):
                 "SageMakerExperiments", service=ec2.InterfaceVpcEndpointAwsService.SAGEMAKER_EXPERIMENTS,
                 private_dns_enabled=True, security_groups=[endpoint_sg], open=False)
             endpoint.add_to_policy(iam.PolicyStatement(
-                sid="ThisTrackingServerOnly", principals=[iam.AnyPrincipal()], actions=["sagemaker-mlflow:*"],
+                sid="ThisTrackingServerOnly", principals=[iam.AnyPrincipal()], actions=list(LOGGING_ACTIONS),
                 resources=[names.tracking_server_arn(config)],
                 conditions={"StringEquals": {"aws:PrincipalAccount": config.account}}))
 

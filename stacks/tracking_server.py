@@ -49,6 +49,14 @@ class TrackingServer(Construct):
         self.server.node.add_dependency(self.role)  # the role's policy exists before the server uses it
 
 
+# The MLflow calls the jobs (hftrain/tracking) and Finish (lambda/tracking) make, as IAM actions of the service
+# `sagemaker-mlflow` (named as MLflow's REST operations: Service Authorization Reference, "Amazon SageMaker with
+# MLflow"): find or create the experiment and the run, read its metric history, log, end it.
+LOGGING_ACTIONS = tuple(f"sagemaker-mlflow:{a}" for a in (
+    "GetExperimentByName", "CreateExperiment", "SearchRuns", "CreateRun", "GetRun", "GetMetricHistory", "LogBatch",
+    "UpdateRun"))
+
+
 def logging_statement(arn: str) -> iam.PolicyStatement:
-    """What a job or Finish needs to log runs: MLflow's API on this one server (SigV4, service sagemaker-mlflow)."""
-    return iam.PolicyStatement(sid="LogToTrackingServer", actions=["sagemaker-mlflow:*"], resources=[arn])
+    """What a job or Finish needs to log runs: those calls on this one server (SigV4, service sagemaker-mlflow)."""
+    return iam.PolicyStatement(sid="LogToTrackingServer", actions=list(LOGGING_ACTIONS), resources=[arn])
