@@ -4,7 +4,8 @@ verdict.
 From MLflow when tracking is on (each pipeline run is one MLflow run, found by its pipeline run tag in any
 experiment: lambda/tracking/record.py): the resolved spec as `spec.*` params, the final metrics, the goodput ledger
 and cost as metrics, the verdict as a tag. Otherwise from the runs' summaries (contract/summary.py), which hold no
-spec: the spec side is what the summary records of each attempt (instance type, count, capacity).
+spec: the spec side is what the summary records (the last attempt's instance type, count and capacity, and how many
+times a job started).
 """
 
 from __future__ import annotations
@@ -65,11 +66,11 @@ def from_summary(run_id: str, result: Mapping[str, Any] | None) -> RunView:
     result = result or {}
     goodput = result.get("goodput") or {}
     spec: dict[str, str] = {}
-    for attempt in goodput.get("attempts") or []:
-        n = attempt.get("attempt", len(spec))
-        spec[f"attempt{n}.instance_type"] = str(attempt.get("instance_type"))
-        spec[f"attempt{n}.instance_count"] = str(attempt.get("instance_count"))
-        spec[f"attempt{n}.spot"] = str(attempt.get("spot")).lower()
+    attempts = goodput.get("attempts") or []
+    if attempts:  # the last attempt's compute, and how many starts the run took (restarts after interruptions too)
+        last = attempts[-1]
+        spec = {"instance_type": str(last.get("instance_type")), "instance_count": str(last.get("instance_count")),
+                "spot": str(last.get("spot")).lower(), "job starts": str(len(attempts))}
     metrics = {k: float(v) for k, v in (result.get("metrics") or {}).items()
                if isinstance(v, int | float) and not isinstance(v, bool)}
     cost = (result.get("cost") or {}).get("cost_usd")

@@ -60,8 +60,8 @@ def test_a_run_missing_from_mlflow_falls_back_to_its_summary(server):
     rest = MlflowRest(server.uri, timeout=60)
     view = compare.view("not-tracked", rest, lambda: RUNS["qa-b"][0])
     assert view.source == "summary" and view.goodput == 0.64
-    assert view.spec == {"attempt0.instance_type": "ml.g5.12xlarge", "attempt0.instance_count": "1",
-                         "attempt0.spot": "true"}
+    assert view.spec == {"instance_type": "ml.g5.12xlarge", "instance_count": "1", "spot": "true",
+                         "job starts": "1"}
     assert MlflowClient(server.uri).search_runs(
         [MlflowClient(server.uri).get_experiment_by_name("question-answering").experiment_id],
         filter_string=f"tags.`{tracking.PIPELINE_RUN_TAG}` = 'not-tracked'") == []
@@ -81,7 +81,7 @@ def test_local_runs_without_tracking_compare_their_summaries(tmp_path, capsys):
     assert cli.main(["compare", "qa-a", "qa-b", "--local", "--local-runs", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "A: qa-a (summary)" in out
-    assert any(line.split() == ["attempt0.instance_type", "ml.g5.2xlarge", "ml.g5.12xlarge"]
+    assert any(line.split() == ["instance_type", "ml.g5.2xlarge", "ml.g5.12xlarge"]
                for line in out.splitlines()), out
     assert any(line.split() == ["verdict", "beat-baseline", "not-beaten"] for line in out.splitlines()), out
     assert cli.main(["compare", "qa-a", "qa-b", "--local", "--local-runs", str(tmp_path), "--json"]) == 0
