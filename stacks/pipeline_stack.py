@@ -37,7 +37,7 @@ from stacks.sagemaker_role import SageMakerExecutionRole
 from stacks.settings.environment import EnvironmentConfig
 from stacks.state_machines import PipelineStateMachines
 from stacks.storage_stack import bucket_name
-from stacks.tracking_server import TrackingServer, logging_statement
+from stacks.tracking_server import FINISH_ACTIONS, TrackingServer, logging_statement
 
 REPO = Path(__file__).resolve().parents[1]
 # Where dataset uploaders may write in the data bucket (runs/ is for run submitters only).
@@ -197,7 +197,7 @@ class PipelineStack(Stack):
         executions = [f"arn:{part}:states:{region}:{account}:execution:{n}:*" for n in names.state_machine_names(config)]
         publish = iam.PolicyStatement(sid="Notify", actions=["sns:Publish"], resources=[self.topic.topic_arn])
         # Finish logs the ledger, verdict and model package ARN to the tracking server (lambda/tracking)
-        tracking = [logging_statement(self.tracking_server.arn)] if self.tracking_server else []
+        tracking = [logging_statement(self.tracking_server.arn, FINISH_ACTIONS)] if self.tracking_server else []
         list_buckets = iam.PolicyStatement(sid="ListInputs", actions=["s3:ListBucket"],
                                            resources=[self.data_arn, self.artifacts_arn])
         # The durability watchdog (check_job) and the run summary (finish) read the checkpoint markers.

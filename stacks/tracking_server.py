@@ -49,14 +49,16 @@ class TrackingServer(Construct):
         self.server.node.add_dependency(self.role)  # the role's policy exists before the server uses it
 
 
-# The MLflow calls the jobs (hftrain/tracking) and Finish (lambda/tracking) make, as IAM actions of the service
-# `sagemaker-mlflow` (named as MLflow's REST operations: Service Authorization Reference, "Amazon SageMaker with
-# MLflow"): find or create the experiment and the run, read its metric history, log, end it.
-LOGGING_ACTIONS = tuple(f"sagemaker-mlflow:{a}" for a in (
-    "GetExperimentByName", "CreateExperiment", "SearchRuns", "CreateRun", "GetRun", "GetMetricHistory", "LogBatch",
-    "UpdateRun"))
+# The MLflow calls as IAM actions of the service `sagemaker-mlflow` (named as MLflow's REST operations: Service
+# Authorization Reference, "Amazon SageMaker with MLflow"). The jobs (hftrain/tracking) find or create the experiment
+# and the run, read its metric history (a resumed attempt) and log; Finish (lambda/tracking) finds or creates the
+# run, reads it, logs and ends it.
+JOB_ACTIONS = tuple(f"sagemaker-mlflow:{a}" for a in (
+    "GetExperimentByName", "CreateExperiment", "SearchRuns", "CreateRun", "GetRun", "GetMetricHistory", "LogBatch"))
+FINISH_ACTIONS = tuple(f"sagemaker-mlflow:{a}" for a in (
+    "GetExperimentByName", "CreateExperiment", "SearchRuns", "CreateRun", "GetRun", "LogBatch", "UpdateRun"))
 
 
-def logging_statement(arn: str) -> iam.PolicyStatement:
-    """What a job or Finish needs to log runs: those calls on this one server (SigV4, service sagemaker-mlflow)."""
-    return iam.PolicyStatement(sid="LogToTrackingServer", actions=list(LOGGING_ACTIONS), resources=[arn])
+def logging_statement(arn: str, actions: tuple[str, ...] = JOB_ACTIONS) -> iam.PolicyStatement:
+    """What a job (or Finish: FINISH_ACTIONS) calls to log runs, on this one server (SigV4, sagemaker-mlflow)."""
+    return iam.PolicyStatement(sid="LogToTrackingServer", actions=list(actions), resources=[arn])

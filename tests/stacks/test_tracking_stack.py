@@ -11,7 +11,7 @@ from testkit.synth import Synthesized, as_list, policy_statements, resources, sa
 
 from stacks import names
 from stacks.storage_stack import bucket_name
-from stacks.tracking_server import LOGGING_ACTIONS
+from stacks.tracking_server import FINISH_ACTIONS, JOB_ACTIONS
 
 
 def _settings_text(s: Synthesized) -> str:
@@ -52,7 +52,7 @@ def test_prod_endpoint_admits_this_tracking_server_only(prod: Synthesized) -> No
     (endpoint,) = experiments
     assert endpoint["Properties"]["VpcEndpointType"] == "Interface" and endpoint["Properties"]["PrivateDnsEnabled"]
     (statement,) = endpoint["Properties"]["PolicyDocument"]["Statement"]
-    assert sorted(as_list(statement["Action"])) == sorted(LOGGING_ACTIONS)  # no sagemaker-mlflow:* either
+    assert sorted(as_list(statement["Action"])) == sorted(JOB_ACTIONS)  # no sagemaker-mlflow:* either
     assert statement["Resource"] == names.tracking_server_arn(prod.config)
     assert statement["Condition"] == {"StringEquals": {"aws:PrincipalAccount": prod.config.account}}
 
@@ -63,8 +63,10 @@ def test_prod_job_role_and_finish_log_to_this_server_only(prod: Synthesized) -> 
     found = _mlflow_statements(pipe)
     assert found and all(st["Resource"] == arn and st["Effect"] == "Allow" for _, st in found)
     job_role, job_statements = sagemaker_role(pipe)
-    assert any(set(LOGGING_ACTIONS) <= set(as_list(st.get("Action"))) and st["Resource"] == arn
+    assert any(set(JOB_ACTIONS) <= set(as_list(st.get("Action"))) and st["Resource"] == arn
                for st in job_statements)
+    finish_actions = {a for lid, st in found if "finish" in lid.lower() for a in as_list(st["Action"])}
+    assert finish_actions == set(FINISH_ACTIONS)
     holders = {lid for lid, _ in found}
     finish = [lid for lid in holders if "finish" in lid.lower()]
     assert finish, holders  # Finish's role; and no handler other than Finish (and the job role) may log
