@@ -11,9 +11,13 @@ import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from contract import summary as run_summary
 from contract import tracking
 from hfsm_lambda.tracking.rest import MlflowRest, MlflowRestError
 
+# The summary's keys that link the MLflow run to the model (contract/summary.py): the job, the model's locations and
+# the model package, as tags of the same names.
+LINKED_KEYS = tuple(k for k in run_summary.SUCCEEDED_KEYS if k == "job_name" or k.endswith(("model_uri", "_arn")))
 MAX_PARAM_VALUE = 6000
 MAX_TAG_VALUE = 8000
 
@@ -92,9 +96,7 @@ def finish_data(summary: Mapping[str, Any], spec: Mapping[str, Any]) -> tuple[di
             metrics[f"final.{key}"] = float(value)
     verdict = summary.get("verdict") or {}
     tags = {"verdict": verdict.get("verdict", ""), "verdict.text": verdict.get("text", ""),
-            "pipeline.status": "SUCCEEDED", "model_uri": summary.get("model_uri", ""),
-            "registered_model_uri": summary.get("registered_model_uri", ""),
-            "model_package_arn": summary.get("model_package_arn", ""), "job_name": summary.get("job_name", "")}
+            "pipeline.status": "SUCCEEDED", **{key: summary.get(key, "") for key in LINKED_KEYS}}
     for attempt in goodput.get("attempts") or summary.get("attempts") or []:
         job = attempt.get("job_name")
         if job:
