@@ -9,7 +9,7 @@ export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: setup synth synth-if-changed test test-fast lint docs demo bench clean
+.PHONY: setup synth synth-if-changed test test-fast lint docs demo bench clean mlflow
 
 # Set-up is stamped on the requirement files: it re-runs only when a pin changes.
 # The tokenizer's native merge loop is installed from its source folder: a change to it re-installs.
@@ -31,11 +31,18 @@ $(VENV)/.stamp: requirements.txt requirements-dev.txt training_code/requirements
 	.venv-checkov/bin/python -m pip install -q -r requirements-checkov.txt
 	touch $@
 
+# The MLflow tracking server of local mode in a venv of its own (requirements-mlflow.txt says why).
+.venv-mlflow/.stamp: requirements-mlflow.txt
+	test -x .venv-mlflow/bin/python || $(PYTHON) -m venv .venv-mlflow
+	.venv-mlflow/bin/python -m pip install -q --upgrade pip==25.3
+	.venv-mlflow/bin/python -m pip install -q -r requirements-mlflow.txt
+	touch $@
+
 node_modules/.stamp: package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
-setup: $(VENV)/.stamp .venv-checkov/.stamp node_modules/.stamp
+setup: $(VENV)/.stamp .venv-checkov/.stamp .venv-mlflow/.stamp node_modules/.stamp
 
 # Synthesizes every stack of one environment into cdk.out/ with no AWS credentials (cdk-nag runs in synth).
 # Into $(SYNTH_OUT).new first: the previous cdk.out/ stays until the new synth succeeded. The digest of the synth's
@@ -88,6 +95,10 @@ test-timing: setup
 demo: $(VENV)/.stamp node_modules/.stamp
 	$(MAKE) --no-print-directory synth-if-changed ENV=dev
 	$(PY) -m local_mode demo
+
+# Local mode's MLflow tracking server (.local-runs/mlflow/) in the foreground, for a browser: the runs logged so far.
+mlflow: setup
+	$(PY) -m local_mode mlflow
 
 # The benchmarks import the project's packages (local_mode, lambda/ via their own paths) from the repo root.
 bench: setup

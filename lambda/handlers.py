@@ -53,6 +53,8 @@ from hfsm_lambda.runs.state import (
 )
 from hfsm_lambda.spec.json_dataclass import encode
 from hfsm_lambda.spec.run_spec import parse_spec_text
+from hfsm_lambda.tracking import record as tracking_record
+from hfsm_lambda.tracking.rest import MlflowRest
 from hfsm_lambda.watch import durability, orphans
 from hfsm_lambda.watch import stalls as stall_watch
 
@@ -491,9 +493,25 @@ def finish(event: FinishInput, context: Any = None) -> dict[str, Any]:
         data_coverage=data_coverage,
     )
     _record_success(settings, run, summary)
+    _record_tracking(settings, run, summary)
     _log("finished", run_id=run.run_id, model_package_arn=package_arn,
          billable_instance_seconds=cost["billable_instance_seconds"], goodput=ledger.get("ratio"))
     return summary
+
+
+def _record_tracking(settings: Settings, run: Run, summary: dict[str, Any]) -> None:
+    """The ledger, verdict, cost and model package ARN in the run's MLflow run (lambda/tracking), when tracking is
+    on. The run is registered already: a failure (the tracking server unreachable, refused) is logged, never raised."""
+    if not job_requests.tracking_on(run.spec, settings):
+        return
+    experiment = run.spec.tracking.experiment if run.spec.tracking else run.spec.task
+    try:
+        mlflow_run_id = tracking_record.record_finish(MlflowRest(settings.tracking_uri), experiment, run.run_id,
+                                                      summary, encode(run.spec))
+        _log("tracked", run_id=run.run_id, mlflow_run_id=mlflow_run_id, tracking_uri=settings.tracking_uri)
+    except Exception as err:  # noqa: BLE001 - any failure of the tracking server leaves the registered run as it is
+        logger.warning(json.dumps({"message": "tracking: Finish could not log to MLflow", "run_id": run.run_id,
+                                   "error": f"{type(err).__name__}: {err}"[:1000]}))
 
 
 def _record_success(settings: Settings, run: Run, summary: dict[str, Any]) -> None:

@@ -8,6 +8,8 @@ CODE_PREFIX = "code/"  # sourcedir.tar.gz + runproc.sh, content-addressed
 CHECKPOINTS_PREFIX = "checkpoints/"  # checkpoints/<run_id>/ (the jobs' CheckpointConfig)
 MODELS_PREFIX = "models/"  # models/<run_id>/ (the jobs' output)
 OUTPUTS_PREFIX = "outputs/"  # outputs/<run_id>/ (summary, tokenizer stage)
+TENSORBOARD_PREFIX = "tensorboard/"  # tensorboard/<run_id>/<job>/ (the jobs' TensorBoardOutputConfig)
+MLFLOW_PREFIX = "mlflow/"  # the MLflow tracking server's artifact store (stacks/tracking_server.py)
 REGISTRY_PREFIX = "registry/"  # frozen copies of registered model artifacts (runs/registry.py)
 CLAIMS_PREFIX = "claims/"  # one object per run id, written once by Prepare (runs/claims.py)
 # data bucket

@@ -94,6 +94,9 @@ class Settings:
         default=())
     allowed_report_to: tuple[str, ...] = setting(
         "report_to integrations beyond the local ones (none, tensorboard) that may receive metrics", default=())
+    tracking_uri: str = setting(
+        "MLflow tracking URI the training jobs and Finish log to: the environment's tracking server ARN (cdk.json "
+        "`tracking`), local mode's server's http://127.0.0.1 URL; \"\" = no tracking", default="")
     max_run_cost_usd: float | None = setting("worst-case USD a run may cost (every job of its fallback chain); "
                                              "null = no limit", default=None, checks=above(0))
     max_concurrent_runs: int | None = setting("runs (running executions of `state_machine_arns`) at once; "

@@ -5,14 +5,18 @@
   python -m local_mode run SPEC.json [SPEC.json ...] --data DIR [--interrupt-at-step N ...]   specs with your data
       [--inject-stall RANK@STEP | RANK@STEP:sigstop | RANK@STEP:loader | RANK@startup ...] [--processes-per-host N]
   python -m local_mode data TASK DIR [--family bert]        generated data + a tiny model + a spec using them
+  python -m local_mode mlflow [--port 5000]                  the MLflow server over .local-runs/mlflow/ (make mlflow)
 
-Runs land in .local-runs/<time>/ (report/report.md and report/run.json for every run, failed ones too).
+Runs land in .local-runs/<time>/ (report/report.md and report/run.json for every run, failed ones too). Each
+session starts a real MLflow tracking server on 127.0.0.1 over .local-runs/mlflow/ (--no-tracking: none;
+--tracking-uri URL: log to that server) and its runs log to it as cloud runs log to SageMaker's.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 import time
 from pathlib import Path
@@ -25,7 +29,8 @@ from pipeline_runs.record import in_progress
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m local_mode", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter, parents=[_globals()])
-    parser.set_defaults(cdk_out=Path("cdk.out"), work_dir=None, verbose=False, keep_job_files=False)
+    parser.set_defaults(cdk_out=Path("cdk.out"), work_dir=None, verbose=False, keep_job_files=False,
+                        no_tracking=False, tracking_uri="")
     sub = parser.add_subparsers(dest="command", required=True)
     add = _with_globals(sub)
     demo = add("demo", help="tokenizer stage + QA fine-tuning on 2 hosts with a spot interruption")
@@ -65,6 +70,8 @@ def _parser() -> argparse.ArgumentParser:
     data.add_argument("--family", help="tiny model family: bert, distilbert, roberta, bart, t5 (default: per task; "
                                          "one that cannot do the task is refused, e.g. summarization: bart, t5)")
     data.add_argument("--rows", type=int, default=320, help="training rows (validation: 64)")
+    mlflow = add("mlflow", help="serve the MLflow server of the local runs (.local-runs/mlflow/) for a browser")
+    mlflow.add_argument("--port", type=int, default=5000)
     return parser
 
 
@@ -79,6 +86,10 @@ def _globals() -> argparse.ArgumentParser:
     options.add_argument("--keep-job-files", action="store_true", default=argparse.SUPPRESS,
                          help="keep each job's /opt/ml work folders (code, input copies, checkpoints) after the run; "
                               "by default the run folder keeps the report, logs and model (local_mode/run_folder.py)")
+    options.add_argument("--no-tracking", action="store_true", default=argparse.SUPPRESS,
+                         help="start no MLflow tracking server; the runs log nowhere")
+    options.add_argument("--tracking-uri", default=argparse.SUPPRESS, metavar="URL",
+                         help="log to this MLflow server (http://127.0.0.1:PORT) instead of starting one")
     return options
 
 
@@ -145,17 +156,24 @@ def main(argv: list[str] | None = None) -> int:
 def _run(args: argparse.Namespace, work_dir: Path) -> int:
     from local_mode.cli_runs import UsageError, example_names, run_examples, run_files
 
+    # --tracking-uri, else a server of the session's own unless --no-tracking or LOCAL_MODE_TRACKING=off (the tests)
+    tracking: bool | str = args.tracking_uri or (
+        not (args.no_tracking or os.environ.get("LOCAL_MODE_TRACKING") == "off"))
     try:
         if args.command == "demo":
             from local_mode.demo import run_demo
 
             outcomes = [run_demo(args.cdk_out, work_dir, interrupt_at_step=args.interrupt_at_step,
-                                 verbose=args.verbose)]
+                                 verbose=args.verbose, tracking=tracking)]
         elif args.command == "example":
             names = example_names() if args.all else args.names
             if not names:
                 raise UsageError(f"name an example or give --all; the examples are: {', '.join(example_names())}")
-            outcomes = run_examples(args.cdk_out, work_dir, names, verbose=args.verbose)
+            outcomes = run_examples(args.cdk_out, work_dir, names, verbose=args.verbose, tracking=tracking)
+        elif args.command == "mlflow":
+            from local_mode.tracking_server import serve
+
+            return serve(port=args.port)
         else:
             from local_mode.sagemaker.settings import Interruption
 
@@ -164,7 +182,7 @@ def _run(args: argparse.Namespace, work_dir: Path) -> int:
             rules += [Interruption(n, abrupt=True, during_save=True) for n in args.interrupt_during_save]
             outcomes = run_files(args.cdk_out, work_dir, args.spec, args.data, rules, verbose=args.verbose,
                                  stalls=args.inject_stall, processes_per_host=args.processes_per_host,
-                                 save_error=args.inject_save_error)
+                                 save_error=args.inject_save_error, tracking=tracking)
     except (AssemblyError, UsageError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

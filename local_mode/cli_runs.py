@@ -63,6 +63,9 @@ def conclude(session: LocalSession, outcome: RunOutcome, work_dir: Path, *, verb
         result = outcome.summary or {}
         model_dir = session.download_model(result["model_uri"], work_dir / "artifacts")
         local.insert(0, ("local model", _load_model(result["task"], model_dir)))
+    url = session.mlflow_run_url(outcome)
+    if url:
+        local.append(("MLflow run", url + (" (make mlflow serves it)" if session.tracking_server else "")))
     report = write_report(work_dir / "report", outcome, model_dir, local=local, sections=sections)
     session.keep_for_runctl(outcome, report)
     local.append(("report", f"{report} (and run.json beside it)"))
@@ -102,7 +105,8 @@ def upload_local_model(session: LocalSession, spec: dict[str, Any], folder: Path
 
 def run_files(cdk_out: Path, work_dir: Path, spec_paths: list[Path], data: Path, interruptions: list[Interruption], *,
               verbose: bool = False, stalls: list[str] | None = None,
-              processes_per_host: int = 1, save_error: str | None = None) -> list[RunOutcome]:
+              processes_per_host: int = 1, save_error: str | None = None,
+              tracking: bool | str = False) -> list[RunOutcome]:
     """Each spec with the data under `data` (uploaded once), one after the other in one emulator session; with
     several specs each run's report goes to work_dir/<spec file name>/. Interruptions and stall faults
     (`--inject-stall`: the n-th fault in a run's n-th training job) apply to every spec's run."""
@@ -121,7 +125,7 @@ def run_files(cdk_out: Path, work_dir: Path, spec_paths: list[Path], data: Path,
     job_env = {SAVE_ERROR_ENV: save_error} if save_error else {}
     outcomes = []
     with LocalSession(cdk_out, work_dir, verbose=verbose, processes_per_host=processes_per_host,
-                      job_env=job_env) as session:
+                      job_env=job_env, tracking=tracking) as session:
         print(f"uploaded {session.upload_folder(data)} files from {data} to s3://{session.dep.data_bucket}/")
         for index, (spec, path, folder) in enumerate(zip(specs, spec_paths, folders, strict=True)):
             run_dir = work_dir if len(specs) == 1 else work_dir / f"{index + 1:02d}-{path.stem}"
@@ -144,14 +148,15 @@ def example_names() -> list[str]:
     return sorted(p.stem for p in EXAMPLES.glob("*.json"))
 
 
-def run_examples(cdk_out: Path, work_dir: Path, names: list[str], *, verbose: bool = False) -> list[RunOutcome]:
+def run_examples(cdk_out: Path, work_dir: Path, names: list[str], *, verbose: bool = False,
+                 tracking: bool | str = False) -> list[RunOutcome]:
     """Each examples/NAME.json as shipped, one after the other in one emulator session."""
     known = example_names()
     unknown = [n for n in names if n not in known]
     if unknown:
         raise UsageError(f"no example {', '.join(unknown)}; the examples are: {', '.join(known)}")
     outcomes = []
-    with LocalSession(cdk_out, work_dir, verbose=verbose) as session:
+    with LocalSession(cdk_out, work_dir, verbose=verbose, tracking=tracking) as session:
         for name in names:
             outcomes.append(_run_example(session, name, work_dir / name, verbose=verbose))
     if len(names) > 1:

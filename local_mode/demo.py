@@ -59,11 +59,11 @@ def build_inputs(folder: Path) -> Path:
 
 
 def run_demo(cdk_out: Path, work_dir: Path, *, interrupt_at_step: int = INTERRUPT_AT_STEP,
-             verbose: bool = False) -> RunOutcome:
+             verbose: bool = False, tracking: bool | str = False) -> RunOutcome:
     t0 = time.time()
     work_dir.mkdir(parents=True, exist_ok=True)
     inputs = build_inputs(work_dir / "inputs")
-    with LocalSession(cdk_out, work_dir, verbose=verbose) as session:
+    with LocalSession(cdk_out, work_dir, verbose=verbose, tracking=tracking) as session:
         n = session.upload_folder(inputs)
         print(f"uploaded {n} dataset and base-model files to s3://{session.dep.data_bucket}/")
         spec = demo_spec(session.dep.data_bucket)

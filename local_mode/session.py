@@ -26,11 +26,15 @@ from moto import mock_aws
 from cloud_assembly.reader import AssemblyError, CloudAssembly
 from contract import summary as run_summary
 from contract.checkpoint_marker import checkpoint_name
+from hfsm_lambda.tracking import record as tracking_record
+from hfsm_lambda.tracking.rest import MlflowRest, MlflowRestError
 from local_mode.aws.emulator import Deployment, Emulator, copy_tree_to_s3
 from local_mode.sagemaker.backend import LocalSageMaker, local_sagemaker
 from local_mode.sagemaker.s3_channels import safe_extract
 from local_mode.sagemaker.settings import Interruption, JobEvent, LocalSageMakerSettings
 from local_mode.sagemaker.stall_faults import describe_stall
+from local_mode.tracking_server import BROWSE_URI, TrackingServer, TrackingServerError
+from local_mode.tracking_server import DEFAULT_ROOT as DEFAULT_TRACKING_ROOT
 from pipeline_runs import record as run_record
 from pipeline_runs.clients import Clients
 
@@ -54,6 +58,7 @@ class RunOutcome:
     failed_state: str | None = None  # the last state before the failure handling (NotifyFailure, RunFailed)
     jobs: list[dict[str, Any]] = field(default_factory=list)  # Describe* of the run's jobs, in start order
     host_logs: dict[str, list[Path]] = field(default_factory=dict)  # job name -> its hosts' logs (last attempt)
+    experiment: str = ""  # the spec's MLflow experiment (tracking.experiment, else the task)
     notifications: list[dict[str, str]] = field(default_factory=list)  # {"subject", "message"} as received
     planned_run_id: str | None = None  # from Prepare's output (None when Prepare failed)
     evals: list[tuple[int, str, float]] = field(default_factory=list)  # (step, eval_<metric>, value) per evaluation
@@ -84,8 +89,15 @@ class LocalSession:
 
     def __init__(self, cdk_out: Path, work_dir: Path, *, poll_seconds: int = 2, processes_per_host: int = 1,
                  say: Callable[[str], None] = print, verbose: bool = False,
-                 job_env: dict[str, str] | None = None) -> None:
+                 job_env: dict[str, str] | None = None, tracking: bool | str = False,
+                 tracking_root: Path | None = None) -> None:
         self.assembly = CloudAssembly(cdk_out)
+        # MLflow (local_mode/tracking_server.py): True starts a server over `tracking_root` (.local-runs/mlflow/)
+        # for the session; a URL logs to that server; False: no tracking. The Lambdas get it as settings.tracking_uri.
+        self.tracking = tracking
+        self.tracking_root = tracking_root
+        self.tracking_uri = tracking if isinstance(tracking, str) else ""
+        self.tracking_server: TrackingServer | None = None
         self.work_dir = Path(work_dir)
         self.poll_seconds = poll_seconds
         self.processes_per_host = processes_per_host
@@ -122,8 +134,12 @@ class LocalSession:
         # Set once, before any job thread starts, restored after they all stopped.
         os.environ["MOTO_ACCOUNT_ID"] = account
         try:
+            self._start_tracking()
             with mock_aws(config=MOTO_CONFIG):
-                self.emulator = Emulator(self.assembly, settings_overrides={"poll_seconds": self.poll_seconds})
+                overrides: dict[str, Any] = {"poll_seconds": self.poll_seconds}
+                if self.tracking_uri:
+                    overrides["tracking_uri"] = self.tracking_uri
+                self.emulator = Emulator(self.assembly, settings_overrides=overrides)
                 try:
                     self.dep: Deployment = self._deploy()
                     self.say(f"deployed {len(self.assembly.stacks)} stacks of environment "
@@ -143,10 +159,37 @@ class LocalSession:
                 finally:
                     self.emulator.close()
         finally:
+            if self.tracking_server is not None:
+                self.tracking_server.stop()
             if saved is None:
                 os.environ.pop("MOTO_ACCOUNT_ID", None)
             else:
                 os.environ["MOTO_ACCOUNT_ID"] = saved
+
+    def _start_tracking(self) -> None:
+        """The session's MLflow server (tracking=True); one that cannot start leaves tracking off, said aloud."""
+        if self.tracking is not True:
+            return
+        server = TrackingServer(self.tracking_root or DEFAULT_TRACKING_ROOT)
+        try:
+            self.tracking_server = server.start()
+        except TrackingServerError as exc:
+            self.say(f"tracking off: {exc}")
+            return
+        self.tracking_uri = server.uri
+        self.say(f"MLflow tracking server {server.uri} over {server.root} (browse it later: make mlflow)")
+
+    def mlflow_run_url(self, outcome: RunOutcome) -> str | None:
+        """The MLflow UI's page of a run on the session's tracking server (a server the session started is gone
+        afterwards: the page is `make mlflow`'s), or None when the run is not there."""
+        if not self.tracking_uri or not outcome.run_id:
+            return None
+        try:
+            found = tracking_record.find_run(MlflowRest(self.tracking_uri), outcome.experiment, outcome.run_id)
+        except MlflowRestError:
+            return None
+        base = BROWSE_URI if self.tracking_server is not None else self.tracking_uri
+        return tracking_record.run_url(base, *found) if found else None
 
     def _deploy(self) -> Deployment:
         try:
@@ -259,6 +302,7 @@ class LocalSession:
             raise RuntimeError("the upload started no execution: see the trigger's log above")
         outcome = self.follow(started[0]["executionArn"], timeout=timeout, jobs_before=jobs_before)
         outcome.name = str(spec.get("name") or key)
+        outcome.experiment = str((spec.get("tracking") or {}).get("experiment") or spec.get("task") or "")
         return outcome
 
     def _take_pending(self, following: bool) -> list[tuple[float, str]]:

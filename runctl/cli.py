@@ -1,4 +1,5 @@
-"""Command line: python -m runctl submit SPEC [--name] | status RUN | stop RUN | plan SPEC | list | logs RUN."""
+"""Command line: python -m runctl submit SPEC [--name] | status RUN | stop RUN | plan SPEC | list | logs RUN |
+compare RUN_A RUN_B."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ NOT_BEATEN, NOT_BEATEN_PHRASE = verdict.NOT_BEATEN, verdict.NOT_BEATEN_PHRASE
 GLOBAL_DEFAULTS: dict[str, Any] = {"state_machine_arn": None, "project": None, "env": None, "region": None,
                                    "profile": None, "json": False, "local": False,
                                    "local_runs": local_runs.DEFAULT_ROOT, "cdk_out": Path("cdk.out")}
-LOCAL_COMMANDS = ("list", "status", "logs", "prune")
+LOCAL_COMMANDS = ("list", "status", "logs", "prune", "compare")
 
 
 def _globals() -> argparse.ArgumentParser:
@@ -102,6 +103,13 @@ def _parser() -> argparse.ArgumentParser:
     prune.add_argument("--older-than", metavar="AGE", help="runs started longer ago than AGE: 7d, 12h, 30m, 90s")
     prune.add_argument("--keep", type=int, metavar="N", help="keep the N newest runs whatever their age")
     prune.add_argument("--dry-run", action="store_true", help="say what would be deleted, delete nothing")
+    compare = add("compare", help="two runs side by side: spec differences, final metrics, goodput, cost, verdict")
+    compare.add_argument("run_a", help="run id (the execution name) or execution ARN")
+    compare.add_argument("run_b", help="run id (the execution name) or execution ARN")
+    compare.add_argument("--tracking-uri", default=os.environ.get("MLFLOW_TRACKING_URI", ""),
+                         help="the MLflow tracking server (its ARN, or http://...; default $MLFLOW_TRACKING_URI; "
+                              "--local: the server over <local runs>/mlflow/ when there is one)")
+    compare.add_argument("--no-tracking", action="store_true", help="compare the runs' summaries, not MLflow")
     return parser
 
 
@@ -249,6 +257,30 @@ NOT_LOCAL = {
 }
 
 
+def _compare(args: argparse.Namespace, summary: Any, local_root: Path | None = None) -> None:
+    """runctl compare: from MLflow when tracking is on (a URI, or local runs' own server), else the summaries."""
+    from contextlib import ExitStack
+
+    from hfsm_lambda.tracking.rest import MlflowRest, MlflowRestError
+    from runctl import compare
+
+    with ExitStack() as stack:
+        uri, browse = "" if args.no_tracking else args.tracking_uri, ""
+        if not uri and not args.no_tracking and local_root is not None and (local_root / "mlflow" / "mlflow.db").exists():
+            from local_mode.tracking_server import BROWSE_URI, TrackingServer, TrackingServerError
+
+            try:  # the local runs' MLflow server, for as long as compare reads it
+                uri, browse = stack.enter_context(TrackingServer(local_root / "mlflow")).uri, BROWSE_URI
+            except TrackingServerError as err:
+                print(f"runctl: comparing the summaries: {err}", file=sys.stderr)
+        try:
+            rest = MlflowRest(uri, timeout=60) if uri else None  # a person waits; a loaded server answers
+        except MlflowRestError as err:
+            raise core.RunctlError(str(err)) from None
+        a, b = (compare.view(run, rest, lambda run=run: summary(run), browse) for run in (args.run_a, args.run_b))
+    _print(args, compare.as_json(a, b), compare.compare_lines(a, b))
+
+
 def _local(args: argparse.Namespace) -> int:
     """list/status/logs/prune of local runs (runctl/local_runs.py): what each run kept, printed as for AWS runs."""
     root = args.local_runs
@@ -270,6 +302,8 @@ def _local(args: argparse.Namespace) -> int:
     elif args.command == "status":
         info = local_runs.status(root, args.run)
         _print(args, info, _status_lines(info))
+    elif args.command == "compare":
+        _compare(args, lambda run: local_runs.status(root, run).get("result"), local_root=root)
     else:
         print("\n".join(local_runs.log_lines(root, args.run)))
     return 0
@@ -295,6 +329,15 @@ def main(argv: list[str] | None = None, clients: Clients | None = None) -> int:
                                    "lifecycle rules (checkpoint_expiry_days in cdk.json)")
         if args.command == "stage-model":
             return _stage_model(args, clients)
+        if args.command == "compare":  # AWS only for a run read from its summary (not found in MLflow)
+            def summary(run: str) -> Any:
+                found = clients or _clients(args)
+                machine = core.resolve_state_machine_arn(found, arn=args.state_machine_arn, project=args.project,
+                                                         environment=args.env)
+                return run_status(found, core.execution_arn_for(machine, run)).get("result")
+
+            _compare(args, summary)
+            return 0
         if args.command == "plan" and (not _plan_deployed(args) and not args.settings or args.settings and
                                        args.offline):
             return _plan(args, None, None)  # no AWS at all

@@ -70,6 +70,13 @@ def _pipeline(stack: Stack, config: EnvironmentConfig) -> None:
                     ("outputs", "read the tokenizer stage's outputs and upload them from the processing jobs "
                                 "(get and put, no delete)")):
         _iam5(role, f"{artifacts}/{p}/*", f"Jobs {what} under the artifacts bucket's {p}/ prefix only.")
+    _iam5(role, f"{artifacts}/tensorboard/*", "Jobs upload (put only, no delete) TensorBoard event files under the "
+                                              "artifacts bucket's tensorboard/ prefix (the job's "
+                                              "TensorBoardOutputConfig, one prefix per run).")
+    if stack.tracking_server is not None:
+        server_role = _policy(stack.tracking_server.role)
+        _iam5(server_role, f"{artifacts}/mlflow/*", "The MLflow tracking server reads and writes its artifact store, "
+                                                    "the artifacts bucket's mlflow/ prefix, and nothing else.")
     _iam5(role, "*", "ecr:GetAuthorizationToken, cloudwatch:PutMetricData (pinned to the /aws/sagemaker/* "
                      "namespace by condition) and the ec2:Describe* calls SageMaker makes for VPC jobs support no "
                      "resource-level permissions.")

@@ -40,6 +40,15 @@ def code_deployment_role_name(config: EnvironmentConfig) -> str:
     return f"{config.prefix}-code-deployment"
 
 
+def tracking_server_name(config: EnvironmentConfig) -> str:
+    return f"{config.prefix}-mlflow"
+
+
+def tracking_server_arn(config: EnvironmentConfig) -> str:
+    """Literal (a fixed name): the roles and the endpoint policy name exactly this server."""
+    return f"arn:aws:sagemaker:{config.region}:{config.account}:mlflow-tracking-server/{tracking_server_name(config)}"
+
+
 def role_arn(config: EnvironmentConfig, name: str) -> str:
     return f"arn:aws:iam::{config.account}:role/{name}"
 

@@ -14,6 +14,7 @@ from stacks import names
 from stacks.common import removal_policy, retention
 from stacks.settings.environment import FSX_DRA_TYPES, EnvironmentConfig
 from stacks.storage_stack import bucket_name
+from stacks.tracking_server import JOB_ACTIONS
 
 # Interface endpoints a training job in a private subnet needs (SageMaker Developer Guide, "Give SageMaker
 # training jobs access to resources in your Amazon VPC").
@@ -95,6 +96,15 @@ class NetworkStack(Stack):
             endpoint = self.vpc.add_interface_endpoint(name, service=service, private_dns_enabled=True,
                                                        security_groups=[endpoint_sg], open=False)
             self._interface_endpoint_policy(config, name, endpoint, ecr_repository_arns)
+
+        if config.tracking.enabled:  # the jobs reach the MLflow tracking server privately (no NAT): that one only
+            endpoint = self.vpc.add_interface_endpoint(
+                "SageMakerExperiments", service=ec2.InterfaceVpcEndpointAwsService.SAGEMAKER_EXPERIMENTS,
+                private_dns_enabled=True, security_groups=[endpoint_sg], open=False)
+            endpoint.add_to_policy(iam.PolicyStatement(
+                sid="ThisTrackingServerOnly", principals=[iam.AnyPrincipal()], actions=list(JOB_ACTIONS),
+                resources=[names.tracking_server_arn(config)],
+                conditions={"StringEquals": {"aws:PrincipalAccount": config.account}}))
 
         self.file_system: fsx.LustreFileSystem | None = None
         self.fsx_subnet: ec2.ISubnet | None = None

@@ -37,6 +37,7 @@ from stacks.sagemaker_role import SageMakerExecutionRole
 from stacks.settings.environment import EnvironmentConfig
 from stacks.state_machines import PipelineStateMachines
 from stacks.storage_stack import bucket_name
+from stacks.tracking_server import FINISH_ACTIONS, TrackingServer, logging_statement
 
 REPO = Path(__file__).resolve().parents[1]
 # Where dataset uploaders may write in the data bucket (runs/ is for run submitters only).
@@ -90,6 +91,12 @@ class PipelineStack(Stack):
             create_log_groups=not config.manage_sagemaker_log_groups).role
         if config.manage_sagemaker_log_groups:
             self._sagemaker_log_groups(config, key)
+        # MLflow (cdk.json `tracking`): the jobs log what they measure, Finish the ledger, verdict and package.
+        self.tracking_server = (TrackingServer(self, "Tracking", config=config, artifacts_bucket_arn=self.artifacts_arn,
+                                               artifacts_bucket_name=self.artifacts_bucket_name, key=key)
+                                if config.tracking.enabled else None)
+        if self.tracking_server is not None:
+            self.sagemaker_role.add_to_policy(logging_statement(self.tracking_server.arn))
 
         code_prefix = self._training_code(config, key)
 
@@ -144,6 +151,7 @@ class PipelineStack(Stack):
             # Security and spend (lambda/spec/hyperparameters.py policy, spend.py, request_guard.py).
             remote_code_hub_orgs=tuple(config.remote_code_hub_orgs),
             allowed_report_to=tuple(config.allowed_report_to),
+            tracking_uri=self.tracking_server.arn if self.tracking_server else "",
             max_run_cost_usd=config.max_run_cost_usd, max_concurrent_runs=config.max_concurrent_runs,
             state_machine_arns=tuple(self.state_machine_arns),
         )
@@ -188,6 +196,8 @@ class PipelineStack(Stack):
                                       actions=["kms:Decrypt", "kms:GenerateDataKey"])
         executions = [f"arn:{part}:states:{region}:{account}:execution:{n}:*" for n in names.state_machine_names(config)]
         publish = iam.PolicyStatement(sid="Notify", actions=["sns:Publish"], resources=[self.topic.topic_arn])
+        # Finish logs the ledger, verdict and model package ARN to the tracking server (lambda/tracking)
+        tracking = [logging_statement(self.tracking_server.arn, FINISH_ACTIONS)] if self.tracking_server else []
         list_buckets = iam.PolicyStatement(sid="ListInputs", actions=["s3:ListBucket"],
                                            resources=[self.data_arn, self.artifacts_arn])
         # The durability watchdog (check_job) and the run summary (finish) read the checkpoint markers.
@@ -256,7 +266,7 @@ class PipelineStack(Stack):
                                     resources=[f"{training_logs}:*"]),
                 iam.PolicyStatement(sid="ReadTrainingLogs", actions=["logs:GetLogEvents"],
                                     resources=[f"{training_logs}:log-stream:{prefix}-*"]),
-                *read_checkpoints, use_key, publish]),
+                *read_checkpoints, use_key, publish, *tracking]),
             "notify_failure": ("Publish a failed run's error and summary", [
                 use_key, publish,
                 iam.PolicyStatement(sid="WriteRunSummary", actions=["s3:PutObject"],

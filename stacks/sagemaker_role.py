@@ -10,7 +10,13 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
-from hfsm_lambda.s3_layout import CHECKPOINTS_PREFIX, CODE_PREFIX, MODELS_PREFIX, OUTPUTS_PREFIX
+from hfsm_lambda.s3_layout import (
+    CHECKPOINTS_PREFIX,
+    CODE_PREFIX,
+    MODELS_PREFIX,
+    OUTPUTS_PREFIX,
+    TENSORBOARD_PREFIX,
+)
 from stacks.assets.image_uris import ImageUris
 
 S3_READ = ["s3:GetObject", "s3:GetObjectVersion"]
@@ -58,7 +64,7 @@ class SageMakerExecutionRole(Construct):
         add(iam.PolicyStatement(sid="WriteCheckpoints", actions=S3_WRITE,
                                 resources=[f"{artifacts_bucket_arn}/{CHECKPOINTS_PREFIX}*"]))
         add(iam.PolicyStatement(sid="WriteModelsAndOutputs", actions=S3_UPLOAD, resources=[
-            f"{artifacts_bucket_arn}/{p}*" for p in (MODELS_PREFIX, OUTPUTS_PREFIX)]))
+            f"{artifacts_bucket_arn}/{p}*" for p in (MODELS_PREFIX, OUTPUTS_PREFIX, TENSORBOARD_PREFIX)]))
         add(iam.PolicyStatement(sid="UseProjectKey", resources=[key.key_arn], actions=[
             "kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey", "kms:DescribeKey"]))
         add(iam.PolicyStatement(sid="GrantKeyToJobVolumes", resources=[key.key_arn], actions=["kms:CreateGrant"],

@@ -35,6 +35,9 @@ os.environ["JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION"] = "1"
 os.environ["JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION"] = "20"
 os.environ["HF_DATASETS_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
+# Local mode's CLI starts an MLflow server over .local-runs/mlflow/ by default: not in the tests, unless a test
+# asks for tracking itself (--tracking-uri to a server of its own, tests/e2e/test_tracking_local.py).
+os.environ["LOCAL_MODE_TRACKING"] = "off"
 
 
 def _synth_into(env_name: str) -> Callable[[Path], object]:

@@ -28,6 +28,11 @@ if __name__ == "__main__" and os.environ.get("RANK", "0") == "0":
 
     print(setup_line("train.py started: importing torch and transformers, then joining the other processes"),
           flush=True)
+    # MLflow (hftrain/tracking), when the job's environment names a server: its worker imports mlflow and finds
+    # the run on a thread of its own while torch and transformers import here.
+    from hftrain.tracking.worker import start_early
+
+    start_early()
 
 from hftrain.run.runner import main  # noqa: E402
 

@@ -18,7 +18,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from contract import progress_lines, stall_board, verdict_metrics
+from contract import progress_lines, stall_board, tracking, verdict_metrics
+from hfsm_lambda import s3_layout
 from hfsm_lambda.plan import checkpoint_interval, efa
 from hfsm_lambda.plan.run import Run
 from hfsm_lambda.settings import Settings
@@ -76,8 +77,26 @@ def tags(settings: Settings, run: Run) -> list[dict[str, str]]:
     return [{"Key": k, "Value": v} for k, v in list(fixed.items()) + extra]
 
 
-def network_isolated(spec: RunSpec) -> bool:
-    return not hyperparameters.needs_internet(spec.model, spec.hyperparameters)
+def network_isolated(spec: RunSpec, settings: Settings | None = None) -> bool:
+    """No network at all for the job, unless it needs the Hub, a remote reporter or the tracking server (which
+    it reaches through the VPC's SageMaker Experiments endpoint: network isolation would block that too)."""
+    return not hyperparameters.needs_internet(spec.model, spec.hyperparameters) and not (
+        settings is not None and tracking_on(spec, settings))
+
+
+def tracking_on(spec: RunSpec, settings: Settings) -> bool:
+    """The run logs to MLflow: the environment has a tracking server and the spec does not turn it off."""
+    return bool(settings.tracking_uri) and (spec.tracking is None or spec.tracking.enabled)
+
+
+def tensorboard_on(spec: RunSpec) -> bool:
+    """`tracking.tensorboard`, or `report_to` naming tensorboard: the event files are collected to S3."""
+    reporters = hyperparameters.reporters(spec.hyperparameters.get("report_to", "none"))
+    return (spec.tracking is not None and spec.tracking.tensorboard) or "tensorboard" in reporters
+
+
+def tensorboard_uri(run: Run, settings: Settings) -> str:
+    return f"s3://{settings.artifacts_bucket}/{s3_layout.TENSORBOARD_PREFIX}{run.run_id}/"
 
 
 def code_tarball(settings: Settings) -> str:
@@ -89,7 +108,7 @@ def training_hyperparameters(run: Run, settings: Settings, attempt: int) -> dict
     spec, planned = run.spec, run.attempts[attempt]
     values: dict[str, Any] = {
         "sagemaker_program": ENTRY_POINT,
-        "sagemaker_submit_directory": (f"{ISOLATED_CODE_DIR}/sourcedir.tar.gz" if network_isolated(spec)
+        "sagemaker_submit_directory": (f"{ISOLATED_CODE_DIR}/sourcedir.tar.gz" if network_isolated(spec, settings)
                                        else code_tarball(settings)),
         "sagemaker_container_log_level": CONTAINER_LOG_LEVEL,
         "sagemaker_job_name": planned.job_name,
@@ -104,6 +123,9 @@ def training_hyperparameters(run: Run, settings: Settings, attempt: int) -> dict
     values.update(hyperparameters.pipeline_values(typed.to_json(spec)))  # the validator's rules read these too
     values.update(checkpoint_interval.attempt_hyperparameters(spec.checkpoint, planned.instance_type, planned.spot))
     values.update({k: hyperparameters.argument(k, v) for k, v in spec.hyperparameters.items()})
+    reporters = hyperparameters.reporters(values.get("report_to", "none"))
+    if tensorboard_on(spec) and "tensorboard" not in reporters:  # tracking.tensorboard: the Trainer writes them
+        values["report_to"] = ",".join([r for r in reporters if r != "none"] + ["tensorboard"])
     return values
 
 
@@ -141,7 +163,7 @@ def input_channels(run: Run, settings: Settings) -> list[dict[str, Any]]:
         channels.append(_s3_channel("model", spec.model))
     if run.tokenizer_stage:
         channels.append(_s3_channel("tokenizer", run.uris.tokenizer))
-    if network_isolated(spec):
+    if network_isolated(spec, settings):
         channels.append(_s3_channel(CODE_CHANNEL, code_tarball(settings)))
     return channels
 
@@ -180,7 +202,7 @@ def training_request(run: Run, settings: Settings, attempt: int = 0) -> dict[str
         },
         "StoppingCondition": stopping,
         "Tags": tags(settings, run),
-        "EnableNetworkIsolation": network_isolated(spec),
+        "EnableNetworkIsolation": network_isolated(spec, settings),
         "EnableInterContainerTrafficEncryption": settings.inter_container_encryption,
         "EnableManagedSpotTraining": config.spot,
         "CheckpointConfig": {"S3Uri": run.uris.checkpoint, "LocalPath": CHECKPOINT_LOCAL_PATH},
@@ -189,8 +211,15 @@ def training_request(run: Run, settings: Settings, attempt: int = 0) -> dict[str
     environment = {**efa.training_environment(config.instance_type, distributed=spec.distributed,
                                               require_efa=spec.network.require_efa if spec.network else True),
                    **stall_board.environment(run.stall_board_token)}
-    if environment:  # EFA variables the toolkit would not set, NCCL's transport report, the stall board's token
-        request["Environment"] = environment
+    if tracking_on(spec, settings):  # contract/tracking.py: where the job logs (hftrain/tracking)
+        environment.update(tracking.environment(settings.tracking_uri, spec.tracking.experiment if spec.tracking
+                                                else spec.task, run.run_id))
+    if tensorboard_on(spec):  # the Trainer's event files, uploaded by SageMaker while the job runs
+        environment["TENSORBOARD_LOGGING_DIR"] = tracking.TENSORBOARD_LOCAL_PATH
+        request["TensorBoardOutputConfig"] = {"S3OutputPath": tensorboard_uri(run, settings),
+                                              "LocalPath": tracking.TENSORBOARD_LOCAL_PATH}
+    if environment:  # EFA variables the toolkit would not set, NCCL's transport report, the stall board's token,
+        request["Environment"] = environment  # tracking
     vpc = vpc_config(settings, fsx=uses_fsx(spec))
     if vpc:
         request["VpcConfig"] = vpc

@@ -16,10 +16,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from contract import stall_board
+from contract import stall_board, tracking
 from hfsm_lambda import naming
 from hfsm_lambda.errors import RequestRejected
-from hfsm_lambda.plan import cost, efa
+from hfsm_lambda.plan import cost, efa, job_requests
 from hfsm_lambda.plan import run as run_json
 from hfsm_lambda.plan.job_requests import (
     CODE_CHANNEL,
@@ -183,7 +183,7 @@ def _training_channel(problems: list[str], channel: dict[str, Any], settings: Se
 
 
 def _training_code_and_hyperparameters(problems: list[str], request: dict[str, Any], settings: Settings,
-                                       board_token: str) -> None:
+                                       run: Run) -> None:
     """The code is this environment's; the hyperparameters obey the code-execution policy; the environment
     variables and network isolation are what the pipeline sets for them."""
     resources = request.get("ResourceConfig") or {}
@@ -201,12 +201,23 @@ def _training_code_and_hyperparameters(problems: list[str], request: dict[str, A
     problems += _hyperparameter_names(values, request, settings)
     environment = efa.training_environment(str(resources.get("InstanceType")),
                                            distributed=values.get("sagemaker_torch_distributed_enabled") is True)
-    environment.update(stall_board.environment(board_token))  # the run's own token, never one from elsewhere
+    environment.update(stall_board.environment(run.stall_board_token))  # the run's own, never one from elsewhere
+    tracked = job_requests.tracking_on(run.spec, settings)
+    if tracked:  # the environment's tracking server and this run's experiment only (contract/tracking.py)
+        experiment = run.spec.tracking.experiment if run.spec.tracking else run.spec.task
+        environment.update(tracking.environment(settings.tracking_uri, experiment, run.run_id))
+    tensorboard = request.get("TensorBoardOutputConfig")
+    if tensorboard is not None or job_requests.tensorboard_on(run.spec):
+        environment["TENSORBOARD_LOGGING_DIR"] = tracking.TENSORBOARD_LOCAL_PATH
+        expected = {"S3OutputPath": job_requests.tensorboard_uri(run, settings),
+                    "LocalPath": tracking.TENSORBOARD_LOCAL_PATH}
+        if tensorboard != expected:
+            problems.append(f"TensorBoardOutputConfig: {tensorboard} is not this run's ({expected})")
     if (request.get("Environment") or {}) != environment:
         problems.append(f"Environment: {sorted(request.get('Environment') or {})} is not what the pipeline sets for "
                         f"this instance type ({sorted(environment)}): no variable (PYTHONPATH, LD_PRELOAD, NCCL_*...) "
                         "comes from a run")
-    if not request.get("EnableNetworkIsolation") and not hyperparameters.needs_internet(model, values):
+    if not request.get("EnableNetworkIsolation") and not hyperparameters.needs_internet(model, values) and not tracked:
         problems.append("EnableNetworkIsolation: a job that needs no internet (model from S3) runs isolated")
 
 
@@ -217,7 +228,7 @@ def training_request_problems(request: dict[str, Any], run: Run, settings: Setti
     _training_identity(problems, request, settings, run_id, attempt, prefixes)
     for channel in request.get("InputDataConfig") or []:
         _training_channel(problems, channel, settings, run_id, prefixes)
-    _training_code_and_hyperparameters(problems, request, settings, run.stall_board_token)
+    _training_code_and_hyperparameters(problems, request, settings, run)
     _runtime(problems, request, MAX_TRAINING_RUNTIME)
     _vpc(problems, request.get("VpcConfig"), settings)
     if not problems:

@@ -348,6 +348,11 @@ def _is_hub_id(value: Any) -> bool:
     return isinstance(value, str) and bool(value) and not value.startswith("/")
 
 
+def reporters(value: Any) -> list[str]:
+    """The integrations a `report_to` value names (a string of names separated by commas or spaces, or a list)."""
+    return _reporters(value)
+
+
 def _reporters(value: Any) -> list[str]:
     items = [str(v) for v in value] if isinstance(value, list) else [str(value)]
     return [part for item in items for part in re.split(r"[\s,]+", item.strip()) if part]

@@ -85,6 +85,7 @@ S3_URI = rf"s3://{BUCKET}/[\s\S]+"
 S3_KEY = r"[A-Za-z0-9][A-Za-z0-9!_.*'()/=+-]{0,900}"
 FSX_PATH = r"(?:/[A-Za-z0-9._=+@-]+)+/?"
 TEXT_FIELD = r"[A-Za-z0-9_.-]{1,64}"
+EXPERIMENT = r"[A-Za-z0-9][A-Za-z0-9_./-]{0,127}"
 # CreateModelPackage CustomerMetadataProperties values carry the model: \p{L}\p{N} and _.:/=+-@ (no spaces).
 MODEL_URI_CHARS = Charset(("L", "N"), "_.:/=+-@", doc="letters, digits and `_.:/=+-@`")
 
@@ -131,6 +132,11 @@ def _default_wait(siblings: dict[str, Any], ctx: Context) -> int:
 def _default_attempts(siblings: dict[str, Any], ctx: Context) -> int:
     options = siblings.get("options")
     return 1 + (len(options) if isinstance(options, list) else 0)
+
+
+def _default_experiment(siblings: dict[str, Any], ctx: Context) -> Any:
+    task = ctx.root.get("task")
+    return task if isinstance(task, str) and valid(task) else ABSENT
 
 
 def _instance_type(what: str, default: Any = ABSENT, doc: str = "") -> Str:
@@ -326,6 +332,19 @@ SPEC = Obj(fields={
                 value=Str(what=f"at most 256 {TAG.doc}", max_len=256, charset=TAG), max_items=MAX_SPEC_TAGS,
                 default={}, doc="applied to every job and the model package, after the pipeline's `project`, "
                                 "`environment`, `run` tags"),
+    "tracking": Obj(default={}, doc="MLflow and TensorBoard (docs/tracking.md): with the environment's tracking server "
+                                    "(cdk.json `tracking`, local mode's own server), the run is one MLflow run in "
+                                    "`experiment`, its attempts continuing the same curves", fields={
+        "enabled": Bool(default=True, doc="log this run to the environment's MLflow tracking server where it has one "
+                                          "(elsewhere nothing is logged); `false`: not this run"),
+        "experiment": Str(what="an MLflow experiment name of 1-128 characters [A-Za-z0-9_./-] starting with a letter "
+                               "or digit", pattern=EXPERIMENT, max_len=128,
+                          default=Derived("the `task`", _default_experiment)),
+        "tensorboard": Bool(default=False, doc="TensorBoard event files (the Trainer's `report_to` gains "
+                                               "`tensorboard`) collected to `s3://<artifacts>/tensorboard/<run_id>/` "
+                                               "(the job's TensorBoardOutputConfig); `report_to: tensorboard` in "
+                                               "`hyperparameters` does the same"),
+    }),
     "local": Obj(doc="honoured only by the local mode", fields={
         "interrupt_at_step": Int(low=1, high=10**9, doc="simulate a spot interruption at this step"),
     }),

@@ -132,6 +132,13 @@ class Fallback:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Tracking:
+    enabled: bool
+    experiment: str
+    tensorboard: bool
+
+
+@dataclass(frozen=True, kw_only=True)
 class Local:
     interrupt_at_step: int | None = absent()
 
@@ -159,6 +166,7 @@ class RunSpec:
     fallback: Fallback
     hyperparameters: Mapping[str, Any]
     tags: Mapping[str, str]
+    tracking: Tracking | None = absent()  # None: a run planned before tracking existed (off)
     local: Local | None = absent()
 
     @property

@@ -87,6 +87,8 @@ def host_env(
             "PATH": f"{bin_dir}:{env['PATH']}",
         }
     )
+    if "TENSORBOARD_LOGGING_DIR" in env:  # TensorBoardOutputConfig.LocalPath, under this host's /opt/ml
+        env["TENSORBOARD_LOGGING_DIR"] = host.rewrite(env["TENSORBOARD_LOGGING_DIR"])
     return env
 
 

@@ -390,6 +390,10 @@ class TrainingJob(LocalJob):
             )
         output_tar = tar_folder(leader.base_dir / "output" / "data", artifacts / "output.tar.gz")
         s3.upload_file(str(output_tar), bucket, f"{key}/output.tar.gz")
+        tensorboard = self.request.get("TensorBoardOutputConfig")
+        events = leader.path(tensorboard.get("LocalPath") or "/opt/ml/output/tensorboard") if tensorboard else None
+        if events is not None and events.is_dir():  # SageMaker syncs them while the job runs; here once, at the end
+            upload_folder(s3, events, tensorboard["S3OutputPath"].rstrip("/") + f"/{self.name}/")
 
     def _billed_seconds(self) -> float:
         """Under the lock: the billed transitions' seconds (the open one up to now)."""

@@ -47,8 +47,10 @@ TRAINING = {
                   "tokenizers": UNPINNED, "safetensors": UNPINNED, "pyarrow": UNPINNED, "scikit-learn": UNPINNED,
                   "sagemaker-training": UNPINNED, "sagemaker-pytorch-training": UNPINNED,
                   "tensorboard": UNPINNED},
-        lacks=("rouge-score", "nltk"),
-        notes=("tokenizers comes with transformers[tokenizers] (a 0.22.x); the jobs pin 0.22.2 from the wheels",
+        lacks=("rouge-score", "nltk", "mlflow-skinny", "sagemaker-mlflow"),
+        notes=("mlflow-skinny and sagemaker-mlflow (hftrain/tracking) ship with all their dependencies as wheels: "
+               "pip installs only those the image does not satisfy",
+               "tokenizers comes with transformers[tokenizers] (a 0.22.x); the jobs pin 0.22.2 from the wheels",
                "accelerate 1.12.0 is replaced by the shipped 1.15.0: with 1.12.0 an FSDP2 run resumed from its "
                "sharded checkpoint ends on weights 5e-3 away from the uninterrupted run (0.0 with 1.15.0)",
                "no smdistributed.dataparallel: the PyTorch 2.9 base installs no SMDDP (lambda/plan/smddp_support.py)"),

@@ -110,6 +110,19 @@ class FsxConfig:
                                     "associations only)", default="/datasets", checks=_ABSOLUTE_PATH)
 
 
+TRACKING_SERVER_SIZES = ("Small", "Medium", "Large")
+
+
+@dataclass(frozen=True)
+class TrackingConfig:
+    enabled: bool = setting("a SageMaker managed MLflow tracking server (billed per hour while it exists: README "
+                            "\"Tracking\"), reached by the jobs through the SageMaker Experiments VPC endpoint",
+                            default=False)
+    size: str = setting("the tracking server's size (AWS: Small for up to 25 users, Medium 50, Large 100)",
+                        default="Small", checks=one_of(TRACKING_SERVER_SIZES,
+                                                       f"one of {', '.join(TRACKING_SERVER_SIZES)}"))
+
+
 @dataclass(frozen=True)
 class EnvironmentConfig:
     name: str = setting("the environment: its key under context.environments", read=False)
@@ -123,6 +136,8 @@ class EnvironmentConfig:
     vpc_cidr: str = setting("the VPC's address range", default="10.20.0.0/16", checks=_CIDR)
     nat_gateway: bool = setting("NAT for Hub downloads; without it subnets are isolated", default=False)
     fsx: FsxConfig = setting("FSx for Lustre linked to the data bucket", default=FsxConfig)
+    tracking: TrackingConfig = setting("MLflow tracking of every run (stacks/tracking_server.py)",
+                                       default=TrackingConfig)
     training_instance_types: tuple[str, ...] = setting(
         "training instance types a spec may name", default=("ml.g5.xlarge", "ml.g5.2xlarge", "ml.g5.12xlarge"),
         checks=(_NON_EMPTY, _INSTANCE_TYPES))

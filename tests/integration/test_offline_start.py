@@ -10,9 +10,12 @@ import tarfile
 from pathlib import Path
 
 import pytest
+from mlflow import MlflowClient
 from testkit import smhost
 from testkit.image_sim import offline_pip_env, simulated_image
+from testkit.tracking import mlflow_server
 
+from contract import tracking
 from local_mode import synthetic as synth
 from stacks.assets import job_wheels
 from stacks.assets.code_asset import ENTRYPOINT, sourcedir_bytes
@@ -21,7 +24,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 # What the job images lack (stacks/assets/job_images.py) or hold at another version than the one the jobs pin; the
 # stand-ins hide them so that only the shipped wheels can provide them.
-TRAINING_IMAGE_LACKS = ("rouge-score", "nltk", "defusedxml", "tokenizers", "accelerate")
+TRAINING_IMAGE_LACKS = ("rouge-score", "nltk", "defusedxml", "tokenizers", "accelerate", "mlflow-skinny",
+                        "sagemaker-mlflow")
 PROCESSING_IMAGE_LACKS = ("tokenizers", "tokenizer-mr-native", "transformers", "datasets", "accelerate", "rouge-score",
                           "nltk")
 
@@ -40,6 +44,7 @@ def _installed_line(log: str) -> str:
 
 @pytest.mark.slow
 def test_training_job_starts_with_no_package_index(tmp_path, sourcedir):
+    """Also with tracking on: the job's MLflow client comes from the shipped wheels and logs to a real server."""
     python = simulated_image(tmp_path / "image", TRAINING_IMAGE_LACKS)
     check = subprocess.run([str(python), "-c", "import rouge_score"], capture_output=True, text=True)
     assert check.returncode != 0  # the stand-in really lacks it
@@ -52,12 +57,18 @@ def test_training_job_starts_with_no_package_index(tmp_path, sourcedir):
                          "per_device_train_batch_size": 2, "max_target_length": 8, "logging_steps": 1},
         channels={"train": {"algo-1": [train]}, "validation": {"algo-1": [validation]}},
     )
-    (result,) = job.run(timeout=600, python=python, adjust_env=offline_pip_env)
+    with mlflow_server(tmp_path / "mlflow") as server:
+        env = tracking.environment(server.uri, "summarization", "offline-1")
+        (result,) = job.run(timeout=600, python=python, adjust_env=lambda e: offline_pip_env({**e, **env}))
+        client = MlflowClient(server.uri)
+        (run,) = client.search_runs([client.get_experiment_by_name("summarization").experiment_id])
+        assert sorted(m.step for m in client.get_metric_history(run.info.run_id, "loss")) == [1, 2]
     log = result.log
     assert result.returncode == 0, log[-5000:]
     assert f'exec "{python}" ' in (job.root / "bin" / "torchrun").read_text()  # torchrun and workers: the image's
     installed = _installed_line(log)
-    for wheel in ("accelerate-1.15.0", "nltk-3.10.4", "rouge-score-0.1.2", "tokenizers-0.22.2"):
+    for wheel in ("accelerate-1.15.0", "nltk-3.10.4", "rouge-score-0.1.2", "tokenizers-0.22.2", "mlflow-skinny-3.17.2",
+                  "sagemaker-mlflow-0.5.0"):
         assert wheel in installed or wheel.replace("-score", "_score") in installed, installed
     assert "Looking in indexes" not in log  # pip never looked at an index
     assert "METRIC eval_rouge1=" in log  # rouge_score from the shipped wheel, in the training process

@@ -29,7 +29,8 @@ def _matches(pattern: str, resource: str) -> bool:
 def _table(s: Synthesized) -> dict[str, list[tuple[str, str, str]]]:
     subs = substitutions(s.config)
     raw = principal_calls(fsx=s.config.fsx.enabled,
-                          create_sagemaker_log_groups=not s.config.manage_sagemaker_log_groups)
+                          create_sagemaker_log_groups=not s.config.manage_sagemaker_log_groups,
+                          tracking=s.config.tracking.enabled)
     return {expand(p, subs): [(a, expand(r, subs), why) for a, r, why in calls] for p, calls in raw.items()}
 
 

@@ -70,8 +70,9 @@ def test_sagemaker_role_s3_scope(any_env: Built) -> None:
     assert as_list(by_sid["WriteCheckpoints"]["Resource"]) == [f"{arts}/checkpoints/*"]
     assert set(as_list(by_sid["WriteCheckpoints"]["Action"])) == {"s3:PutObject", "s3:DeleteObject",
                                                                     "s3:AbortMultipartUpload"}
-    # Models and outputs are uploaded, never deleted: a job cannot delete another run's model.
-    assert set(as_list(by_sid["WriteModelsAndOutputs"]["Resource"])) == {f"{arts}/models/*", f"{arts}/outputs/*"}
+    # Models, outputs and TensorBoard event files are uploaded, never deleted: a job cannot delete another run's model.
+    assert set(as_list(by_sid["WriteModelsAndOutputs"]["Resource"])) == {f"{arts}/models/*", f"{arts}/outputs/*",
+                                                                         f"{arts}/tensorboard/*"}
     assert set(as_list(by_sid["WriteModelsAndOutputs"]["Action"])) == {"s3:PutObject", "s3:AbortMultipartUpload"}
     deletes = [st for st in statements if any("Delete" in a for a in as_list(st["Action"]))]
     assert all(as_list(st["Resource"]) == [f"{arts}/checkpoints/*"] for st in deletes if st["Sid"] != "ManageJobEnis")

@@ -52,7 +52,12 @@ def state_machine_role(functions: list[str]) -> list[tuple[str, str, str]]:
 SM_JOB = "sdk:SageMaker, for the job it runs as this role (SageMaker developer guide, CreateTrainingJob execution role)"
 
 
-def principal_calls(fsx: bool, create_sagemaker_log_groups: bool) -> dict[str, list[tuple[str, str, str]]]:
+MLFLOW_SERVER = "{sm}:mlflow-tracking-server/{prefix}-mlflow"
+MLFLOW_STORE = "sdk:the MLflow tracking server's artifact store (CreateMlflowTrackingServer RoleArn, ArtifactStoreUri)"
+
+
+def principal_calls(fsx: bool, create_sagemaker_log_groups: bool,
+                    tracking: bool = False) -> dict[str, list[tuple[str, str, str]]]:
     tj, pj = "{sm}:training-job/{prefix}-*", "{sm}:processing-job/{prefix}-*"
     sagemaker = [
         ("s3:GetObject", "{data}/*", SM_JOB + ": input channels and base models"),
@@ -68,6 +73,8 @@ def principal_calls(fsx: bool, create_sagemaker_log_groups: bool) -> dict[str, l
         ("s3:AbortMultipartUpload", "{arts}/models/*", SM_JOB + ": large model uploads"),
         ("s3:PutObject", "{arts}/outputs/*", SM_JOB + ": processing outputs upload"),
         ("s3:AbortMultipartUpload", "{arts}/outputs/*", SM_JOB + ": large processing outputs"),
+        ("s3:PutObject", "{arts}/tensorboard/*", SM_JOB + ": TensorBoardOutputConfig uploads the event files"),
+        ("s3:AbortMultipartUpload", "{arts}/tensorboard/*", SM_JOB + ": large TensorBoard event files"),
         ("kms:Decrypt", KEY, SM_JOB + ": SSE-KMS inputs"),
         ("kms:Encrypt", KEY, "sdk:OutputDataConfig.KmsKeyId: 'the SageMaker execution role must include permissions "
                              "to call kms:Encrypt' (API_OutputDataConfig)"),
@@ -92,6 +99,11 @@ def principal_calls(fsx: bool, create_sagemaker_log_groups: bool) -> dict[str, l
         ("ec2:CreateNetworkInterface", "arn:aws:ec2:{region}:{account}:security-group/*",
          SM_JOB + ": ENIs in the training security group"),
     ]
+    if tracking:  # hftrain/tracking: MlflowClient through the sagemaker-mlflow plugin (SigV4)
+        sagemaker += [(f"sagemaker-mlflow:{a}", MLFLOW_SERVER, "sdk:the training code's MLflow client "
+                       f"(hftrain/tracking/worker.py) calls {a} on the tracking server")
+                      for a in ("GetExperimentByName", "CreateExperiment", "SearchRuns", "CreateRun", "GetRun",
+                                "GetMetricHistory", "LogBatch")]
     if fsx:
         sagemaker.append(("fsx:DescribeFileSystems", "arn:aws:fsx:{region}:{account}:file-system/*",
                           SM_JOB + ": FSx for Lustre channels"))
@@ -105,7 +117,16 @@ def principal_calls(fsx: bool, create_sagemaker_log_groups: bool) -> dict[str, l
     grant = ("kms:CreateGrant", KEY, "sdk:SageMaker creates the volume grant with the caller's credentials "
                                      "(VolumeKmsKeyId)")
     describe_key = ("kms:DescribeKey", KEY, "sdk:SageMaker validates the KMS keys of the request as the caller")
+    mlflow_server = [
+        *[(a, "{arts}/mlflow/*", MLFLOW_STORE) for a in ("s3:GetObject", "s3:PutObject", "s3:DeleteObject",
+                                                          "s3:AbortMultipartUpload")],
+        ("s3:ListBucket", "{arts}", MLFLOW_STORE + ": artifacts are listed under mlflow/"),
+        ("s3:GetBucketLocation", "{arts}", MLFLOW_STORE + ": the bucket's region"),
+        ("kms:Decrypt", KEY, MLFLOW_STORE + ": SSE-KMS objects"),
+        ("kms:GenerateDataKey", KEY, MLFLOW_STORE + ": SSE-KMS uploads"),
+    ]
     return {
+        **({"{prefix}-mlflow-server": mlflow_server} if tracking else {}),
         "{prefix}-sagemaker-execution": sagemaker,
         "{prefix}-fn-trigger": lambda_role("trigger", "Trigger", [
             ("states:StartExecution", "ref:StateMachinesFineTune", "code:handlers.start_execution"),
@@ -164,7 +185,10 @@ def principal_calls(fsx: bool, create_sagemaker_log_groups: bool) -> dict[str, l
              "code:goodput.sources.get_paginator"),
             ("logs:GetLogEvents", "{logs}:log-group:/aws/sagemaker/TrainingJobs:log-stream:{prefix}-*",
              "code:bounded_reads.get_log_events"),  # goodput/sources.py reads through it
-            *read_checkpoints]),
+            *read_checkpoints,
+            *([(f"sagemaker-mlflow:{a}", MLFLOW_SERVER, "code:tracking.record.call") for a in (
+                "GetExperimentByName", "CreateExperiment", "SearchRuns", "CreateRun", "GetRun", "LogBatch",
+                "UpdateRun")] if tracking else [])]),
         "{prefix}-fn-notify-failure": lambda_role("notify_failure", "NotifyFailure", [
             ("s3:PutObject", "{arts}/outputs/*", "code:handlers.put_object"),
             ("kms:Decrypt", KEY, SNS_KMS),

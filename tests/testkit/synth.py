@@ -66,10 +66,11 @@ def policy_statements(template: dict[str, Any]) -> list[tuple[str, dict[str, Any
 
 
 def sagemaker_role(template: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
-    """(logical id, identity-policy statements) of the one role SageMaker assumes in a template."""
+    """(logical id, identity-policy statements) of the one role SageMaker's jobs assume in a template (not the
+    MLflow tracking server's own role, stacks/tracking_server.py)."""
     (lid,) = [k for k, r in resources(template, "AWS::IAM::Role").items()
               if r["Properties"]["AssumeRolePolicyDocument"]["Statement"][0]["Principal"].get("Service")
-              == "sagemaker.amazonaws.com"]
+              == "sagemaker.amazonaws.com" and not str(r["Properties"].get("RoleName", "")).endswith("-mlflow-server")]
     return lid, [st for plid, st in policy_statements(template) if lid in json.dumps(
         template["Resources"][plid]["Properties"].get("Roles", [])) or plid == lid]
 

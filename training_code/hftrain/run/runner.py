@@ -53,6 +53,7 @@ from hftrain.stall import watchdog as stall
 from hftrain.stall.hooks import StallCallback, start_watchdog
 from hftrain.tasks import get_task
 from hftrain.tasks.base import ModelTaskMismatch
+from hftrain.tracking.callback import MlflowTrackingCallback
 
 logger = logging.getLogger("hftrain")
 
@@ -123,6 +124,11 @@ class TrainingRun:
         _ = args.device  # initializes torch.distributed under torchrun
         self.rank, self.world = distributed.rank(), distributed.world_size()
         self.clock.enabled = self.rank == 0
+        # MLflow (hftrain/tracking), global rank 0: its worker starts now, its import and lookups off the loop
+        self.tracking = MlflowTrackingCallback.from_environ(job=self.env.job_name, world_size=self.world,
+                                                           hosts=self.env.num_hosts) if self.rank == 0 else None
+        if self.tracking is not None:
+            self.tracking.begin()
         log_level = args.get_process_log_level()
         logging.getLogger("hftrain").setLevel(logging.INFO if args.should_log else logging.WARNING)
         hf_logging.set_verbosity(log_level)
@@ -436,8 +442,16 @@ class TrainingRun:
             ProgressLineCallback(),
             NcclTransportCallback(),  # which network NCCL chose (EFA or a TCP fallback)
             StallCallback(self.injection),  # every step's end is progress for the stall watchdog
+            *self._tracking(),  # MLflow, when the job's environment names a tracking server (hftrain/tracking)
             GoodputCallback(self.clock),  # last: the markers and rotation of CheckpointCallback count as save time
         ]
+
+    def _tracking(self) -> list:
+        """The MLflow callback of global rank 0 (made in setup; a Trainer built again continues it)."""
+        if getattr(self, "tracking", None) is None:
+            return []
+        self.tracking.resumed_step = self.decision.step
+        return [self.tracking]
 
     # --- train: from the agreed checkpoint, falling back to an older one when it fails to load
     def train(self):
@@ -556,6 +570,8 @@ def run(model_args, data_args, training_args, clock: GoodputClock | None = None)
     finally:  # also when the run raises: a process that goes on (in-process tests) keeps no watchdog
         if watchdog is not None:
             watchdog.stop()
+        if getattr(job, "tracking", None) is not None:
+            job.tracking.close()  # what is queued for MLflow, within a bounded wait (hftrain/tracking)
 
 
 def _run(job: TrainingRun, training_args) -> int:
