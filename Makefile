@@ -91,13 +91,14 @@ test-fast: setup
 test-timing: setup
 	$(VENV)/bin/pytest -q -m timing -n 1
 
-# The demo needs the venv and the CDK CLI only (not checkov's venv), and synthesizes only when an input changed.
-demo: $(VENV)/.stamp node_modules/.stamp
+# The demo needs the venv, the MLflow server's venv (its run is tracked) and the CDK CLI (not checkov's venv), and
+# synthesizes only when an input changed.
+demo: $(VENV)/.stamp .venv-mlflow/.stamp node_modules/.stamp
 	$(MAKE) --no-print-directory synth-if-changed ENV=dev
 	$(PY) -m local_mode demo
 
 # Local mode's MLflow tracking server (.local-runs/mlflow/) in the foreground, for a browser: the runs logged so far.
-mlflow: setup
+mlflow: $(VENV)/.stamp .venv-mlflow/.stamp
 	$(PY) -m local_mode mlflow
 
 # The benchmarks import the project's packages (local_mode, lambda/ via their own paths) from the repo root.
