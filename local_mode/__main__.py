@@ -145,8 +145,10 @@ def main(argv: list[str] | None = None) -> int:
         elif not args.keep_job_files:
             before, after = trim(work_dir, inputs=args.command == "demo")
             if before > after:
+                # on stderr: the run's own last line (its tally) stays the last line of its output
                 print(f"run folder {work_dir}: {after / 1e6:.1f} MB kept (report, logs, model), "
-                      f"{(before - after) / 1e6:.1f} MB of job work files deleted (--keep-job-files keeps them)")
+                      f"{(before - after) / 1e6:.1f} MB of job work files deleted (--keep-job-files keeps them)",
+                      file=sys.stderr)
     except KeyboardInterrupt:  # a Ctrl-C after the run's own handling (while its folder is trimmed): no traceback
         print("stopped (Ctrl-C)", file=sys.stderr)
         return 130

@@ -29,10 +29,14 @@ if __name__ == "__main__" and os.environ.get("RANK", "0") == "0":
     print(setup_line("train.py started: importing torch and transformers, then joining the other processes"),
           flush=True)
     # MLflow (hftrain/tracking), when the job's environment names a server: its worker imports mlflow and finds
-    # the run on a thread of its own while torch and transformers import here.
-    from hftrain.tracking.worker import start_early
+    # the run on a thread of its own while torch and transformers import here. Not in a recovery supervisor: its
+    # workers are forked and a thread does not survive a fork (each worker's callback starts its own).
+    from hftrain.recovery.supervisor import wanted as _supervised
 
-    start_early()
+    if not _supervised(sys.argv[1:]):
+        from hftrain.tracking.worker import start_early
+
+        start_early()
 
 from hftrain.run.runner import main  # noqa: E402
 

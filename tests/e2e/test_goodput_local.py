@@ -66,7 +66,7 @@ def test_every_billed_second_is_in_a_named_part(story: dict) -> None:
     ledger = story["result"]["goodput"]
     billed = ledger["billed_seconds"]
     assert set(ledger["parts"]) == {"downloading", "startup", "productive", "replayed", "evaluation",
-                                    "checkpointing", "uploading", "stalled", "unaccounted"}
+                                    "checkpointing", "uploading", "stalled", "recovering", "unaccounted"}
     assert sum(ledger["parts"].values()) == pytest.approx(billed, abs=0.01)
     job = story["job"]  # what the emulated DescribeTrainingJob bills; its transitions tell the same within 2%
     count = job["ResourceConfig"]["InstanceCount"]

@@ -85,6 +85,10 @@ class JudgedEvaluation(TrainerCallback):
         loss = found.get(f"{prefix}_loss")
         self.loss = float(loss) if isinstance(loss, int | float) else None
         scores = list(self.task.example_scores or [])
+        if len(scores) > len(self.raw) and len(scores) % len(self.raw) == 0:
+            # every rank evaluated all of them (FSDP on CPU: the evaluation is not sharded), gathered in rank order:
+            # the first copy is the examples in their order
+            scores = scores[: len(self.raw)]
         if len(scores) != len(self.raw):
             raise RuntimeError(f"the {prefix} evaluation scored {len(scores)} of {len(self.raw)} judged examples")
         return scores
