@@ -381,6 +381,8 @@ def main(argv: list[str] | None = None, clients: Clients | None = None) -> int:
     except (ClientError, BotoCoreError) as err:
         print(f"runctl: AWS error: {err}", file=sys.stderr)
         return 1
+    except BrokenPipeError:
+        raise  # `runctl logs RUN | head`: the reader went away; runctl/__main__.py ends it quietly
     except OSError as err:  # a file named on the command line that cannot be read or written
         print(f"runctl: error: {err}", file=sys.stderr)
         return 2
