@@ -28,12 +28,12 @@ import signal
 import sys
 import tempfile
 import time
-from datetime import timedelta
 from pathlib import Path
 
 from contract import recovery_line, stall_board
 from hftrain.recovery import generation
 from hftrain.recovery.decision import DONE, END, RECOVER, Decision, Outcome, decide
+from hftrain.stall.boards import StoreBoard
 
 ARG = "--in_job_restarts"
 DEFAULT_RESTARTS = 2  # the `in_job_restarts` hyperparameter's default (hftrain/args.py)
@@ -63,34 +63,6 @@ def wanted(argv: list[str], environ: dict[str, str] | None = None) -> bool:
         and restarts_from_argv(argv) > 0
 
 
-class _Store:
-    """This supervisor's client of torchrun's agent store (opened after each fork: a worker inherits none)."""
-
-    def __init__(self, environ: dict[str, str]) -> None:
-        import torch.distributed as dist
-
-        self.store = dist.TCPStore(environ["MASTER_ADDR"], int(environ["MASTER_PORT"]), is_master=False,
-                                   timeout=timedelta(seconds=30), wait_for_workers=False)
-
-    def set(self, key: str, value: str) -> None:
-        self.store.set(key, value)
-
-    def get(self, key: str) -> str | None:
-        return self.store.get(key).decode() if self.store.check([key]) else None
-
-    def add(self, key: str, amount: int) -> int:
-        return int(self.store.add(key, amount))
-
-
-def _process_started_at() -> float:
-    try:
-        import psutil
-
-        return float(psutil.Process().create_time())
-    except Exception:  # noqa: BLE001
-        return time.time()
-
-
 def _preimport() -> None:
     """What every worker needs, imported once (a recovery pays none of it again). No torch op runs here: the
     forked worker starts with no threads of the parent's to lose."""
@@ -117,7 +89,9 @@ class Supervisor:
         self.terminating = False
         self.worker: int | None = None
         self.failure_dir = tempfile.mkdtemp(prefix=f"hftrain-rank{self.rank}-")
-        self.started_at = _process_started_at()
+        from hftrain.run.goodput import process_started_at
+
+        self.started_at = process_started_at()
 
     # --- the loop
     def run(self) -> int:
@@ -191,11 +165,8 @@ class Supervisor:
                           step=generation.last_step(), at=time.time(),
                           ended_by_supervisor=ended_by_me and code == -signal.SIGKILL)
         if code != 0 and store is not None:
-            try:
-                store.set(f"{self.keys}g{gen}/failed_at", f"{time.time():.3f}")
+            with contextlib.suppress(Exception):  # a store gone is reported below as a lost supervisor
                 store.add(f"{self.keys}g{gen}/failed", 1)
-            except Exception:  # noqa: BLE001, S110 - reported below as a lost supervisor
-                pass
         self._store_client = store
         return outcome
 
@@ -233,9 +204,11 @@ class Supervisor:
                     stream.flush()
             os._exit(code)
 
-    def _store(self) -> _Store | None:
+    def _store(self) -> StoreBoard | None:
+        """This supervisor's client of torchrun's agent store, the stall watchdogs' board (opened after each fork:
+        a worker inherits none)."""
         try:
-            return _Store(self.env)
+            return StoreBoard(self.env["MASTER_ADDR"], int(self.env["MASTER_PORT"]))
         except Exception as err:  # noqa: BLE001 - without the store this rank cannot agree: no recovery
             sys.stderr.write(f"recovery supervisor (rank {self.rank}): cannot reach torchrun's store: {err}\n")
             return None
