@@ -12,6 +12,7 @@ import hashlib
 import io
 import shutil
 import tarfile
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -60,13 +61,22 @@ def build_code_bundle(source: Path, build_root: Path, wheels: Sequence[Path] = (
     sha = hashlib.sha256(data).hexdigest()[:16]
     folder = build_root / sha
     if not (folder / "sourcedir.tar.gz").exists():
-        tmp = build_root / f".{sha}.tmp"
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
-        (tmp / "sourcedir.tar.gz").write_bytes(data)
-        entry = source / ENTRYPOINT
-        if entry.exists():
-            shutil.copyfile(entry, tmp / ENTRYPOINT)
-        shutil.rmtree(folder, ignore_errors=True)
-        tmp.rename(folder)
+        # A private temp folder per builder, renamed into place: parallel synths (test workers, a benchmark beside
+        # `make synth`) of the same tree each build their own and the first rename wins; nobody sees a half bundle.
+        build_root.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{sha}.", suffix=".tmp", dir=build_root))
+        try:
+            (tmp / "sourcedir.tar.gz").write_bytes(data)
+            entry = source / ENTRYPOINT
+            if entry.exists():
+                shutil.copyfile(entry, tmp / ENTRYPOINT)
+            if folder.exists() and not (folder / "sourcedir.tar.gz").exists():
+                shutil.rmtree(folder, ignore_errors=True)  # a leftover of an interrupted older layout
+            try:
+                tmp.rename(folder)
+            except OSError:
+                if not (folder / "sourcedir.tar.gz").exists():
+                    raise
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
     return folder, sha

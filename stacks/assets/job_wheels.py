@@ -26,6 +26,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -119,20 +120,29 @@ def wheel_dir(lock: Path = LOCK, cache: Path = CACHE) -> Path:
     folder = cache / lock_digest(lock)
     if (folder / ".complete").exists():
         return folder
-    tmp = cache / f".{folder.name}.tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    (tmp / "sdist").mkdir(parents=True)
-    for entry in read_lock(lock):
-        if entry.source:
-            _build_local(entry, tmp)
-        elif entry.is_sdist:
-            _build_wheel(_download(entry, tmp / "sdist"), tmp)
-        else:
-            _download(entry, tmp)
-    shutil.rmtree(tmp / "sdist")
-    (tmp / ".complete").write_text("ok\n")
-    shutil.rmtree(folder, ignore_errors=True)
-    tmp.rename(folder)
+    # A private temp folder per builder (parallel synths share the cache); the first complete rename wins.
+    cache.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", suffix=".tmp", dir=cache))
+    try:
+        (tmp / "sdist").mkdir()
+        for entry in read_lock(lock):
+            if entry.source:
+                _build_local(entry, tmp)
+            elif entry.is_sdist:
+                _build_wheel(_download(entry, tmp / "sdist"), tmp)
+            else:
+                _download(entry, tmp)
+        shutil.rmtree(tmp / "sdist")
+        (tmp / ".complete").write_text("ok\n")
+        if folder.exists() and not (folder / ".complete").exists():
+            shutil.rmtree(folder, ignore_errors=True)  # an interrupted build's leftovers
+        try:
+            tmp.rename(folder)
+        except OSError:
+            if not (folder / ".complete").exists():
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     return folder
 
 

@@ -45,3 +45,25 @@ def test_the_code_bundle_carries_the_wheels(tmp_path):
                                                                    "wheels/b-2.0-py3-none-any.whl"]
     assert "requirements.txt" in names and "requirements-processing.txt" in names
     assert sourcedir_bytes(REPO / "training_code", wheels) == data
+
+
+def test_parallel_builds_of_the_same_tree_all_get_the_whole_bundle(tmp_path):
+    """Test workers and a benchmark synthesize at once into the same build/code/: each builder must end with the
+    complete bundle, never a FileNotFoundError from a peer's temp folder (a CI failure of stop 41)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from stacks.assets.code_asset import ENTRYPOINT
+
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "train.py").write_text("print(1)\n" * 20000)
+    (src / ENTRYPOINT).write_text("#!/bin/sh\n")
+    for round_ in range(5):
+        build = tmp_path / f"build{round_}"
+        with ThreadPoolExecutor(8) as pool:
+            results = list(pool.map(build_code_bundle, [src] * 8, [build] * 8))
+        assert len({sha for _, sha in results}) == 1
+        folder = results[0][0]
+        assert (folder / "sourcedir.tar.gz").read_bytes() == sourcedir_bytes(src)
+        assert (folder / ENTRYPOINT).read_text() == "#!/bin/sh\n"
+        assert [p.name for p in build.iterdir()] == [folder.name]  # no temp folder left behind
