@@ -19,6 +19,7 @@ Contracts, exception names, API actions and env vars: docs/run_spec.md ("Handler
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import math
@@ -161,6 +162,7 @@ def prepare(event: PrepareInput, context: Any = None) -> ExecutionState:
     run = prepare_run(raw, settings, run_id=payload.get("run_id"), execution=exec_small, source=source, s3=s3,
                       sagemaker=client("sagemaker"), ec2=client("ec2"), stepfunctions=client("stepfunctions"))
     run_claims.claim(s3, settings, run.run_id, run.execution_arn)  # one execution per run id
+    run = _open_tracking(settings, run)
     _log("prepared", run_id=run.run_id, tokenizer_stage=run.tokenizer_stage, max_attempts=run.max_attempts)
     return {"run": run_json.to_json(run), "poll_seconds": settings.poll_seconds,
             "tokenizer_enabled": run.tokenizer_stage, "attempt": 0}
@@ -499,15 +501,31 @@ def finish(event: FinishInput, context: Any = None) -> dict[str, Any]:
     return summary
 
 
+def _open_tracking(settings: Settings, run: Run) -> Run:
+    """The run with its MLflow run opened (found or created by its pipeline run tag) when tracking is on: the id
+    travels in `$.run` to every attempt's job and to Finish. Best effort, bounded by the REST timeout: a tracking
+    server that does not answer never stops a run (the jobs and Finish then find the run by its tag)."""
+    if not job_requests.tracking_on(run.spec, settings):
+        return run
+    try:
+        mlflow_run_id = tracking_record.find_or_create_run(MlflowRest(settings.tracking_uri),
+                                                           job_requests.tracking_experiment(run.spec), run.run_id)
+    except Exception as err:  # noqa: BLE001 - the run goes on without tracking's id, never fails on it
+        logger.warning(json.dumps({"message": "tracking: Prepare could not open the MLflow run", "run_id": run.run_id,
+                                   "error": f"{type(err).__name__}: {err}"[:1000]}))
+        return run
+    return dataclasses.replace(run, mlflow_run_id=mlflow_run_id)
+
+
 def _record_tracking(settings: Settings, run: Run, summary: dict[str, Any]) -> None:
     """The ledger, verdict, cost and model package ARN in the run's MLflow run (lambda/tracking), when tracking is
     on. The run is registered already: a failure (the tracking server unreachable, refused) is logged, never raised."""
     if not job_requests.tracking_on(run.spec, settings):
         return
-    experiment = run.spec.tracking.experiment if run.spec.tracking else run.spec.task
     try:
-        mlflow_run_id = tracking_record.record_finish(MlflowRest(settings.tracking_uri), experiment, run.run_id,
-                                                      summary, encode(run.spec))
+        mlflow_run_id = tracking_record.record_finish(MlflowRest(settings.tracking_uri),
+                                                      job_requests.tracking_experiment(run.spec), run.run_id,
+                                                      summary, encode(run.spec), mlflow_run_id=run.mlflow_run_id)
         _log("tracked", run_id=run.run_id, mlflow_run_id=mlflow_run_id, tracking_uri=settings.tracking_uri)
     except Exception as err:  # noqa: BLE001 - any failure of the tracking server leaves the registered run as it is
         logger.warning(json.dumps({"message": "tracking: Finish could not log to MLflow", "run_id": run.run_id,

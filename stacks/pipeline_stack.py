@@ -37,7 +37,7 @@ from stacks.sagemaker_role import SageMakerExecutionRole
 from stacks.settings.environment import EnvironmentConfig
 from stacks.state_machines import PipelineStateMachines
 from stacks.storage_stack import bucket_name
-from stacks.tracking_server import FINISH_ACTIONS, TrackingServer, logging_statement
+from stacks.tracking_server import FINISH_ACTIONS, PREPARE_ACTIONS, TrackingServer, logging_statement
 
 REPO = Path(__file__).resolve().parents[1]
 # Where dataset uploaders may write in the data bucket (runs/ is for run submitters only).
@@ -198,6 +198,8 @@ class PipelineStack(Stack):
         publish = iam.PolicyStatement(sid="Notify", actions=["sns:Publish"], resources=[self.topic.topic_arn])
         # Finish logs the ledger, verdict and model package ARN to the tracking server (lambda/tracking)
         tracking = [logging_statement(self.tracking_server.arn, FINISH_ACTIONS)] if self.tracking_server else []
+        # Prepare opens the run's MLflow run (its id travels in the state to the jobs and Finish)
+        open_run = [logging_statement(self.tracking_server.arn, PREPARE_ACTIONS)] if self.tracking_server else []
         list_buckets = iam.PolicyStatement(sid="ListInputs", actions=["s3:ListBucket"],
                                            resources=[self.data_arn, self.artifacts_arn])
         # The durability watchdog (check_job) and the run summary (finish) read the checkpoint markers.
@@ -226,7 +228,8 @@ class PipelineStack(Stack):
                                     resources=self.state_machine_arns),
                 # free IPs per EFA instance (lambda/plan/efa.py); DescribeSubnets takes no resource ARN
                 iam.PolicyStatement(sid="CheckEfaSubnetAddresses", actions=["ec2:DescribeSubnets"],
-                                    resources=["*"])]),
+                                    resources=["*"]),
+                *open_run]),
             "start_processing": ("Start a tokenizer processing job (map or reduce)", [
                 iam.PolicyStatement(sid="StartProcessingJobs", resources=[processing_jobs], actions=[
                     "sagemaker:CreateProcessingJob", "sagemaker:DescribeProcessingJob", "sagemaker:AddTags"]),

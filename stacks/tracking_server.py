@@ -51,10 +51,16 @@ class TrackingServer(Construct):
 
 # The MLflow calls as IAM actions of the service `sagemaker-mlflow` (named as MLflow's REST operations: Service
 # Authorization Reference, "Amazon SageMaker with MLflow"). The jobs (hftrain/tracking) find or create the experiment
-# and the run, read its metric history (a resumed attempt) and log; Finish (lambda/tracking) finds or creates the
-# run, reads it, logs and ends it.
+# and the run, read its metric history (a resumed attempt) and log; Prepare opens the run (finds or creates it: its
+# id travels in the run's state); Finish (lambda/tracking) reads it, logs and ends it (finding or creating it when
+# Prepare could not). The names are the Service Authorization Reference's for `sagemaker-mlflow`
+# (docs.aws.amazon.com/service-authorization/latest/reference/list_sagemaker-mlflow.html): GetExperimentByName,
+# GetRun, GetMetricHistory and SearchRuns are its Read actions, CreateExperiment, CreateRun, LogBatch, UpdateRun
+# Write.
 JOB_ACTIONS = tuple(f"sagemaker-mlflow:{a}" for a in (
     "GetExperimentByName", "CreateExperiment", "SearchRuns", "CreateRun", "GetRun", "GetMetricHistory", "LogBatch"))
+PREPARE_ACTIONS = tuple(f"sagemaker-mlflow:{a}" for a in (
+    "GetExperimentByName", "CreateExperiment", "SearchRuns", "CreateRun"))
 FINISH_ACTIONS = tuple(f"sagemaker-mlflow:{a}" for a in (
     "GetExperimentByName", "CreateExperiment", "SearchRuns", "CreateRun", "GetRun", "LogBatch", "UpdateRun"))
 

@@ -89,6 +89,11 @@ def tracking_on(spec: RunSpec, settings: Settings) -> bool:
     return bool(settings.tracking_uri) and (spec.tracking is None or spec.tracking.enabled)
 
 
+def tracking_experiment(spec: RunSpec) -> str:
+    """The MLflow experiment of a run: `tracking.experiment`, default the task."""
+    return spec.tracking.experiment if spec.tracking else spec.task
+
+
 def tensorboard_on(spec: RunSpec) -> bool:
     """`tracking.tensorboard`, or `report_to` naming tensorboard: the event files are collected to S3."""
     reporters = hyperparameters.reporters(spec.hyperparameters.get("report_to", "none"))
@@ -212,8 +217,8 @@ def training_request(run: Run, settings: Settings, attempt: int = 0) -> dict[str
                                               require_efa=spec.network.require_efa if spec.network else True),
                    **stall_board.environment(run.stall_board_token)}
     if tracking_on(spec, settings):  # contract/tracking.py: where the job logs (hftrain/tracking)
-        environment.update(tracking.environment(settings.tracking_uri, spec.tracking.experiment if spec.tracking
-                                                else spec.task, run.run_id))
+        environment.update(tracking.environment(settings.tracking_uri, tracking_experiment(spec), run.run_id,
+                                                run.mlflow_run_id))
     if tensorboard_on(spec):  # the Trainer's event files, uploaded by SageMaker while the job runs
         environment["TENSORBOARD_LOGGING_DIR"] = tracking.TENSORBOARD_LOCAL_PATH
         request["TensorBoardOutputConfig"] = {"S3OutputPath": tensorboard_uri(run, settings),

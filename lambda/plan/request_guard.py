@@ -204,8 +204,8 @@ def _training_code_and_hyperparameters(problems: list[str], request: dict[str, A
     environment.update(stall_board.environment(run.stall_board_token))  # the run's own, never one from elsewhere
     tracked = job_requests.tracking_on(run.spec, settings)
     if tracked:  # the environment's tracking server and this run's experiment only (contract/tracking.py)
-        experiment = run.spec.tracking.experiment if run.spec.tracking else run.spec.task
-        environment.update(tracking.environment(settings.tracking_uri, experiment, run.run_id))
+        environment.update(tracking.environment(settings.tracking_uri, job_requests.tracking_experiment(run.spec),
+                                                run.run_id, run.mlflow_run_id))
     tensorboard = request.get("TensorBoardOutputConfig")
     if tensorboard is not None or job_requests.tensorboard_on(run.spec):
         environment["TENSORBOARD_LOGGING_DIR"] = tracking.TENSORBOARD_LOCAL_PATH

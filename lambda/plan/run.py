@@ -67,6 +67,10 @@ class Run:
     # why (lambda/data/preflight.py `skipped`; a ShardedByS3Key channel holding any is refused instead). Finish
     # puts them in the summary's data coverage.
     data_skipped: tuple[str, ...] = ()
+    # The run's MLflow run (contract/tracking.py), opened by Prepare when tracking is on: every attempt logs to it
+    # (RUN_ID_VARIABLE) and Finish completes it. "" (tracking off, or the server did not answer Prepare): the jobs
+    # and Finish find the run by its pipeline run tag instead.
+    mlflow_run_id: str = ""
 
 
 def from_json(value: Any) -> Run:

@@ -1,7 +1,8 @@
 """What Finish adds to the pipeline run's MLflow run (contract/tracking.py): the resolved spec as params, the goodput
 ledger, cost and final metrics as metrics, the verdict, the model's locations, the model package ARN and each
 attempt's instance type and capacity as tags; then the run is marked FINISHED. The run is found by its pipeline run
-tag (created when no job reached the server). Best effort: Finish calls `record_finish` after the run is
+tag when the run's state does not name it (Prepare opens it with `find_or_create_run` and the id travels in `$.run`;
+without an answer from the server then, the run is found, or created, by its tag). Best effort: Finish calls `record_finish` after the run is
 registered, and a failure is logged and returned, never raised.
 """
 

@@ -11,7 +11,7 @@ from testkit.synth import Synthesized, as_list, policy_statements, resources, sa
 
 from stacks import names
 from stacks.storage_stack import bucket_name
-from stacks.tracking_server import FINISH_ACTIONS, JOB_ACTIONS
+from stacks.tracking_server import FINISH_ACTIONS, JOB_ACTIONS, PREPARE_ACTIONS
 
 
 def _settings_text(s: Synthesized) -> str:
@@ -67,11 +67,14 @@ def test_prod_job_role_and_finish_log_to_this_server_only(prod: Synthesized) -> 
                for st in job_statements)
     finish_actions = {a for lid, st in found if "finish" in lid.lower() for a in as_list(st["Action"])}
     assert finish_actions == set(FINISH_ACTIONS)
+    prepare_actions = {a for lid, st in found if "prepare" in lid.lower() for a in as_list(st["Action"])}
+    assert prepare_actions == set(PREPARE_ACTIONS)  # opens the run: no logging, no ending
+    assert not {"sagemaker-mlflow:LogBatch", "sagemaker-mlflow:UpdateRun"} & prepare_actions
     holders = {lid for lid, _ in found}
-    finish = [lid for lid in holders if "finish" in lid.lower()]
-    assert finish, holders  # Finish's role; and no handler other than Finish (and the job role) may log
-    assert all("finish" in lid.lower() or job_role in json.dumps(pipe["Resources"][lid]) or lid == job_role
-               for lid in holders), holders
+    assert [lid for lid in holders if "finish" in lid.lower()], holders
+    # Prepare opens the run, Finish ends it, the job role logs: no other handler may reach the server
+    assert all("finish" in lid.lower() or "prepare" in lid.lower() or job_role in json.dumps(pipe["Resources"][lid])
+               or lid == job_role for lid in holders), holders
     assert json.dumps(f'"tracking_uri":"{arn}"')[1:-1] in _settings_text(prod)
 
 

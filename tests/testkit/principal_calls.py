@@ -146,7 +146,10 @@ def principal_calls(fsx: bool, create_sagemaker_log_groups: bool,
             ("sagemaker:DescribeTrainingJob", tj, "code:plan.preflight.describe_training_job"),
             ("states:ListExecutions", "{states}:stateMachine:{prefix}-fine-tune", "code:plan.spend.get_paginator"),
             ("states:ListExecutions", "{states}:stateMachine:{prefix}-tokenizer", "code:plan.spend.get_paginator"),
-            ("ec2:DescribeSubnets", "*", "code:plan.preflight.describe_subnets")]),
+            ("ec2:DescribeSubnets", "*", "code:plan.preflight.describe_subnets"),
+            # handlers._open_tracking: the run's MLflow run, found or created (tracking/record.find_or_create_run)
+            *([(f"sagemaker-mlflow:{a}", MLFLOW_SERVER, "code:tracking.record.call") for a in (
+                "GetExperimentByName", "CreateExperiment", "SearchRuns", "CreateRun")] if tracking else [])]),
         "{prefix}-fn-start-processing": lambda_role("start_processing", "StartProcessing", [
             ("sagemaker:CreateProcessingJob", pj, "code:handlers.create_processing_job"),
             ("sagemaker:DescribeProcessingJob", pj, "code:handlers.describe_processing_job"),

@@ -1,4 +1,5 @@
-"""Finish's MLflow record through the REST API: the request shape SageMaker's managed MLflow needs (endpoint,
+"""Prepare opens the pipeline run's MLflow run and its id travels in the run's state to every attempt and to
+Finish. Finish's MLflow record through the REST API: the request shape SageMaker's managed MLflow needs (endpoint,
 tracking server ARN header, SigV4 for `sagemaker-mlflow`), and against a real MLflow server the run the training
 job logged to gets the spec as params, the goodput ledger, cost and final metrics, the verdict and the model
 package ARN, and ends FINISHED; signed requests (an ARN with the plugin's custom endpoint) reach it too."""
@@ -11,11 +12,18 @@ import json
 import pytest
 from botocore.credentials import Credentials
 from mlflow import MlflowClient
+from testkit.lambdas import SPEC as PIPELINE_SPEC
+from testkit.lambdas import strict_json
 from testkit.tracking import mlflow_server
 
 from contract import tracking
+from hfsm_lambda import handlers
+from hfsm_lambda.plan import job_requests
+from hfsm_lambda.plan import run as planned
+from hfsm_lambda.settings import load_settings
 from hfsm_lambda.tracking import record
 from hfsm_lambda.tracking.rest import ARN_HEADER, MlflowRest, MlflowRestError, endpoint
+from local_mode.tracking_server import free_port
 
 ARN = "arn:aws:sagemaker:eu-west-1:123456789012:mlflow-tracking-server/hfsm-prod"
 CREDENTIALS = Credentials("AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY")
@@ -102,3 +110,32 @@ def test_finish_creates_the_run_when_no_job_reached_the_server(server):
     run_id = record.record_finish(rest, "fresh-experiment", "never-logged-1", SUMMARY, SPEC)
     run = MlflowClient(server.uri).get_run(run_id)
     assert run.data.tags[tracking.PIPELINE_RUN_TAG] == "never-logged-1" and run.data.tags["verdict"] == "beat"
+
+
+# --- the MLflow run id travels in the run's state: Prepare opens it, every attempt's job and Finish use it --------
+def test_prepare_opens_the_run_and_its_id_travels_to_every_attempt_and_finish(server, data, set_settings, context):
+    set_settings(tracking_uri=server.uri)
+    state = strict_json(handlers.prepare({"spec": PIPELINE_SPEC}, context))
+    mlflow_run_id = state["run"]["mlflow_run_id"]
+    client = MlflowClient(server.uri)
+    opened = client.get_run(mlflow_run_id)
+    assert opened.data.tags[tracking.PIPELINE_RUN_TAG] == state["run"]["run_id"]
+    assert client.get_experiment(opened.info.experiment_id).name == PIPELINE_SPEC["task"]  # default: the task
+    run, settings = planned.from_json(state["run"]), load_settings()
+    for attempt in range(run.max_attempts):  # the same run for each attempt, named, not searched for
+        env = job_requests.training_request(run, settings, attempt)["Environment"]
+        assert env[tracking.RUN_ID_VARIABLE] == mlflow_run_id and env[tracking.URI_VARIABLE] == server.uri
+    handlers._record_tracking(settings, run, {**SUMMARY, "run_id": run.run_id})
+    finished = client.get_run(mlflow_run_id)
+    assert finished.info.status == "FINISHED" and finished.data.tags["verdict"] == "beat"
+    tagged = client.search_runs([opened.info.experiment_id],
+                                filter_string=f"tags.`{tracking.PIPELINE_RUN_TAG}` = '{run.run_id}'")
+    assert [r.info.run_id for r in tagged] == [mlflow_run_id]  # one MLflow run per pipeline run
+
+
+def test_a_tracking_server_that_does_not_answer_prepare_never_stops_the_run(data, set_settings, context):
+    set_settings(tracking_uri=f"http://127.0.0.1:{free_port()}")  # nothing listens there
+    state = handlers.prepare({"spec": PIPELINE_SPEC}, context)
+    assert state["run"]["mlflow_run_id"] == ""
+    env = job_requests.training_request(planned.from_json(state["run"]), load_settings(), 0)["Environment"]
+    assert tracking.RUN_ID_VARIABLE not in env and env[tracking.PIPELINE_RUN_VARIABLE] == state["run"]["run_id"]
