@@ -7,10 +7,13 @@ right thing retried (issue 34, "How it is checked").
 
 One emulator setup (a synthesized dev app, generated text-classification data, a tiny model), then per case and
 repetition `python -m local_mode run` in a subprocess with `stall.minutes` 0.5 (30 s), `stall.startup_minutes`
-0.5, `fallback.max_attempts` 2 and `recovery.in_job_restarts` 2 (the default). Cases (`--inject-stall`,
+0.5, `stall.straggler_minutes` 0.25 (a straggler window every 15 s, so that a run sees several), `fallback.max_attempts`
+2 and `recovery.in_job_restarts` 2 (the default). Cases (`--inject-stall`,
 hftrain/stall/injection.py), all on global rank 1 (the second host); the action follows the one action table
 (lambda/runs/actions.py, contract/failure_causes.py IN_JOB_ACTION):
-- `healthy`: no fault: no verdict, nothing done;
+- `healthy`: no fault: no verdict, nothing done, no straggler named;
+- `healthy-uneven`: no fault, on uneven shards (one host reads 3.5 times the other's rows: its epochs are longer, its
+  time per step is not): no verdict, nothing done, no straggler named;
 - `sigstop`: SIGSTOPped after step 20 (a frozen process): `stalled`, recovered in place;
 - `sigkill`: SIGKILLed after step 20: `signal`, recovered in place;
 - `slow`: stopped 20 s, running 3 s, again and again from step 20 (slow but alive, each stop under the 30 s
@@ -23,7 +26,8 @@ hftrain/stall/injection.py), all on global rank 1 (the second host); the action 
 - `raise`: raises the same exception after step 20 every time: `exception`, recovered in place once, then the run
   ends (the same error at the same step).
 One row per case: the verdict (the first RECOVERY line of the first job, else its FailureReason) and how many runs
-gave it, the rank named, seconds from the fault (the `INJECTED FAULT at <time>` line in the rank's log) to the
+gave it, the rank named, the runs that named a straggler (a `straggler:` line in any rank's log or one in the
+summary), seconds from the fault (the `INJECTED FAULT at <time>` line in the rank's log) to the
 recovery (the new generation forked) or to the job's end, the action (`in-place`, `new-attempt`, `end` or `none`),
 the run's final status, and the goodput ledger's `stalled`, `recovering` and `unaccounted` shares of the billed time
 (medians). `ok` says whether every repetition matched the expectation.
@@ -54,6 +58,7 @@ IN_PLACE, NEW_ATTEMPT, END, NONE = "in-place", "new-attempt", "end", "none"
 # the run's final status)
 CASES: dict[str, tuple[str | None, str | None, int | None, str, str]] = {
     "healthy": (None, None, None, NONE, "SUCCEEDED"),
+    "healthy-uneven": (None, None, None, NONE, "SUCCEEDED"),
     "sigstop": ("1@20:sigstop", causes.STALLED, 1, IN_PLACE, "SUCCEEDED"),
     "sigkill": ("1@20:sigkill", causes.SIGNAL, 1, IN_PLACE, "SUCCEEDED"),
     "slow": ("1@20:slow=20", None, None, NONE, "SUCCEEDED"),
@@ -63,6 +68,8 @@ CASES: dict[str, tuple[str | None, str | None, int | None, str, str]] = {
     "save": ("1@50:save", causes.STALLED, 1, IN_PLACE, "SUCCEEDED"),
     "raise": ("1@20:raise", causes.EXCEPTION, 1, END, "FAILED"),
 }
+HEALTHY = ("healthy", "healthy-uneven")  # where a straggler named is a false positive
+UNEVEN_ROWS = (840, 120, 120, 120)  # part-0..3: ShardedByS3Key gives each host every other object (840+120 vs 120+120)
 _INJECTED = re.compile(r"INJECTED FAULT at (\d+\.\d+)")
 _RANK = re.compile(r"\brank (\d+) \(")
 
@@ -90,11 +97,34 @@ def prepare(root: Path) -> tuple[Path, Path, Path]:
         raise SystemExit(f"local_mode data failed:\n{made.stderr[-3000:]}")
     spec_path = data / "text-classification.json"
     spec = json.loads(spec_path.read_text())
-    spec.update(checkpoint={"every_steps": 50}, stall={"minutes": 0.5, "startup_minutes": 0.5},
+    spec.update(checkpoint={"every_steps": 50},
+                stall={"minutes": 0.5, "startup_minutes": 0.5, "straggler_minutes": 0.25},
                 fallback={"max_attempts": 2}, max_runtime_seconds=1800)
     spec["hyperparameters"].update(max_steps=300, logging_steps=50, per_device_train_batch_size=4)
     spec_path.write_text(json.dumps(spec))
     return cdk_out, data, spec_path
+
+
+def uneven(data: Path, root: Path) -> Path:
+    """A copy of the data folder whose training objects hold UNEVEN_ROWS rows (the same rows, dealt unevenly)."""
+    copy = root / "data-uneven"
+    shutil.copytree(data, copy)
+    train = next(copy.glob("datasets/*/train"))
+    parts = sorted(train.glob("part-*.jsonl"))
+    rows = [line for part in parts for line in part.read_text().splitlines() if line.strip()]
+    assert len(parts) == len(UNEVEN_ROWS) and len(rows) >= sum(UNEVEN_ROWS), (len(parts), len(rows))
+    start = 0
+    for part, count in zip(parts, UNEVEN_ROWS, strict=True):
+        part.write_text("".join(f"{line}\n" for line in rows[start:start + count]))
+        start += count
+    return copy
+
+
+def straggler_named(work: Path, record: dict) -> bool:
+    if (record.get("result") or {}).get("stragglers"):
+        return True
+    return any("straggler: rank" in log.read_text(errors="replace")
+               for log in (work / "sagemaker").glob("*/logs/attempt-*/*.log"))
 
 
 def fault_time(work: Path, job: str) -> float | None:
@@ -141,7 +171,7 @@ def one_run(case: str, cdk_out: Path, data: Path, spec: Path, work: Path) -> dic
     def share(part: str) -> float | None:
         return round(parts.get(part, 0) / billed, 3) if billed else None
 
-    return {"case": case, "verdict": verdict, "rank": rank,
+    return {"case": case, "verdict": verdict, "rank": rank, "straggler": straggler_named(work, record),
             "fault_to_action_seconds": round(acted - at, 1) if at and acted and verdict else None,
             "action": action, "recoveries": len(found), "jobs": len(jobs), "status": record.get("status"),
             "returncode": run.returncode, "stalled_share": share("stalled"), "recovering_share": share("recovering"),
@@ -152,7 +182,7 @@ def one_run(case: str, cdk_out: Path, data: Path, spec: Path, work: Path) -> dic
 def expected(row: dict) -> bool:
     _fault, verdict, rank, action, status = CASES[row["case"]]
     return (row["verdict"] == verdict and row["rank"] == rank and row["action"] == action
-            and row["status"] == status)
+            and row["status"] == status and not (row["case"] in HEALTHY and row["straggler"]))
 
 
 def summarize(case: str, rows: list[dict]) -> dict:
@@ -166,6 +196,7 @@ def summarize(case: str, rows: list[dict]) -> dict:
 
     return {"case": case, "runs": len(rows), "ok": f"{sum(expected(r) for r in rows)}/{len(rows)}",
             "verdict": most("verdict"), "rank": most("rank"),
+            "stragglers": f"{sum(bool(r['straggler']) for r in rows)}/{len(rows)}",
             "fault_to_action_s": median("fault_to_action_seconds"), "action": most("action"),
             "final": most("status"), "stalled": median("stalled_share"), "recovering": median("recovering_share"),
             "unaccounted": median("unaccounted_share")}
@@ -182,11 +213,13 @@ def main(argv: list[str] | None = None) -> int:
     root = Path(tempfile.mkdtemp(prefix="bench-faults-"))
     try:
         cdk_out, data, spec = prepare(root)
+        uneven_data = uneven(data, root) if "healthy-uneven" in (args.case or CASES) else data
         summaries = []
         for case in args.case or list(CASES):
             rows = []
             for i in range(args.repeat):
-                row = one_run(case, cdk_out, data, spec, root / f"{case}-{i}")
+                row = one_run(case, cdk_out, uneven_data if case == "healthy-uneven" else data, spec,
+                              root / f"{case}-{i}")
                 rows.append(row)
                 if args.verbose:
                     print(json.dumps(row), file=sys.stderr, flush=True)

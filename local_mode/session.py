@@ -134,7 +134,7 @@ class LocalSession:
         # Set once, before any job thread starts, restored after they all stopped.
         os.environ["MOTO_ACCOUNT_ID"] = account
         try:
-            self._start_tracking()
+            self._launch_tracking()  # the server starts while the stacks deploy: both take seconds
             with mock_aws(config=MOTO_CONFIG):
                 overrides: dict[str, Any] = {"poll_seconds": self.poll_seconds}
                 if self.tracking_uri:
@@ -142,6 +142,7 @@ class LocalSession:
                 self.emulator = Emulator(self.assembly, settings_overrides=overrides)
                 try:
                     self.dep: Deployment = self._deploy()
+                    self._tracking_ready()
                     self.say(f"deployed {len(self.assembly.stacks)} stacks of environment "
                              f"{self.assembly.environment_name} into the emulator (account {account}, "
                              f"{self.dep.region}): {len(self.dep.functions)} Lambdas, "
@@ -166,17 +167,25 @@ class LocalSession:
             else:
                 os.environ["MOTO_ACCOUNT_ID"] = saved
 
-    def _start_tracking(self) -> None:
-        """The session's MLflow server (tracking=True); one that cannot start leaves tracking off, said aloud."""
+    def _launch_tracking(self) -> None:
+        """The session's MLflow server (tracking=True), launched; `_tracking_ready` waits for it."""
         if self.tracking is not True:
             return
-        server = TrackingServer(self.tracking_root or DEFAULT_TRACKING_ROOT)
+        self.tracking_server = TrackingServer(self.tracking_root or DEFAULT_TRACKING_ROOT).launch()
+        self.tracking_uri = self.tracking_server.uri
+
+    def _tracking_ready(self) -> None:
+        """Before the first run: the launched server answers, or tracking is off, said aloud (its address then
+        refuses connections: the Lambdas' and jobs' calls fail at once and the runs go on untracked)."""
+        server = self.tracking_server
+        if server is None:
+            return
         try:
-            self.tracking_server = server.start()
+            server.wait_ready()
         except TrackingServerError as exc:
             self.say(f"tracking off: {exc}")
+            self.tracking_server, self.tracking_uri = None, ""
             return
-        self.tracking_uri = server.uri
         self.say(f"MLflow tracking server {server.uri} over {server.root} (browse it later: make mlflow)")
 
     def mlflow_run_url(self, outcome: RunOutcome) -> str | None:

@@ -60,12 +60,23 @@ class TrackingServer:
                 "--artifacts-destination", str(self.root / "artifacts"), "--workers", "1"]
 
     def start(self, timeout: float = START_TIMEOUT_SECONDS) -> TrackingServer:
+        return self.launch().wait_ready(timeout)
+
+    def launch(self) -> TrackingServer:
+        """The server process, started; it answers a few seconds later (`wait_ready`): a caller may do other work
+        in between (local mode deploys the emulated stacks meanwhile)."""
         self.root.mkdir(parents=True, exist_ok=True)
         log = open(self.root / "server.log", "ab")  # noqa: SIM115 - the server's, closed with it
         env = {**os.environ, "MLFLOW_HOME": str(self.root)}
         self.process = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT, env=env,
                                         start_new_session=True)  # its workers stop with it (stop: the group)
         log.close()
+        return self
+
+    def wait_ready(self, timeout: float = START_TIMEOUT_SECONDS) -> TrackingServer:
+        """Until the launched server answers /health; TrackingServerError (the server stopped) when it exits or
+        stays silent for `timeout` seconds."""
+        assert self.process is not None, "launch() first"
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -73,7 +84,7 @@ class TrackingServer:
                                           f"{self.root / 'server.log'}")
             if self.healthy():
                 return self
-            time.sleep(0.5)
+            time.sleep(0.2)
         self.stop()
         raise TrackingServerError(f"mlflow server did not answer on {self.uri} within {timeout:g} s; see "
                                   f"{self.root / 'server.log'}")

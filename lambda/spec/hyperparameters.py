@@ -35,6 +35,7 @@ PIPELINE = {
     "stall_startup_minutes": "stall.startup_minutes",
     "in_job_restarts": "recovery.in_job_restarts",
     "stall_stragglers": "stall.stragglers",
+    "stall_straggler_minutes": "stall.straggler_minutes",
     "fsdp": "distribution.fsdp.sharding",
     "fsdp_config": "distribution.fsdp.config",
     "ddp_backend": "distribution.strategy",
@@ -92,6 +93,8 @@ def pipeline_values(spec: dict[str, Any]) -> dict[str, Any]:
             values["stall_startup_minutes"] = stall.get("startup_minutes", 60)
         if stall.get("stragglers") == "end":  # the default (warn) is the training code's own
             values["stall_stragglers"] = "end"
+        if isinstance(stall.get("straggler_minutes"), int | float) and stall["straggler_minutes"] != 5:
+            values["stall_straggler_minutes"] = stall["straggler_minutes"]  # the default (5) is the code's own
     recovery = spec.get("recovery") or {}
     if isinstance(recovery, dict) and isinstance(recovery.get("in_job_restarts", 2), int):
         values["in_job_restarts"] = recovery.get("in_job_restarts", 2)

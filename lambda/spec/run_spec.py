@@ -286,10 +286,14 @@ SPEC = Obj(fields={
                                    "checkpoint restore), evaluation and checkpoint saves: minutes without a phase "
                                    "change (the `stall_startup_minutes` hyperparameter)"),
         "stragglers": Enum(values=("warn", "end"), default="warn",
-                           doc="a rank at least 20% slower than the fleet's median over a 5-minute window: `warn` "
+                           doc="a rank at least 20% slower than the fleet's median over a window "
+                               "(`straggler_minutes`): `warn` "
                                "names it (log, progress line, summary, notification); `end` ends the job naming it, "
                                "so that a new attempt runs on other instances (needs `fallback.max_attempts` >= 2) "
                                "(the `stall_stragglers` hyperparameter)"),
+        "straggler_minutes": Num(low=0.1, high=1440, default=5, why=" minutes",
+                                 doc="the straggler window: each rank's own time per step over this many minutes "
+                                     "against the fleet's median (the `stall_straggler_minutes` hyperparameter)"),
         "action": Enum(values=STALL_ACTIONS, default="retry",
                        doc="`retry`: a stall is a retryable outcome, the next attempt resumes from the last durable "
                            "checkpoint (counted against `fallback.max_attempts`: raise it to retry); `fail`: the run "

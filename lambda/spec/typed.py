@@ -104,6 +104,7 @@ class Stall:
     minutes: float | str  # minutes, or "auto"
     startup_minutes: float
     stragglers: str = "warn"
+    straggler_minutes: float = 5.0
     action: str
 
 

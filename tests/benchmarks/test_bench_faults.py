@@ -10,7 +10,7 @@ from benchmarks import bench_faults
 
 def row(case: str, **changes) -> dict:
     fault, verdict, rank, action, status = bench_faults.CASES[case]
-    return {"case": case, "verdict": verdict, "rank": rank, "action": action, "status": status,
+    return {"case": case, "verdict": verdict, "rank": rank, "action": action, "status": status, "straggler": False,
             "fault_to_action_seconds": 33.0 if verdict else None,
             "stalled_share": 0.4 if verdict == "stalled" else 0.0, "recovering_share": 0.02,
             "unaccounted_share": 0.01, **changes}
@@ -25,6 +25,25 @@ def test_a_row_is_correct_only_with_the_expected_verdict_rank_and_action():
     assert not bench_faults.expected(row("raise", action="in-place", status="SUCCEEDED"))  # a bug looped over
     summary = bench_faults.summarize("sigstop", [row("sigstop"), row("sigstop"), row("sigstop", rank=0)])
     assert summary["ok"] == "2/3" and summary["verdict"] == "stalled 3/3" and summary["rank"] == "1 2/3"
+    # a straggler named on a healthy run is a false positive; on a slowed rank it is the point
+    assert not bench_faults.expected(row("healthy-uneven", straggler=True))
+    assert not bench_faults.expected(row("healthy", straggler=True))
+    assert bench_faults.expected(row("slow", straggler=True))
+    assert bench_faults.summarize("healthy", [row("healthy"), row("healthy", straggler=True)])["stragglers"] == "1/2"
+
+
+def test_uneven_shards_deal_the_same_rows_unevenly(tmp_path):
+    train = tmp_path / "data" / "datasets" / "x" / "train"
+    train.mkdir(parents=True)
+    rows = [f'{{"text": "row {i}", "label": "a"}}' for i in range(1200)]
+    for i in range(4):
+        (train / f"part-{i}.jsonl").write_text("".join(r + "\n" for r in rows[i::4]))
+    copy = bench_faults.uneven(tmp_path / "data", tmp_path)
+    counts = [len((copy / "datasets/x/train" / f"part-{i}.jsonl").read_text().splitlines()) for i in range(4)]
+    assert counts == list(bench_faults.UNEVEN_ROWS)
+    dealt = sorted(line for i in range(4) for line in (copy / "datasets/x/train" / f"part-{i}.jsonl").read_text()
+                   .splitlines())
+    assert set(dealt) <= set(rows) and len(set(dealt)) == sum(bench_faults.UNEVEN_ROWS)  # no row twice
 
 
 @pytest.mark.slow

@@ -37,11 +37,13 @@ STALL_REASON = ("AlgorithmError: stall watchdog: rank 3 (algo-2, local rank 1) m
 # --- the spec ----------------------------------------------------------------------------------------------------
 def test_stall_defaults_and_fractions_of_minutes(settings):
     spec = run_spec.parse_spec(MINIMAL, settings)
-    assert spec["stall"] == {"minutes": "auto", "startup_minutes": 60, "stragglers": "warn", "action": "retry"}
+    assert spec["stall"] == {"minutes": "auto", "startup_minutes": 60, "stragglers": "warn", "straggler_minutes": 5,
+                             "action": "retry"}
     assert spec["network"] == {"require_efa": True}
     spec = run_spec.parse_spec({**MINIMAL, "stall": {"minutes": 0.1, "startup_minutes": 0.5, "action": "fail"}},
                                settings)
-    assert spec["stall"] == {"minutes": 0.1, "startup_minutes": 0.5, "stragglers": "warn", "action": "fail"}
+    assert spec["stall"] == {"minutes": 0.1, "startup_minutes": 0.5, "stragglers": "warn", "straggler_minutes": 5,
+                             "action": "fail"}
 
 
 def test_bad_stall_values_are_named_with_what_to_fix(settings):
@@ -63,6 +65,11 @@ def test_the_request_carries_the_limits_and_the_efa_opt_out(settings):
     request = training(settings, stall={"minutes": 0.5, "startup_minutes": 20})
     hps = request["HyperParameters"]
     assert json.loads(hps["stall_minutes"]) == "0.5" and json.loads(hps["stall_startup_minutes"]) == 20
+    assert "stall_straggler_minutes" not in hps  # the default window (5 min) is the training code's own
+    hps = training(settings, stall={"straggler_minutes": 0.5, "stragglers": "warn"})["HyperParameters"]
+    assert json.loads(hps["stall_straggler_minutes"]) == 0.5
+    problems = problems_of({**MINIMAL, "stall": {"straggler_minutes": 0}}, settings)
+    assert any(p.startswith("stall.straggler_minutes: expected a number from 0.1 to 1440") for p in problems), problems
     assert json.loads(training(settings)["HyperParameters"]["stall_minutes"]) == "auto"
     assert json.loads(training(settings, stall={"action": "off"})["HyperParameters"]["stall_minutes"]) == "off"
     env = training(settings)["Environment"]  # ml.p4d.24xlarge: EFA
