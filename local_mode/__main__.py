@@ -15,11 +15,13 @@ session starts a real MLflow tracking server on 127.0.0.1 over .local-runs/mlflo
 from __future__ import annotations
 
 import argparse
+import atexit
 import logging
 import os
 import sys
 import time
 from pathlib import Path
+from typing import NoReturn
 
 from cloud_assembly.reader import AssemblyError
 from local_mode.run_folder import trim
@@ -194,5 +196,16 @@ def _run(args: argparse.Namespace, work_dir: Path) -> int:
     return 0 if all(o.status == "SUCCEEDED" for o in outcomes) else 1
 
 
+def _exit(code: int) -> NoReturn:
+    """Exit once everything is written and closed, without the interpreter's own teardown: after a run it frees
+    torch's and transformers' thousands of modules one by one (about 2 s on 2 cores) for nothing. The exit handlers
+    run first, then the streams are flushed."""
+    atexit._run_exitfuncs()
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    _exit(main())

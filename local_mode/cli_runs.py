@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,23 @@ def check_data_folder(data: Path) -> int:
         raise UsageError(f"--data {data}: the folder is empty; put the data under it (e.g. {data}/datasets/x/"
                          "train.jsonl) or generate some with `python -m local_mode data TASK DIR`")
     return len(files)
+
+
+def warm_model_check() -> threading.Thread:
+    """Imports what `_load_model` needs (transformers, the task registry: several seconds) in a thread while the run
+    runs, so that the end of a run does not wait for them. Python's import lock makes the later imports wait for
+    this one, never import twice; a failure here is the later import's to report."""
+    def imports() -> None:
+        try:
+            import transformers  # noqa: F401
+
+            task_registry.registry()
+        except Exception:  # noqa: BLE001, S110 - _load_model imports again and says what fails
+            pass
+
+    thread = threading.Thread(target=imports, name="warm-model-check", daemon=True)
+    thread.start()
+    return thread
 
 
 def _load_model(task: str, model_dir: Path) -> str:
@@ -127,6 +145,7 @@ def run_files(cdk_out: Path, work_dir: Path, spec_paths: list[Path], data: Path,
     with LocalSession(cdk_out, work_dir, verbose=verbose, processes_per_host=processes_per_host,
                       job_env=job_env, tracking=tracking) as session:
         print(f"uploaded {session.upload_folder(data)} files from {data} to s3://{session.dep.data_bucket}/")
+        warm_model_check()
         for index, (spec, path, folder) in enumerate(zip(specs, spec_paths, folders, strict=True)):
             run_dir = work_dir if len(specs) == 1 else work_dir / f"{index + 1:02d}-{path.stem}"
             if len(specs) > 1:
@@ -157,6 +176,7 @@ def run_examples(cdk_out: Path, work_dir: Path, names: list[str], *, verbose: bo
         raise UsageError(f"no example {', '.join(unknown)}; the examples are: {', '.join(known)}")
     outcomes = []
     with LocalSession(cdk_out, work_dir, verbose=verbose, tracking=tracking) as session:
+        warm_model_check()
         for name in names:
             outcomes.append(_run_example(session, name, work_dir / name, verbose=verbose))
     if len(names) > 1:

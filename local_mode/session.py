@@ -161,7 +161,7 @@ class LocalSession:
                     self.emulator.close()
         finally:
             if self.tracking_server is not None:
-                self.tracking_server.stop()
+                self.tracking_server.stop(wait=False)  # the runs' records are committed: no need to watch it go
             if saved is None:
                 os.environ.pop("MOTO_ACCOUNT_ID", None)
             else:
