@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from local_mode import demo
 
 
@@ -35,8 +37,6 @@ def test_a_build_that_fails_leaves_no_folder_to_reuse(tmp_path, monkeypatch):
         raise OSError("disk full")
 
     monkeypatch.setattr(demo, "build_inputs", broken)
-    try:
+    with pytest.raises(OSError, match="disk full"):
         demo.cached_inputs(tmp_path)
-    except OSError:
-        pass
     assert list(tmp_path.iterdir()) == []
