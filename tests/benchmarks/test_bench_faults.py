@@ -11,6 +11,7 @@ from benchmarks import bench_faults
 def row(case: str, **changes) -> dict:
     fault, verdict, rank, action, status = bench_faults.CASES[case]
     return {"case": case, "verdict": verdict, "rank": rank, "action": action, "status": status, "straggler": False,
+            "straggler_windows": 3,
             "fault_to_action_seconds": 33.0 if verdict else None,
             "stalled_share": 0.4 if verdict == "stalled" else 0.0, "recovering_share": 0.02,
             "unaccounted_share": 0.01, **changes}
@@ -29,6 +30,7 @@ def test_a_row_is_correct_only_with_the_expected_verdict_rank_and_action():
     assert not bench_faults.expected(row("healthy-uneven", straggler=True))
     assert not bench_faults.expected(row("healthy", straggler=True))
     assert bench_faults.expected(row("slow", straggler=True))
+    assert not bench_faults.expected(row("healthy", straggler_windows=0))  # no window looked: nothing shown
     assert bench_faults.summarize("healthy", [row("healthy"), row("healthy", straggler=True)])["stragglers"] == "1/2"
 
 

@@ -22,6 +22,12 @@ def test_healthy_ranks_with_uneven_shards_are_not_stragglers():
     assert stragglers.find({0: beat(0, 0.100), 1: beat(1, 0.108), 2: beat(2, 0.115), 3: beat(3, 0.095)}) == []
     assert stragglers.find({0: beat(0, 0.1), 1: beat(1, 0.5, steps=3)}) == []  # too few steps to say
     assert stragglers.find({0: beat(0, 0.1), 1: None}) == []
+    # a window that found none says what it compared, or that it had nothing to compare
+    assert stragglers.window_line({0: beat(0, 0.100), 1: beat(1, 0.108)}, 5) == (
+        "stragglers: none over the last 5 min (own time per step: rank 0 0.1 s, rank 1 0.108 s; fleet median "
+        "0.104 s; a straggler is 1.2x it)")
+    assert stragglers.window_line({0: beat(0, 0.1), 1: beat(1, 0.5, steps=3)}, 0.25) == (
+        "stragglers: none over the last 0.25 min (1 rank(s) with 5+ steps measured: nothing to compare)")
 
 
 def test_a_rank_twenty_percent_slower_is_named_with_its_cost():

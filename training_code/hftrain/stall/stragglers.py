@@ -40,6 +40,21 @@ def find(beats: dict[int, dict[str, Any] | None], *, threshold: float = THRESHOL
     return sorted(found, key=lambda s: -s["slower"])
 
 
+def window_line(beats: dict[int, dict[str, Any] | None], window_minutes: float, *,
+                min_steps: int = MIN_STEPS) -> str:
+    """The log's line for a window that named no straggler: what was compared (each measured rank's own time per
+    step), so that a quiet window is told from one that measured nothing."""
+    measured = {rank: float(b["own_step"]) for rank, b in sorted(beats.items())
+                if b and b.get("own_step") and int(b.get("own_steps") or 0) >= min_steps}
+    if len(measured) < 2:
+        return (f"stragglers: none over the last {window_minutes:g} min ({len(measured)} rank(s) with {min_steps}+ "
+                "steps measured: nothing to compare)")
+    median = statistics.median(measured.values())
+    ranks = ", ".join(f"rank {rank} {own:.3g} s" for rank, own in measured.items())
+    return (f"stragglers: none over the last {window_minutes:g} min (own time per step: {ranks}; fleet median "
+            f"{median:.3g} s; a straggler is {THRESHOLD:g}x it)")
+
+
 def describe(straggler: dict[str, Any]) -> str:
     return (f"straggler: rank {straggler['rank']} ({straggler['host']}, local rank {straggler['local_rank']}) takes "
             f"{straggler['own_step_seconds']:.3g} s of its own per step against the fleet's median "

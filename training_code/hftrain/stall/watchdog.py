@@ -324,6 +324,8 @@ class Watchdog(threading.Thread):
         self.stragglers = stragglers.find(beats)
         for straggler in self.stragglers:
             logger.warning("%s (over the last %.0f min)", stragglers.describe(straggler), self.straggler_seconds / 60)
+        if not self.stragglers:  # one line per window (5 min by default): a quiet window is seen to have looked
+            logger.info("%s", stragglers.window_line(beats, self.straggler_seconds / 60))
         if self.stragglers and self.straggler_action == "end" and self.board.add(f"{self.key}claim", 1) == 1:
             # announced like a stall (every rank writes it and exits), but no stall record: no time was stalled
             message = stragglers.ending_text(self.stragglers[0], self.straggler_seconds / 60)
