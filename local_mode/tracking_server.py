@@ -67,7 +67,9 @@ class TrackingServer:
         in between (local mode deploys the emulated stacks meanwhile)."""
         self.root.mkdir(parents=True, exist_ok=True)
         log = open(self.root / "server.log", "ab")  # noqa: SIM115 - the server's, closed with it
-        env = {**os.environ, "MLFLOW_HOME": str(self.root)}
+        # No job execution: MLflow 3's server otherwise starts a job runner and seven huey consumers (for its GenAI
+        # jobs, which tracking never uses): eight more processes to start and stop on a 2-core machine.
+        env = {**os.environ, "MLFLOW_HOME": str(self.root), "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
         self.process = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT, env=env,
                                         start_new_session=True)  # its workers stop with it (stop: the group)
         log.close()
