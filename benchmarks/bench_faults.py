@@ -11,7 +11,7 @@ repetition `python -m local_mode run` in a subprocess with `stall.minutes` 0.5 (
 2 and `recovery.in_job_restarts` 2 (the default). Cases (`--inject-stall`,
 hftrain/stall/injection.py), all on global rank 1 (the second host); the action follows the one action table
 (lambda/runs/actions.py, contract/failure_causes.py IN_JOB_ACTION):
-- `healthy`: no fault: no verdict, nothing done, no straggler named;
+- `healthy`: no fault, HEALTHY_STEPS steps (several straggler windows): no verdict, nothing done, no straggler named;
 - `healthy-uneven`: no fault, on uneven shards (one host reads 3.5 times the other's rows: its epochs are longer, its
   time per step is not): no verdict, nothing done, no straggler named;
 - `sigstop`: SIGSTOPped after step 20 (a frozen process): `stalled`, recovered in place;
@@ -69,6 +69,7 @@ CASES: dict[str, tuple[str | None, str | None, int | None, str, str]] = {
     "raise": ("1@20:raise", causes.EXCEPTION, 1, END, "FAILED"),
 }
 HEALTHY = ("healthy", "healthy-uneven")  # where a straggler named is a false positive
+HEALTHY_STEPS = 1500
 UNEVEN_ROWS = (840, 120, 120, 120)  # part-0..3: ShardedByS3Key gives each host every other object (840+120 vs 120+120)
 _INJECTED = re.compile(r"INJECTED FAULT at (\d+\.\d+)")
 _RANK = re.compile(r"\brank (\d+) \(")
@@ -102,6 +103,9 @@ def prepare(root: Path) -> tuple[Path, Path, Path]:
                 fallback={"max_attempts": 2}, max_runtime_seconds=1800)
     spec["hyperparameters"].update(max_steps=300, logging_steps=50, per_device_train_batch_size=4)
     spec_path.write_text(json.dumps(spec))
+    # the healthy cases train longer (HEALTHY_STEPS): several straggler windows compare the ranks' own step times
+    spec["hyperparameters"]["max_steps"] = HEALTHY_STEPS
+    (data / "healthy.json").write_text(json.dumps(spec))
     return cdk_out, data, spec_path
 
 
@@ -228,8 +232,8 @@ def main(argv: list[str] | None = None) -> int:
         for case in args.case or list(CASES):
             rows = []
             for i in range(args.repeat):
-                row = one_run(case, cdk_out, uneven_data if case == "healthy-uneven" else data, spec,
-                              root / f"{case}-{i}")
+                row = one_run(case, cdk_out, uneven_data if case == "healthy-uneven" else data,
+                              spec.with_name("healthy.json") if case in HEALTHY else spec, root / f"{case}-{i}")
                 rows.append(row)
                 if args.verbose:
                     print(json.dumps(row), file=sys.stderr, flush=True)
