@@ -79,6 +79,7 @@ def straggler_line(straggler: dict[str, Any]) -> str:
 def success_lines(summary: dict[str, Any]) -> list[str]:
     cost = summary.get("cost") or {}
     attempts = summary.get("attempts") or []
+    starts = sum(1 + int(a.get("interruptions") or 0) for a in attempts)
     jobs = cost.get("jobs") or []
     training_jobs = [j for j in jobs if j.get("job_type") == "training"]
     lines = [f"Run {summary.get('run_id')} {verdict.outcome(summary)}: {summary.get('task')} fine-tune of "
@@ -106,7 +107,10 @@ def success_lines(summary: dict[str, Any]) -> list[str]:
                  "unknown (no instance_prices for every instance type)"),
         ("spot saving", f"{cost.get('spot_saving', 0):.0%} on the final job, {cost.get('run_spot_saving', 0):.0%} "
                         "over the run" if any(j.get("spot") for j in jobs) else "none (on-demand)"),
-        ("attempts", str(len(attempts))),
+        # the README's words: a SageMaker job per pipeline attempt entry; an attempt is each start of a job's
+        # instances (a managed-spot job restarted after an interruption has several)
+        ("jobs", f"{len(attempts)} SageMaker job{'s' if len(attempts) != 1 else ''}, "
+                 f"{starts} attempt{'s' if starts != 1 else ''} (starts of their instances)"),
     ]
     lines += _table([(name, value) for name, value in facts])
     lines += [f"    {attempt_line(a)}" for a in attempts]

@@ -122,7 +122,8 @@ def _assert_success_notification(summary: dict[str, Any], run: dict[str, Any], j
                                        f"{summary['base_model']}.")
     assert "{" not in message  # a text a person reads, no JSON dump
     for needle in (summary["model_uri"], "eval_f1", "71.25", "spot saving    67% on the final job",
-                   "40m00s instance time", "$0.80 at on-demand list prices", "attempts       2",
+                   "40m00s instance time", "$0.80 at on-demand list prices",
+                   "jobs           2 SageMaker jobs, 3 attempts (starts of their instances)",
                    "MaxWaitTimeExceeded", "1 spot interruption, resumed from checkpoints", summary["summary_uri"],
                    naming.training_job_url(REGION, job["job_name"])):
         assert needle in message, needle
