@@ -45,10 +45,15 @@ def check_data_folder(data: Path) -> int:
     return len(files)
 
 
-def warm_model_check() -> threading.Thread:
+_warming: list[threading.Thread] = []
+
+
+def warm_model_check() -> None:
     """Imports what `_load_model` needs (transformers, the task registry: several seconds) in a thread while the run
-    runs, so that the end of a run does not wait for them. Python's import lock makes the later imports wait for
-    this one, never import twice; a failure here is the later import's to report."""
+    runs, so that the end of a run does not wait for them. Only where nothing else imports transformers in this
+    process meanwhile (the demo, runs of spec files: their jobs are other processes): transformers' lazy module is
+    not safe to import from two threads at once, so `_load_model` waits for this thread before its own imports. A
+    failure here is the later import's to report."""
     def imports() -> None:
         try:
             import transformers  # noqa: F401
@@ -59,10 +64,12 @@ def warm_model_check() -> threading.Thread:
 
     thread = threading.Thread(target=imports, name="warm-model-check", daemon=True)
     thread.start()
-    return thread
+    _warming.append(thread)
 
 
 def _load_model(task: str, model_dir: Path) -> str:
+    while _warming:  # never import transformers beside the warming thread
+        _warming.pop().join()
     import transformers
 
     auto_model = task_registry.task_class(task).auto_model  # the Auto* class the task trains with
@@ -176,8 +183,7 @@ def run_examples(cdk_out: Path, work_dir: Path, names: list[str], *, verbose: bo
         raise UsageError(f"no example {', '.join(unknown)}; the examples are: {', '.join(known)}")
     outcomes = []
     with LocalSession(cdk_out, work_dir, verbose=verbose, tracking=tracking) as session:
-        warm_model_check()
-        for name in names:
+        for name in names:  # no warm_model_check: each example generates a model (transformers) in this thread
             outcomes.append(_run_example(session, name, work_dir / name, verbose=verbose))
     if len(names) > 1:
         print("\nexamples: " + "; ".join(f"{n} {run_state(o)} in {o.seconds:.0f} s" for n, o in
