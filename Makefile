@@ -106,4 +106,4 @@ bench: setup
 	for b in benchmarks/bench_*.py; do $(PY) $$b || exit 1; done
 
 clean:
-	rm -rf cdk.out cdk.out.new build .local-runs .pytest_cache  # .whl/ and .cache/ keep downloads (rm them to refetch)
+	rm -rf cdk.out cdk.out.new build .local-runs .pytest_cache  # .whl/ and .cache/ keep downloads and the demo's generated inputs (rm them to refetch)
