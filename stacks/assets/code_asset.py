@@ -12,11 +12,11 @@ import hashlib
 import io
 import shutil
 import tarfile
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
 from hfsm_lambda.plan.job_requests import PROCESSING_SCRIPT
+from stacks.assets.build_once import build_once
 
 EXCLUDE_DIRS = {"__pycache__", ".pytest_cache", ".ruff_cache", ".ipynb_checkpoints"}
 EXCLUDE_SUFFIXES = (".pyc", ".pyo")
@@ -59,24 +59,12 @@ def build_code_bundle(source: Path, build_root: Path, wheels: Sequence[Path] = (
     """Writes `<build_root>/<sha16>/{sourcedir.tar.gz, runproc.sh}`; returns (folder, sha16)."""
     data = sourcedir_bytes(source, wheels)
     sha = hashlib.sha256(data).hexdigest()[:16]
-    folder = build_root / sha
-    if not (folder / "sourcedir.tar.gz").exists():
-        # A private temp folder per builder, renamed into place: parallel synths (test workers, a benchmark beside
-        # `make synth`) of the same tree each build their own and the first rename wins; nobody sees a half bundle.
-        build_root.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{sha}.", suffix=".tmp", dir=build_root))
-        try:
-            (tmp / "sourcedir.tar.gz").write_bytes(data)
-            entry = source / ENTRYPOINT
-            if entry.exists():
-                shutil.copyfile(entry, tmp / ENTRYPOINT)
-            if folder.exists() and not (folder / "sourcedir.tar.gz").exists():
-                shutil.rmtree(folder, ignore_errors=True)  # a leftover of an interrupted older layout
-            try:
-                tmp.rename(folder)
-            except OSError:
-                if not (folder / "sourcedir.tar.gz").exists():
-                    raise
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+
+    def build(tmp: Path) -> None:
+        entry = source / ENTRYPOINT
+        if entry.exists():
+            shutil.copyfile(entry, tmp / ENTRYPOINT)
+        (tmp / "sourcedir.tar.gz").write_bytes(data)  # last: it marks the bundle complete
+
+    folder = build_once(build_root / sha, "sourcedir.tar.gz", build)
     return folder, sha

@@ -26,9 +26,10 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+
+from stacks.assets.build_once import build_once
 
 REPO = Path(__file__).resolve().parents[2]
 LOCK = Path(__file__).with_name("job_wheels.lock")
@@ -117,13 +118,8 @@ def _build_local(entry: Locked, target: Path) -> None:
 
 def wheel_dir(lock: Path = LOCK, cache: Path = CACHE) -> Path:
     """The folder of wheels for the lock (downloaded and verified, or built, on first use, then reused)."""
-    folder = cache / lock_digest(lock)
-    if (folder / ".complete").exists():
-        return folder
-    # A private temp folder per builder (parallel synths share the cache); the first complete rename wins.
-    cache.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", suffix=".tmp", dir=cache))
-    try:
+
+    def build(tmp: Path) -> None:
         (tmp / "sdist").mkdir()
         for entry in read_lock(lock):
             if entry.source:
@@ -134,16 +130,8 @@ def wheel_dir(lock: Path = LOCK, cache: Path = CACHE) -> Path:
                 _download(entry, tmp)
         shutil.rmtree(tmp / "sdist")
         (tmp / ".complete").write_text("ok\n")
-        if folder.exists() and not (folder / ".complete").exists():
-            shutil.rmtree(folder, ignore_errors=True)  # an interrupted build's leftovers
-        try:
-            tmp.rename(folder)
-        except OSError:
-            if not (folder / ".complete").exists():
-                raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return folder
+
+    return build_once(cache / lock_digest(lock), ".complete", build)
 
 
 def wheel_files(folder: Path) -> list[Path]:
