@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from contract import startup_limit
 from hfsm_lambda.errors import PreflightError, SettingsError, SpecError
 from hfsm_lambda.plan import cost, job_requests
 from hfsm_lambda.plan import run as run_json
@@ -81,9 +82,14 @@ def _stall_lines(stall: Any) -> list[str]:
     if stall is None or stall.action == "off":
         return ["", "Stall watch: off"]
     steps = "max(10 min, 20 x the median step time)" if stall.minutes == "auto" else f"{stall.minutes:g} min"
-    return ["", f"Stall limits (stall.action {stall.action}): training steps {steps}; evaluations and saves 3 x the "
-                f"longest measured, at least 10 min ({stall.startup_minutes:g} min before the first); start-up "
-                f"{stall.startup_minutes:g} min; the outside watch adds {stall_watch.MARGIN_MINUTES:g} min"]
+    startup = f"auto: {startup_limit.rule()}" if stall.startup_minutes == startup_limit.AUTO else \
+        f"{stall.startup_minutes:g} min"
+    before = "the start-up limit" if stall.startup_minutes == startup_limit.AUTO else \
+        f"{stall.startup_minutes:g} min"
+    return ["", f"Stall limits (stall.action {stall.action}): training steps {steps}; start-up phases (imports, "
+                f"data and model load, tokenization, rendezvous, restore) {startup}; evaluations and saves 3 x the "
+                f"longest measured, at least 10 min ({before} before the first); the outside watch adds "
+                f"{stall_watch.MARGIN_MINUTES:g} min"]
 
 
 def plan_lines(result: dict[str, Any], *, show_requests: bool = True) -> list[str]:

@@ -89,8 +89,9 @@ def pipeline_values(spec: dict[str, Any]) -> dict[str, Any]:
         minutes = stall.get("minutes", "auto")
         if minutes == "auto" or isinstance(minutes, int | float):  # (values that failed their check: none)
             values["stall_minutes"] = minutes if minutes == "auto" else f"{minutes:g}"
-        if isinstance(stall.get("startup_minutes", 60), int | float):
-            values["stall_startup_minutes"] = stall.get("startup_minutes", 60)
+        startup = stall.get("startup_minutes", "auto")
+        if isinstance(startup, int | float) and not isinstance(startup, bool):  # auto is the code's own default
+            values["stall_startup_minutes"] = startup
         if stall.get("stragglers") == "end":  # the default (warn) is the training code's own
             values["stall_stragglers"] = "end"
         if isinstance(stall.get("straggler_minutes"), int | float) and stall["straggler_minutes"] != 5:

@@ -281,10 +281,14 @@ SPEC = Obj(fields={
                              doc="the job is stalled when no optimizer step ends for this many minutes (fractions "
                                  "allowed); `\"auto\"`: max(10 min, 20 x the median step time measured in the job); "
                                  "the `stall_minutes` hyperparameter"),
-        "startup_minutes": Num(low=0.05, high=10080, default=60, why=" minutes",
-                               doc="the longer limit for start-up before the first step (data load, tokenization, "
-                                   "checkpoint restore), evaluation and checkpoint saves: minutes without a phase "
-                                   "change (the `stall_startup_minutes` hyperparameter)"),
+        "startup_minutes": IntOrWord(word="auto", number=Num(low=0.05, high=10080, why=" minutes"), default="auto",
+                                     doc="the longer limit for start-up before the first step (imports, data load, "
+                                         "model load, tokenization, rendezvous, checkpoint restore), evaluations and "
+                                         "checkpoint saves before their first measurement: minutes without a phase "
+                                         "change; `\"auto\"`: 3 x the longest start-up an attempt of the run "
+                                         "measured, at least 10 min, 30 min before the first measurement (the "
+                                         "`stall_startup_minutes` hyperparameter; the outside watch applies it "
+                                         "before the job's first heartbeat)"),
         "stragglers": Enum(values=("warn", "end"), default="warn",
                            doc="a rank at least 20% slower than the fleet's median over a window "
                                "(`straggler_minutes`): `warn` "

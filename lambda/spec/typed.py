@@ -102,7 +102,7 @@ class Checkpoint:
 @dataclass(frozen=True, kw_only=True)
 class Stall:
     minutes: float | str  # minutes, or "auto"
-    startup_minutes: float
+    startup_minutes: float | str  # minutes, or "auto"
     stragglers: str = "warn"
     straggler_minutes: float = 5.0
     action: str

@@ -6,8 +6,9 @@ heartbeat file beside the checkpoints every 30 s (contract/heartbeat.py: `{job, 
 limit_seconds}`; `moved_at`: the last progress, `limit_seconds`: the in-job limit in effect), which SageMaker's
 checkpoint sync uploads. CheckJob reads it while the job is Training: when this job's last progress is older than the in-job
 limit plus `MARGIN_MINUTES` (upload delay, the in-job watchdog's own time to act), or when no heartbeat of this
-job's current Training period (a spot restart begins a new one) arrived for `stall.startup_minutes` plus the
-margin after that period began, the job is stopped as
+job's current Training period (a spot restart begins a new one) arrived for the start-up limit plus the
+margin after that period began (`stall.startup_minutes`; `auto`: derived from the start-ups the run's attempts
+measured, contract/startup_limit.py, read from `_progress.json`), the job is stopped as
 retryable, saying why. The state between looks travels in the state machine's `$.status` (`stall_watch`).
 """
 
@@ -17,9 +18,10 @@ from datetime import datetime
 from typing import Any
 
 from contract import heartbeat as heartbeat_file
-from contract import stall_records
+from contract import stall_records, startup_limit
 from hfsm_lambda.bounded_reads import read_object
 from hfsm_lambda.neutral_text import printable
+from hfsm_lambda.watch import durability
 
 MARGIN_MINUTES = 5.0
 # The spec's bounds of stall.minutes and stall.startup_minutes (spec/run_spec.py): the heartbeat is the job's
@@ -38,12 +40,18 @@ def read_heartbeat(s3: Any, checkpoint_uri: str) -> dict[str, Any] | None:
     return heartbeat_file.parse_heartbeat(body)
 
 
+def read_measured_startup(s3: Any, checkpoint_uri: str) -> float | None:
+    """The longest start-up the run's attempts measured (seconds), from the progress file beside the
+    checkpoints; None when none is known."""
+    return startup_limit.measured(durability.read_progress(s3, checkpoint_uri))
+
+
 def allowed_limit(stated: float, stall: dict[str, Any]) -> float:
     """The heartbeat's limit (seconds) held within the spec's: at least the field's minimum, at most the larger of
     stall.minutes (its maximum when "auto") and stall.startup_minutes."""
-    minutes = stall.get("minutes")
-    longest = max(float(minutes) if isinstance(minutes, int | float) and not isinstance(minutes, bool)
-                  else LIMIT_MINUTES_HIGH, float(stall.get("startup_minutes") or 60))
+    minutes, startup = stall.get("minutes"), stall.get("startup_minutes")
+    longest = max(*(float(value) if isinstance(value, int | float) and not isinstance(value, bool)
+                    else LIMIT_MINUTES_HIGH for value in (minutes, startup)))
     return min(max(stated, LIMIT_MINUTES_LOW * 60), min(longest, LIMIT_MINUTES_HIGH) * 60)
 
 
@@ -60,9 +68,21 @@ def rank_line(entry: dict[str, Any]) -> str:
     return f"rank {entry.get('rank')} ({entry.get('host')}): {entry.get('doing') or entry.get('kind')}"
 
 
+def startup_seconds(stall: dict[str, Any], measured: float | None) -> tuple[float, str]:
+    """The start-up limit before the first heartbeat (seconds, its name): the spec's minutes, or `auto` from the
+    longest start-up the run measured (`measured`, seconds; None: the prior)."""
+    try:
+        minutes = startup_limit.parse(stall.get("startup_minutes"))
+    except ValueError:  # a state written by hand: the rule, not a crash of the job check
+        minutes = None
+    return startup_limit.seconds(minutes, measured), startup_limit.describe(minutes, measured)
+
+
 def watch(previous: dict[str, Any] | None, heartbeat: dict[str, Any] | None, *, job_name: str, now: datetime,
-          since: datetime | None, stall: dict[str, Any]) -> tuple[dict[str, Any], bool]:
-    """(report for $.status.stall_watch, stop now?)."""
+          since: datetime | None, stall: dict[str, Any], measured_startup: float | None = None
+          ) -> tuple[dict[str, Any], bool]:
+    """(report for $.status.stall_watch, stop now?); `measured_startup`: the longest start-up the run's attempts
+    measured (seconds, from `_progress.json`), for `stall.startup_minutes: auto`."""
     prev = dict(previous or {})
     report: dict[str, Any] = {"stopped_at": prev.get("stopped_at"), "stop_reason": prev.get("stop_reason")}
     if stall.get("action", "retry") == "off" or since is None:
@@ -74,9 +94,9 @@ def watch(previous: dict[str, Any] | None, heartbeat: dict[str, Any] | None, *, 
     heartbeat = _strict(heartbeat)
     mine = heartbeat if heartbeat and heartbeat["job"] == job_name and heartbeat["at"] >= since.timestamp() else None
     if mine is None:
-        limit = float(stall.get("startup_minutes") or 60) * 60
+        limit, limit_name = startup_seconds(stall, measured_startup)
         quiet = t - since.timestamp()
-        where = "before its first heartbeat (start-up)"
+        where = f"before its first heartbeat (start-up; {limit_name})"
     else:
         limit = allowed_limit(mine["limit_seconds"], stall)
         quiet = t - max(mine["moved_at"], since.timestamp())

@@ -14,6 +14,7 @@ code before the watchdog the first job would hang until max_runtime_seconds.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -43,6 +44,22 @@ def cli(*args: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=1200)  # the checks read the jobs' checkpoint folders
 
 
+def failure_digest(work: Path, run: subprocess.CompletedProcess) -> str:
+    """What a failed run says first (CI keeps only the end of a long message): every job's FailureReason, each
+    failed host's last log lines before the toolkit's own, then the output's head and tail."""
+    lines = []
+    with contextlib.suppress(OSError, ValueError):
+        for job in json.loads((work / "report" / "run.json").read_text()).get("jobs", []):
+            lines.append(f"{job.get('TrainingJobName')}: {job.get('TrainingJobStatus')}: "
+                         f"{(job.get('FailureReason') or '').strip()[:600]}")
+    for log in sorted(work.glob("sagemaker/*/logs/attempt-*/algo-*.log")):
+        text = log.read_text(errors="replace").splitlines()
+        own = [line for line in text if "sagemaker-training-toolkit" not in line][-15:]
+        lines += [f"--- {log.parent.parent.parent.name[-6:]} {log.parent.name} {log.name}", *own]
+    return "\n".join([*lines[-120:], "--- output head", run.stdout[:3000], "--- output tail", run.stdout[-2000:],
+                      run.stderr[-1500:]])
+
+
 @pytest.fixture(scope="module")
 def stalls(dev_outdir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
     root = tmp_path_factory.mktemp("stalls")
@@ -62,7 +79,7 @@ def stalls(dev_outdir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
         args += ["--inject-stall", fault]
     run = cli(*args)
     (root / "stdout.txt").write_text(run.stdout)  # what the user saw, kept with pytest's temporary folders
-    assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-3000:]
+    assert run.returncode == 0, failure_digest(root / "run", run)
     record = json.loads((root / "run" / "report" / "run.json").read_text())
     jobs = [j for j in record["jobs"] if "TrainingJobName" in j]
     last = jobs[-1]["TrainingJobName"]

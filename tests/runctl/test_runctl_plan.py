@@ -49,9 +49,10 @@ def test_plan_offline_lists_jobs_requests_and_worst_case_cost(tmp_path):
     assert f"total: ${sum(items):.2f} at on-demand list prices" in out and "+ 100 GB storage" in out
     assert '"TrainingJobName": "hfsm-dev-squad-distilbert-' in out and "# CreateTrainingJob (training attempt 2)" in out
     # the limits the stall watch applies (issue 34), and when a fallback attempt runs (runs/actions.py)
-    assert "Stall limits (stall.action retry): training steps max(10 min, 20 x the median step time); evaluations " \
-        "and saves 3 x the longest measured, at least 10 min (60 min before the first); start-up 60 min; the " \
-        "outside watch adds 5 min" in out
+    assert "Stall limits (stall.action retry): training steps max(10 min, 20 x the median step time); start-up " \
+        "phases (imports, data and model load, tokenization, rendezvous, restore) auto: 3 x the longest start-up " \
+        "the run measured, at least 10 min (30 min before the first measurement); evaluations and saves 3 x the " \
+        "longest measured, at least 10 min (the start-up limit before the first); the outside watch adds 5 min" in out
     assert "a rank killed by a signal" in out
 
     as_json = json.loads(runctl("plan", "examples/question-answering.json", "--settings", str(settings),

@@ -21,7 +21,7 @@ from typing import Any
 
 from transformers import Seq2SeqTrainingArguments
 
-from contract import intervals, run_history
+from contract import intervals, run_history, startup_limit
 from hftrain import hp_rules, smenv
 from hftrain.data import files as data
 from hftrain.stall.limits import parse_minutes
@@ -338,11 +338,13 @@ class SageMakerTrainingArguments(Seq2SeqTrainingArguments):
             "stall.minutes."
         },
     )
-    stall_startup_minutes: float = field(
-        default=60.0,
+    stall_startup_minutes: str = field(
+        default="auto",
         metadata={
             "help": "The stall watchdog's limit for start-up before the first step, evaluation and checkpoint "
-            "saves (minutes without a phase change). The pipeline sets it from stall.startup_minutes."
+            "saves (minutes without a phase change); auto: 3 x the longest start-up this run measured, at least "
+            "10 min, 30 min before the first measurement (contract/startup_limit.py). The pipeline sets it from "
+            "stall.startup_minutes."
         },
     )
     stall_floor_minutes: float = field(
@@ -468,6 +470,7 @@ def _check_padding_free_and_stall(args: SageMakerTrainingArguments) -> None:
         raise ArgumentError(f"padding_free must be one of {PADDING_FREE}, got {args.padding_free!r}")
     try:
         parse_minutes(args.stall_minutes)
+        startup_limit.parse(args.stall_startup_minutes)
     except ValueError as err:
         raise ArgumentError(str(err)) from None
 

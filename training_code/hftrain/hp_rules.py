@@ -63,7 +63,6 @@ BOUNDS: dict[str, dict[str, float]] = {
     "save_every_minutes": {"minimum": 0},  # 0: by steps only
     "progress_every_seconds": {"minimum": 0},
     "interruption_prior_hours": {"minimum": 0},
-    "stall_startup_minutes": {"exclusiveMinimum": 0},
     "stall_floor_minutes": {"exclusiveMinimum": 0},
     "stall_section_factor": {"minimum": 1},
     "stall_straggler_minutes": {"exclusiveMinimum": 0},

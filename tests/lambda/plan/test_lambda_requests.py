@@ -58,7 +58,7 @@ def test_hyperparameters_per_distribution_strategy(settings, strategy, extra):
         **RESERVED, "sagemaker_job_name": json.dumps(name), **extra,
         "task": '"question-answering"', "model_name_or_path": '"distilbert/distilbert-base-uncased"',
         "save_steps": "500", "save_interval": '"auto"', "interruption_prior_hours": "6.0",  # spot ml.p4d's prior
-        "stall_minutes": '"auto"', "stall_startup_minutes": "60",  # the stall watchdog's limits (stall.*)
+        "stall_minutes": '"auto"',  # the stall watchdog's limits (stall.*; the start-up limit's auto: the code's)
         "in_job_restarts": "2",  # recovery.in_job_restarts (recovery in place)
         "num_train_epochs": "1", "bf16": "true"}
     assert_valid("CreateTrainingJob", request)

@@ -91,8 +91,10 @@ def test_last_durable_needs_every_hosts_marker_and_every_listed_file(aws_account
 # --- check_job ------------------------------------------------------------------------------------------------
 @pytest.fixture
 def training(aws_account, put_data, context, monkeypatch):
+    # the durability watchdog alone: this fake job writes checkpoints but no heartbeat, which the stall watch
+    # would stop after its start-up limit (tests/lambda/watch/test_lambda_stalls.py)
     spec = {**SPEC, "checkpoint": {"every_minutes": 10, "watchdog": {"action": "stop"}},
-            "fallback": {"max_attempts": 2}}
+            "fallback": {"max_attempts": 2}, "stall": {"action": "off"}}
     return start_watched_job(spec, put_data, context, monkeypatch)
 
 

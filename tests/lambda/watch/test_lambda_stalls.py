@@ -5,6 +5,7 @@ watch from outside the job in CheckJob (stall_watch.py), against moto."""
 from __future__ import annotations
 
 import dataclasses
+import io
 import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -37,8 +38,8 @@ STALL_REASON = ("AlgorithmError: stall watchdog: rank 3 (algo-2, local rank 1) m
 # --- the spec ----------------------------------------------------------------------------------------------------
 def test_stall_defaults_and_fractions_of_minutes(settings):
     spec = run_spec.parse_spec(MINIMAL, settings)
-    assert spec["stall"] == {"minutes": "auto", "startup_minutes": 60, "stragglers": "warn", "straggler_minutes": 5,
-                             "action": "retry"}
+    assert spec["stall"] == {"minutes": "auto", "startup_minutes": "auto", "stragglers": "warn",
+                             "straggler_minutes": 5, "action": "retry"}
     assert spec["network"] == {"require_efa": True}
     spec = run_spec.parse_spec({**MINIMAL, "stall": {"minutes": 0.1, "startup_minutes": 0.5, "action": "fail"}},
                                settings)
@@ -51,7 +52,7 @@ def test_bad_stall_values_are_named_with_what_to_fix(settings):
                             "network": {"require_efa": "yes"}}, settings)
     text = "\n".join(problems)
     assert 'stall.minutes: expected "auto" or a number from 0.05 to 10080' in text and "'soon'" in text
-    assert "stall.startup_minutes: expected a number from 0.05 to 10080 minutes, got 0" in text
+    assert 'stall.startup_minutes: expected "auto" or a number from 0.05 to 10080' in text
     assert "stall.action" in text and "retry" in text and "restart" in text
     assert "network.require_efa" in text
     # 900 s: the shortest limit the runtime floor accepts with the default checkpoint interval (runtime_limits.py)
@@ -66,6 +67,8 @@ def test_the_request_carries_the_limits_and_the_efa_opt_out(settings):
     hps = request["HyperParameters"]
     assert json.loads(hps["stall_minutes"]) == "0.5" and json.loads(hps["stall_startup_minutes"]) == 20
     assert "stall_straggler_minutes" not in hps  # the default window (5 min) is the training code's own
+    # the derived start-up limit (auto, the default) is the training code's own default: not sent
+    assert "stall_startup_minutes" not in training(settings, stall={"minutes": 0.5})["HyperParameters"]
     hps = training(settings, stall={"straggler_minutes": 0.5, "stragglers": "warn"})["HyperParameters"]
     assert json.loads(hps["stall_straggler_minutes"]) == 0.5
     problems = problems_of({**MINIMAL, "stall": {"straggler_minutes": 0}}, settings)
@@ -113,6 +116,39 @@ def test_attempts_used_up_by_stalls_say_so():
 
 # --- the outside watch (pure) -----------------------------------------------------------------------------------------
 STALL = {"minutes": "auto", "startup_minutes": 30, "action": "retry"}
+
+
+@pytest.mark.parametrize(("measured", "limit_minutes"), [(None, 30), (100.0, 10), (800.0, 40)])
+def test_outside_watch_before_the_first_heartbeat_applies_the_derived_start_up_limit(measured, limit_minutes):
+    """stall.startup_minutes auto: the prior (30 min) before any attempt measured a start-up, else 3 x the
+    longest measured (800 s -> 40 min), at least 10 min; the margin (5 min) on top; the reason names the rule."""
+    auto = {**STALL, "startup_minutes": "auto"}
+    before = T0 + timedelta(minutes=limit_minutes + 5, seconds=-10)
+    report, stop = stall_watch.watch(None, None, job_name="job-1", now=before, since=T0, stall=auto,
+                                     measured_startup=measured)
+    assert not stop and report["threshold_minutes"] == limit_minutes + 5
+    report, stop = stall_watch.watch(None, None, job_name="job-1", now=before + timedelta(seconds=20), since=T0,
+                                     stall=auto, measured_startup=measured)
+    assert stop and "before its first heartbeat (start-up; stall.startup_minutes=auto" in report["stop_reason"]
+    assert ("the prior" in report["stop_reason"]) == (measured is None)
+    # a number in the spec is used as given, whatever was measured
+    assert not stall_watch.watch(None, None, job_name="job-1", now=T0 + timedelta(minutes=34), since=T0,
+                                 stall=STALL, measured_startup=10_000.0)[1]
+
+
+def test_the_measured_start_ups_are_read_from_the_progress_file():
+    class S3:
+        def __init__(self, body):
+            self.body = body
+
+        def get_object(self, Bucket, Key, **_):  # noqa: N803 - boto3's names
+            assert (Bucket, Key) == ("b", "runs/r1/checkpoints/_progress.json")
+            return {"Body": io.BytesIO(self.body), "ContentLength": len(self.body)}
+
+    body = json.dumps({"step": 3, "startup_seconds": [50.0, 410.5]}).encode()
+    assert stall_watch.read_measured_startup(S3(body), "s3://b/runs/r1/checkpoints") == 410.5
+    assert stall_watch.read_measured_startup(S3(b'{"step": 3}'), "s3://b/runs/r1/checkpoints") is None
+    assert stall_watch.read_measured_startup(S3(b"not json"), "s3://b/runs/r1/checkpoints") is None
 
 
 def test_outside_watch_counts_from_the_last_progress_or_the_training_start():
@@ -205,7 +241,7 @@ def test_a_job_never_heard_of_is_stopped_after_the_start_up_limit(running, conte
     clock["now"] = T0 + timedelta(minutes=16)
     status = strict_json(handlers.check_job({"job": job, "previous": {"state": "running"}}, context))
     assert stops == [job["job_name"]]
-    assert "before its first heartbeat (start-up)" in status["stall_watch"]["stop_reason"]
+    assert "before its first heartbeat (start-up; stall.startup_minutes=10)" in status["stall_watch"]["stop_reason"]
 
 
 def test_spec_errors_are_raised_before_any_job(context, aws_account):

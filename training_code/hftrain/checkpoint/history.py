@@ -23,7 +23,7 @@ import os
 import time
 from typing import Any
 
-from contract import run_history
+from contract import run_history, startup_limit
 from hftrain.checkpoint.manager import utc_iso
 from hftrain.checkpoint.storage import LocalStorage
 
@@ -99,6 +99,7 @@ class RunHistory:
         self._started_at = clock()
         self._beats = 0
         self.save_seconds: list[float] = []  # the run's recent blocking save times (save_interval auto)
+        self.startup_seconds: list[float] = []  # the run's measured start-ups (contract/startup_limit.py)
 
     @property
     def progress_path(self) -> str:
@@ -119,6 +120,9 @@ class RunHistory:
             carried = (self._previous or {}).get("save_seconds")
             self.save_seconds = [float(x) for x in carried if isinstance(x, int | float)][-20:] if isinstance(
                 carried, list) else []
+            starts = (self._previous or {}).get(startup_limit.PROGRESS_KEY)
+            self.startup_seconds = [float(x) for x in starts if isinstance(x, int | float)][
+                -startup_limit.KEEP:] if isinstance(starts, list) else []
         interruption = interruption_record(self._previous, resumed_step=resumed_step, job=self.job, now=now)
         history = self.read_history()
         history["starts"] = [*history["starts"], {"job": self.job, "at": utc_iso(now), **start}]
@@ -137,6 +141,15 @@ class RunHistory:
     def record_save_seconds(self, seconds: float) -> None:
         self.save_seconds = [*self.save_seconds, round(float(seconds), 4)][-20:]
 
+    def record_startup_seconds(self, seconds: float) -> None:
+        """This attempt's start-up (train.py's first line to its first step), written at once: the next attempt's
+        `stall_startup_minutes auto` derives from the longest (contract/startup_limit.py)."""
+        self.startup_seconds = [*self.startup_seconds, round(float(seconds), 3)][-startup_limit.KEEP:]
+        beats, last = self._beats, self._last_beat
+        self._beats -= 1  # not a progress beat: the file keeps the count (an interruption before the first beat
+        self.beat(self._started_step, force=True)  # still reports the step reached as unknown)
+        self._beats, self._last_beat = beats, last
+
     def beat(self, step: int, *, force: bool = False, finished: bool = False) -> None:
         now = self.clock()
         if not force and self._last_beat is not None and now - self._last_beat < self.every_seconds:
@@ -146,7 +159,7 @@ class RunHistory:
         progress = {"job": self.job, "host": self.host, "step": step, "at": round(now, 3), "at_iso": utc_iso(now),
                     "started_step": self._started_step, "started_at": round(self._started_at, 3),
                     "finished": finished, "beats": self._beats, "every_seconds": self.every_seconds,
-                    "save_seconds": self.save_seconds}
+                    "save_seconds": self.save_seconds, startup_limit.PROGRESS_KEY: self.startup_seconds}
         try:
             self.storage.write_text_atomic(self.progress_path, run_history.format_progress(progress))
         except (OSError, ValueError) as err:  # progress is informative: never stop training for it

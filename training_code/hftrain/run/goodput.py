@@ -91,6 +91,7 @@ class GoodputClock:
         self._last_beat: float | None = None
         self._beat_window: tuple[int, float] | None = None  # (steps, step_seconds) at the last beat
         self.on_save: list[Callable[[float], None]] = []  # called with each save's blocking seconds
+        self.on_startup: list[Callable[[float], None]] = []  # called once with the start-up's seconds
 
     # --- start-up ----------------------------------------------------------------------------------------
     def mark_imports_done(self) -> None:
@@ -121,6 +122,8 @@ class GoodputClock:
         metrics = {"startup_seconds": now - self.script_started_at,
                    **{f"startup_{name}_seconds": seconds for name, seconds in self.startup.items()}}
         self._metric_lines(metrics)
+        for call in self.on_startup:
+            call(now - self.script_started_at)
 
     # --- training ----------------------------------------------------------------------------------------
     def step_ends(self, step: int) -> None:

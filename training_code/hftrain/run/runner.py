@@ -329,6 +329,7 @@ class TrainingRun:
             self.history = run_history.RunHistory(args.checkpoint_dir, job=self.env.job_name,
                                                   host=self.env.current_host, every_seconds=args.progress_every_seconds)
             record_start(self.history, self.decision, self.env, self.world, self.coverage)
+            self.clock.on_startup.append(self.history.record_startup_seconds)  # the next start-up limit's measure
         self._auto_interval()
         self.keep = args.save_total_limit
         args.save_total_limit = None  # rotation is ours (this run's verified checkpoints only)

@@ -6,6 +6,7 @@ import logging
 
 from transformers import TrainerCallback
 
+from contract import startup_limit
 from hftrain.stall import import_watch
 from hftrain.stall import injection as stall_injection
 from hftrain.stall import watchdog as stall
@@ -21,7 +22,9 @@ def start_watchdog(training_args) -> stall.Watchdog | None:
     if not enabled:
         logger.info("stall watchdog: off (stall_minutes off)")
         return None
-    limits = Limits(minutes=minutes, startup_minutes=training_args.stall_startup_minutes,
+    startup_minutes = startup_limit.parse(training_args.stall_startup_minutes)
+    limits = Limits(minutes=minutes, startup_minutes=startup_minutes,
+                    measured_startup=startup_limit.read_measured(training_args.checkpoint_dir),
                     floor_minutes=training_args.stall_floor_minutes,
                     section_factor=training_args.stall_section_factor,
                     section_floor_minutes=training_args.stall_section_floor_minutes)

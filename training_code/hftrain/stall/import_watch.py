@@ -4,7 +4,7 @@ argument parsing, watched from train.py's first line.
 The watchdog (watchdog.py) starts once the run object exists, after the heavy imports; a process that hangs in an
 import (a stuck network file system, a lock held by a dead process) would otherwise go unnamed until the job's
 MaxRuntime. A daemon thread started first thing waits `stall_startup_minutes` (read from the arguments the toolkit
-passes, default 60); unless the watchdog (or the recovery supervisor, once its imports are done) stops it first,
+passes; `auto`, the default: contract/startup_limit.py); unless the watchdog (or the recovery supervisor, once its imports are done) stops it first,
 it writes the stall failure text naming this rank, its host and the phase, dumps its stacks and ends the process
 with the watchdog's exit code. Standard library only: it runs before anything heavy is imported.
 """
@@ -17,52 +17,62 @@ import os
 import sys
 import threading
 
-from contract import stall_records
+from contract import stall_records, startup_limit
 
 EXIT_CODE = 75  # the stall watchdog's (watchdog.py)
-DEFAULT_MINUTES = 60.0
 _STOP = threading.Event()
 _STARTED: list[threading.Thread] = []
 
 
-def minutes_from_argv(argv: list[str]) -> float | None:
-    """`--stall_startup_minutes N` as the toolkit passes it; None when `--stall_minutes off` turns stalls off."""
+def _values(argv: list[str], names: tuple[str, ...]) -> dict[str, str]:
     values: dict[str, str] = {}
     for i, arg in enumerate(argv):
-        for name in ("--stall_startup_minutes", "--stall_minutes"):
+        for name in names:
             if arg == name and i + 1 < len(argv):
                 values[name] = argv[i + 1]
             elif arg.startswith(name + "="):
                 values[name] = arg.partition("=")[2]
+    return values
+
+
+def limit_from_argv(argv: list[str]) -> tuple[float, str] | None:
+    """(seconds, the limit's name) from `--stall_startup_minutes` as the toolkit passes it (`auto` when absent
+    or unreadable: contract/startup_limit.py, measured from `--checkpoint_dir`'s progress file); None when
+    `--stall_minutes off` turns stalls off."""
+    values = _values(argv, ("--stall_startup_minutes", "--stall_minutes", "--checkpoint_dir"))
     if values.get("--stall_minutes", "").strip().strip('"').lower() == "off":
         return None
     try:
-        minutes = float(values.get("--stall_startup_minutes", DEFAULT_MINUTES))
+        minutes = startup_limit.parse(values.get("--stall_startup_minutes"))
     except ValueError:
-        return DEFAULT_MINUTES
-    return minutes if minutes > 0 else DEFAULT_MINUTES
+        minutes = None  # train.py's argument check names it; meanwhile the auto rule watches
+    measured = None if minutes is not None else startup_limit.read_measured(
+        values.get("--checkpoint_dir") or os.path.join(os.environ.get("SAGEMAKER_BASE_DIR", "/opt/ml"),
+                                                       "checkpoints"))
+    return startup_limit.seconds(minutes, measured), startup_limit.describe(minutes, measured)
 
 
-def message(minutes: float, phase: str, environ: dict[str, str] | None = None) -> str:
+def message(seconds: float, phase: str, limit: str, environ: dict[str, str] | None = None) -> str:
     env = os.environ if environ is None else environ
     rank, local = env.get("RANK", "0"), env.get("LOCAL_RANK", "0")
     host = env.get("SM_CURRENT_HOST", "algo-1")
     return (f"{stall_records.MESSAGE_PREFIX}rank {rank} ({host}, local rank {local}) made no progress for "
-            f"{minutes:.1f} min in start-up phase {phase} (before step 1; train.py's {phase} before the watchdog "
-            f"starts); limit stall.startup_minutes={minutes:g}")
+            f"{seconds / 60:.1f} min in start-up phase {phase} (before step 1; train.py's {phase} before the watchdog "
+            f"starts); limit {limit}")
 
 
 def start(argv: list[str], *, phase: str = "imports", exit=os._exit) -> threading.Thread | None:  # noqa: A002
-    minutes = minutes_from_argv(argv)
-    if minutes is None:
+    limit = limit_from_argv(argv)
+    if limit is None:
         return None
+    seconds, limit_name = limit
     # imported now (standard library underneath), not in the thread: an import that hangs may hold what it needs
     from hftrain.run.failure import write_failure
 
     def watch() -> None:
-        if _STOP.wait(minutes * 60):
+        if _STOP.wait(seconds):
             return
-        text = message(minutes, phase)
+        text = message(seconds, phase, limit_name)
         sys.stderr.write(f"\n{text}\nstall watchdog: stacks of this process:\n")
         with contextlib.suppress(AttributeError, ValueError, OSError):
             faulthandler.dump_traceback(file=sys.stderr, all_threads=True)

@@ -8,12 +8,15 @@ measurement:
   prior (no step yet): `floor_minutes`;
 - evaluation, checkpoint saves (`eval`, `save`): max(`section_floor_minutes`, `section_factor` (3) x the longest
   such section this rank measured so far); prior (none measured yet): `startup_minutes`;
-- start-up before the first step and the final evaluation/model write (`startup`, `final`): `startup_minutes`.
+- start-up before the first step and the final evaluation/model write (`startup`, `final`): `startup_minutes`,
+  or `auto` (None here): derived from the run's measured start-ups (contract/startup_limit.py).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from contract import startup_limit
 
 LONG_KINDS = ("startup", "eval", "save", "final")
 MEASURED_KINDS = ("eval", "save")  # sections whose limit follows their measured durations
@@ -24,7 +27,8 @@ class Limits:
     """How long each section may go without progress (minutes; `minutes` None: auto from the median step time)."""
 
     minutes: float | None = None  # None: auto
-    startup_minutes: float = 60.0
+    startup_minutes: float | None = None  # None: auto (contract/startup_limit.py)
+    measured_startup: float | None = None  # auto: the longest start-up (s) this run's attempts measured
     floor_minutes: float = 10.0
     factor: float = 20.0
     section_factor: float = 3.0
@@ -35,7 +39,7 @@ class Limits:
         if measured is not None:
             return max(self.section_floor_minutes * 60, self.section_factor * measured)
         if kind in LONG_KINDS:
-            return self.startup_minutes * 60
+            return startup_limit.seconds(self.startup_minutes, self.measured_startup)
         if self.minutes is not None:
             return self.minutes * 60
         return max(self.floor_minutes * 60, self.factor * (median_step or 0.0))
@@ -45,10 +49,11 @@ class Limits:
         if measured is not None:
             return (f"stall.section: max({self.section_floor_minutes:g} min, {self.section_factor:g} x the longest "
                     f"{kind} measured {measured:.3g} s)")
+        startup = startup_limit.describe(self.startup_minutes, self.measured_startup)
         if kind in MEASURED_KINDS:
-            return f"stall.startup_minutes={self.startup_minutes:g}, for {kind} (the prior before its first measurement)"
+            return f"{startup}, for {kind} (the prior before its first measurement)"
         if kind in LONG_KINDS:
-            return f"stall.startup_minutes={self.startup_minutes:g}, for {kind}"
+            return f"{startup}, for {kind}"
         if self.minutes is not None:
             return f"stall.minutes={self.minutes:g}"
         return (f"stall.minutes=auto: max({self.floor_minutes:g} min, {self.factor:g} x the median step time "

@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from contract import heartbeat, stall_board, stall_records
+from contract import heartbeat, stall_board, stall_records, startup_limit
 from hftrain.recovery import generation
 from hftrain.stall import stragglers
 from hftrain.stall.boards import LocalBoard, board_from_env
@@ -433,8 +433,9 @@ def start(limits: Limits, *, checkpoint_dir: str | None, poll: float | None = No
     watchdog.start()
     CURRENT[:] = [watchdog]
     if who.rank == 0:
-        logger.info("stall watchdog: every rank; training steps %s, start-up/evaluation/saves %s min, checked "
-                    "every %.1f s", limits.describe("train", None), f"{limits.startup_minutes:g}", watchdog.poll)
+        logger.info("stall watchdog: every rank; training steps %s; start-up phases %s (evaluations and saves "
+                    "too, until one is measured); checked every %.1f s", limits.describe("train", None),
+                    startup_limit.describe(limits.startup_minutes, limits.measured_startup), watchdog.poll)
     return watchdog
 
 
