@@ -353,12 +353,16 @@ def _watch_stall(sm: Any, job: dict[str, Any], desc: dict[str, Any], status: dic
     if stall.get("action") == "off":
         return
     running = status["state"] == "running"
-    heartbeat = stall_watch.read_heartbeat(client("s3"), job["checkpoint_uri"]) if running else None
+    since = durability.training_since(desc)
+    before_training = stall_watch.billed_start_phase(desc) if running and since is None else None
+    heartbeat = stall_watch.read_heartbeat(client("s3"), job["checkpoint_uri"]) if running and since else None
     # stall.startup_minutes auto: the run's measured start-ups, kept in the progress file beside the checkpoints
     measured = stall_watch.read_measured_startup(client("s3"), job["checkpoint_uri"]) \
-        if running and heartbeat is None and stall.get("startup_minutes") in (None, "auto") else None
+        if running and heartbeat is None and (since or before_training) and \
+        stall.get("startup_minutes") in (None, "auto") else None
     report, stop = stall_watch.watch(previous, heartbeat, job_name=job["job_name"], now=durability.utc_now(),
-                                     since=durability.training_since(desc), stall=stall, measured_startup=measured)
+                                     since=since, stall=stall, measured_startup=measured,
+                                     before_training=before_training)
     status["stall_watch"] = report
     if stop:
         _stop_job(sm, job["job_name"], "stall watch stopped the job", report["stop_reason"])

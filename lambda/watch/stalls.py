@@ -24,6 +24,9 @@ from hfsm_lambda.neutral_text import printable
 from hfsm_lambda.watch import durability
 
 MARGIN_MINUTES = 5.0
+# The billed phases before train.py runs (SageMaker's SecondaryStatus values: the training image's pull and the
+# input data's download; `Starting`, the wait for instances, is not billed and MaxWaitTimeInSeconds bounds it)
+BEFORE_TRAINING = ("DownloadingTrainingImage", "Downloading")
 # The spec's bounds of stall.minutes and stall.startup_minutes (spec/run_spec.py): the heartbeat is the job's
 # word, so the limit it states is held to what the run's spec allows (an "auto" limit to the field's maximum).
 LIMIT_MINUTES_LOW, LIMIT_MINUTES_HIGH = 0.05, 10080.0
@@ -68,32 +71,61 @@ def rank_line(entry: dict[str, Any]) -> str:
     return f"rank {entry.get('rank')} ({entry.get('host')}): {entry.get('doing') or entry.get('kind')}"
 
 
-def startup_seconds(stall: dict[str, Any], measured: float | None) -> tuple[float, str]:
+def startup_seconds(stall: dict[str, Any], measured: float | None, *, download: bool = False) -> tuple[float, str]:
     """The start-up limit before the first heartbeat (seconds, its name): the spec's minutes, or `auto` from the
-    longest start-up the run measured (`measured`, seconds; None: the prior)."""
+    longest start-up the run measured (`measured`, seconds; None: the prior). `download`: for the phases before
+    train.py (image pull, data download), which the measured start-up does not include: under `auto` never less
+    than the prior."""
     try:
         minutes = startup_limit.parse(stall.get("startup_minutes"))
     except ValueError:  # a state written by hand: the rule, not a crash of the job check
         minutes = None
-    return startup_limit.seconds(minutes, measured), startup_limit.describe(minutes, measured)
+    seconds, name = startup_limit.seconds(minutes, measured), startup_limit.describe(minutes, measured)
+    if download and minutes is None and seconds < startup_limit.PRIOR_MINUTES * 60:
+        return startup_limit.PRIOR_MINUTES * 60, (f"stall.startup_minutes=auto: {startup_limit.PRIOR_MINUTES:g} min "
+                                                  "(the prior; the measured start-ups do not include downloads)")
+    return seconds, name
+
+
+def billed_start_phase(desc: dict[str, Any]) -> tuple[str, datetime] | None:
+    """(SecondaryStatus, its start) while the job is in a billed phase before train.py runs (BEFORE_TRAINING:
+    the training image's pull, the input data's download), else None."""
+    status = desc.get("SecondaryStatus")
+    if status not in BEFORE_TRAINING:
+        return None
+    for transition in reversed(desc.get("SecondaryStatusTransitions") or []):
+        if transition.get("Status") == status:
+            began = transition.get("StartTime")
+            if isinstance(began, str):
+                began = datetime.fromisoformat(began.replace("Z", "+00:00"))
+            return (status, began) if isinstance(began, datetime) else None
+    return None
 
 
 def watch(previous: dict[str, Any] | None, heartbeat: dict[str, Any] | None, *, job_name: str, now: datetime,
-          since: datetime | None, stall: dict[str, Any], measured_startup: float | None = None
-          ) -> tuple[dict[str, Any], bool]:
+          since: datetime | None, stall: dict[str, Any], measured_startup: float | None = None,
+          before_training: tuple[str, datetime] | None = None) -> tuple[dict[str, Any], bool]:
     """(report for $.status.stall_watch, stop now?); `measured_startup`: the longest start-up the run's attempts
-    measured (seconds, from `_progress.json`), for `stall.startup_minutes: auto`."""
+    measured (seconds, from `_progress.json`), for `stall.startup_minutes: auto`; `before_training`: the billed
+    phase before train.py the job is in (`billed_start_phase`), when it is not Training."""
     prev = dict(previous or {})
     report: dict[str, Any] = {"stopped_at": prev.get("stopped_at"), "stop_reason": prev.get("stop_reason")}
-    if stall.get("action", "retry") == "off" or since is None:
+    if stall.get("action", "retry") == "off" or (since is None and before_training is None):
         return {**report, "watching": False}, False
     margin = MARGIN_MINUTES * 60
     t = now.timestamp()
     # this job's heartbeat of its current Training period (after a spot restart, the lost instances' heartbeat
     # says nothing about the new start-up)
     heartbeat = _strict(heartbeat)
-    mine = heartbeat if heartbeat and heartbeat["job"] == job_name and heartbeat["at"] >= since.timestamp() else None
-    if mine is None:
+    mine = heartbeat if heartbeat and since is not None and heartbeat["job"] == job_name and \
+        heartbeat["at"] >= since.timestamp() else None
+    saying = "Training"
+    if since is None and before_training is not None:  # the image pull or the data download, before train.py
+        saying, began = before_training
+        limit, limit_name = startup_seconds(stall, measured_startup, download=True)
+        quiet = t - began.timestamp()
+        where = f"in {printable(saying)} (before train.py starts; {limit_name})"
+    elif mine is None:
         limit, limit_name = startup_seconds(stall, measured_startup)
         quiet = t - since.timestamp()
         where = f"before its first heartbeat (start-up; {limit_name})"
@@ -110,13 +142,14 @@ def watch(previous: dict[str, Any] | None, heartbeat: dict[str, Any] | None, *, 
     if quiet <= limit + margin or prev.get("stopped_at"):
         return report, False
     reason = stall_records.outside_message(
-        f"job {job_name} made no progress for {quiet / 60:.1f} min {where}, while it says Training (limit "
+        f"job {job_name} made no progress for {quiet / 60:.1f} min {where}, while it says {printable(saying)} (limit "
         f"{limit / 60:.1f} min + {MARGIN_MINUTES:g} min margin); the job could not report it itself (a frozen "
         "instance or a dead host?): stopped so that the next attempt resumes from the last durable checkpoint")
     report.update(stopped_at=now.strftime("%Y-%m-%dT%H:%M:%SZ"), stop_reason=reason,
                   record={"job": job_name, "last_progress_at": round(t - quiet, 3), "detected_at": round(t, 3),
                           "rank": None, "host": None, "step": (mine or {}).get("step"),
-                          "phase": (mine or {}).get("phase") or "start-up", "outside": True,
+                          "phase": (mine or {}).get("phase") or ("start-up" if saying == "Training" else saying),
+                          "outside": True,
                           "limit": f"{limit / 60:.1f} min + {MARGIN_MINUTES:g} min margin",
                           "reason": reason, "ranks": (mine or {}).get("ranks") or []})
     return report, True

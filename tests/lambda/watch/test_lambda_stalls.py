@@ -244,6 +244,48 @@ def test_a_job_never_heard_of_is_stopped_after_the_start_up_limit(running, conte
     assert "before its first heartbeat (start-up; stall.startup_minutes=10)" in status["stall_watch"]["stop_reason"]
 
 
+@pytest.mark.parametrize("phase", ["Downloading", "DownloadingTrainingImage"])
+def test_a_job_stuck_before_train_py_is_stopped_and_named_from_its_secondary_status(running, context, phase):
+    """The image pull and the data download are billed but run before train.py (no watchdog, no heartbeat): the
+    outside watch times the phase from its SecondaryStatusTransitions start, with the start-up limit + margin, and
+    the reason names the phase and the limit. Starting (the wait for instances, not billed) is left alone."""
+    run, job, fake, clock, stops = running
+    fake.secondary_status = phase
+    fake.secondary_status_transitions = [{"Status": "Starting", "StartTime": T0 - timedelta(minutes=5)},
+                                         {"Status": phase, "StartTime": T0}]
+    clock["now"] = T0 + timedelta(minutes=14)  # 10 min + 5 min margin not yet spent
+    status = strict_json(handlers.check_job({"job": job, "previous": {"state": "running"}}, context))
+    assert stops == [] and status["stall_watch"]["watching"] and status["stall_watch"]["threshold_minutes"] == 15
+    clock["now"] = T0 + timedelta(minutes=16)
+    status = strict_json(handlers.check_job({"job": job, "previous": status}, context))
+    assert stops == [job["job_name"]]
+    reason = status["stall_watch"]["stop_reason"]
+    assert f"made no progress for 16.0 min in {phase} (before train.py starts; stall.startup_minutes=10), while it " \
+        f"says {phase} (limit 10.0 min + 5 min margin)" in reason
+    fake.secondary_status = "Starting"
+    fake.secondary_status_transitions = [{"Status": "Starting", "StartTime": T0}]
+    stops.clear()
+    clock["now"] = T0 + timedelta(hours=5)
+    status = strict_json(handlers.check_job({"job": job, "previous": {"state": "running"}}, context))
+    assert stops == [] and not status["stall_watch"]["watching"]
+
+
+def test_downloads_under_auto_get_at_least_the_prior():
+    """A fast measured start-up (train.py's, 60 s -> 10 min) does not shorten the download's limit: the measured
+    start-ups do not include it."""
+    auto = {**STALL, "startup_minutes": "auto"}
+    pre = ("Downloading", T0)
+    assert not stall_watch.watch(None, None, job_name="job-1", now=T0 + timedelta(minutes=34), since=None,
+                                 stall=auto, measured_startup=60.0, before_training=pre)[1]
+    report, stop = stall_watch.watch(None, None, job_name="job-1", now=T0 + timedelta(minutes=36), since=None,
+                                     stall=auto, measured_startup=60.0, before_training=pre)
+    assert stop and "the measured start-ups do not include downloads" in report["stop_reason"]
+    assert report["record"]["phase"] == "Downloading"
+    # a long measured start-up (20 min -> 60 min) lengthens it
+    assert not stall_watch.watch(None, None, job_name="job-1", now=T0 + timedelta(minutes=64), since=None,
+                                 stall=auto, measured_startup=1200.0, before_training=pre)[1]
+
+
 def test_spec_errors_are_raised_before_any_job(context, aws_account):
     with pytest.raises(SpecError, match=r"stall\.minutes: expected \"auto\" or a number from 0\.05"):
         handlers.prepare({"spec": {**SPEC, "stall": {"minutes": -1}}}, context)
