@@ -22,7 +22,12 @@ hftrain/stall/injection.py), all on global rank 1 (the second host); the action 
 - `startup-data`: hangs in its start-up phase `data_load`: `stalled`, recovered in place;
 - `startup-imports`: hangs in train.py's imports, before the stall watchdog exists (the first-line watch names it):
   `stalled`, a new attempt (the process that would supervise a recovery is the one that hangs);
+- `startup-setup`, `startup-model`, `startup-tokenize`, `startup-restore`: hangs in that start-up phase (`setup`:
+  the process group's rendezvous and join; `model_load`; `tokenize`; `restore`: the Trainer's set-up to the first
+  step): `stalled`, recovered in place;
 - `save`: hangs inside the checkpoint save of step 50: `stalled`, recovered in place;
+- `upload`: its background write of checkpoint 50 hangs (the files SageMaker's checkpoint sync uploads); training
+  goes on until the save of step 100 waits for it: `stalled`, recovered in place (`stall_section_floor_minutes` 0.5);
 - `raise`: raises the same exception after step 20 every time: `exception`, recovered in place once, then the run
   ends (the same error at the same step).
 One row per case: the verdict (the first RECOVERY line of the first job, else its FailureReason) and how many runs
@@ -65,10 +70,17 @@ CASES: dict[str, tuple[str | None, str | None, int | None, str, str]] = {
     "startup": ("1@startup", causes.STALLED, 1, IN_PLACE, "SUCCEEDED"),
     "startup-data": ("1@startup:data_load", causes.STALLED, 1, IN_PLACE, "SUCCEEDED"),
     "startup-imports": ("1@startup:imports", causes.STALLED, 1, NEW_ATTEMPT, "SUCCEEDED"),
+    "startup-setup": ("1@startup:setup", causes.STALLED, 1, IN_PLACE, "SUCCEEDED"),
+    "startup-model": ("1@startup:model_load", causes.STALLED, 1, IN_PLACE, "SUCCEEDED"),
+    "startup-tokenize": ("1@startup:tokenize", causes.STALLED, 1, IN_PLACE, "SUCCEEDED"),
+    "startup-restore": ("1@startup:restore", causes.STALLED, 1, IN_PLACE, "SUCCEEDED"),
     "save": ("1@50:save", causes.STALLED, 1, IN_PLACE, "SUCCEEDED"),
+    "upload": ("1@50:upload", causes.STALLED, 1, IN_PLACE, "SUCCEEDED"),
     "raise": ("1@20:raise", causes.EXCEPTION, 1, END, "FAILED"),
 }
 HEALTHY = ("healthy", "healthy-uneven")  # where a straggler named is a false positive
+# the spec file per case (default: the data folder's text-classification.json)
+SPECS = {"healthy": "healthy.json", "healthy-uneven": "healthy.json", "upload": "upload.json"}
 HEALTHY_STEPS = 1500
 UNEVEN_ROWS = (840, 120, 120, 120)  # part-0..3: ShardedByS3Key gives each host every other object (840+120 vs 120+120)
 _INJECTED = re.compile(r"INJECTED FAULT at (\d+\.\d+)")
@@ -104,8 +116,12 @@ def prepare(root: Path) -> tuple[Path, Path, Path]:
     spec["hyperparameters"].update(max_steps=300, logging_steps=50, per_device_train_batch_size=4)
     spec_path.write_text(json.dumps(spec))
     # the healthy cases train longer (HEALTHY_STEPS): several straggler windows compare the ranks' own step times
-    spec["hyperparameters"]["max_steps"] = HEALTHY_STEPS
-    (data / "healthy.json").write_text(json.dumps(spec))
+    (data / "healthy.json").write_text(json.dumps({**spec, "hyperparameters": {**spec["hyperparameters"],
+                                                                               "max_steps": HEALTHY_STEPS}}))
+    # a hung background write is waited for at the next save, under the limit of a measured save: 3 x the longest,
+    # at least stall_section_floor_minutes (10 by default; 0.5 here, as the other limits)
+    (data / "upload.json").write_text(json.dumps({**spec, "hyperparameters": {
+        **spec["hyperparameters"], "stall_section_floor_minutes": 0.5}}))
     return cdk_out, data, spec_path
 
 
@@ -233,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
             rows = []
             for i in range(args.repeat):
                 row = one_run(case, cdk_out, uneven_data if case == "healthy-uneven" else data,
-                              spec.with_name("healthy.json") if case in HEALTHY else spec, root / f"{case}-{i}")
+                              spec.with_name(SPECS.get(case, spec.name)), root / f"{case}-{i}")
                 rows.append(row)
                 if args.verbose:
                     print(json.dumps(row), file=sys.stderr, flush=True)

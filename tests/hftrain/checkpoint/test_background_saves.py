@@ -169,3 +169,31 @@ def test_saves_that_must_block_stay_blocking(flags, why):
     plain = SimpleNamespace(args=SimpleNamespace(push_to_hub=False, load_best_model_at_end=False),
                             is_fsdp_enabled=False, is_deepspeed_enabled=False)
     assert bg.eligible(plain) == (True, "")
+
+
+def test_an_injected_hang_in_the_write_keeps_the_loop_going_until_it_waits_and_says_what_for():
+    """`--inject-stall R@N:upload` (hftrain/stall/injection.py) hangs the write of checkpoint N on its thread: the
+    loop goes on (nothing blocks at the step boundaries), and the next save's wait first tells the stall watchdog
+    which checkpoint it waits for (its heartbeat then says so; the save's limit applies)."""
+    from hftrain.stall import injection
+
+    hung = threading.Event()
+    waited: list[int] = []
+    fault = injection.parse("0@4:upload")
+    assert fault.describe() == "rank 0's background write of checkpoint 4 hangs (behind the training loop)"
+
+    def hang(step: int) -> None:
+        if fault.how == "upload" and fault.step == step:
+            hung.set()
+            threading.Event().wait(3600)  # as injection.hang: forever (a daemon thread)
+
+    made, events, ranks = saves(inject_hang=hang, on_wait=waited.append)
+    made.submit(4, "/ck/checkpoint-4", [lambda: events.append(("wrote", 4))])
+    assert hung.wait(5)
+    for _ in range(3):
+        step_boundary(made, ranks)  # the loop trains on
+    assert made.in_flight == 4 and events == [] and waited == []
+    waiter = threading.Thread(target=made.wait_for_room, daemon=True)
+    waiter.start()
+    waiter.join(0.5)
+    assert waiter.is_alive() and waited == [4]  # blocked, having said what for

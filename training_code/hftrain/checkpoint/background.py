@@ -169,6 +169,8 @@ class BackgroundSaves:
         describe: Callable[[BaseException, int], BaseException | None] | None = None,
         inject_failure_at: int | None = None,
         inject_delay: float = 0.0,
+        inject_hang: Callable[[int], None] | None = None,
+        on_wait: Callable[[int], None] | None = None,
     ) -> None:
         self.mark = mark  # (step, path): the node's marker (called on the node's local rank 0 only)
         self.on_complete = on_complete  # (step, seconds since the snapshot): every rank, in lockstep
@@ -176,6 +178,8 @@ class BackgroundSaves:
         self.agree = agree  # the element-wise SUM over all ranks (parallel/process_group.py, sum_each)
         self.inject_failure_at = inject_failure_at
         self.inject_delay = inject_delay
+        self.inject_hang = inject_hang  # (step): local mode's injected hang inside a write (stall/injection.py)
+        self.on_wait = on_wait  # (step): the loop begins to wait for the save in flight (the stall watchdog's phase)
         # (error, step) -> the error to raise as it is on every rank (checkpoint/volume.py's full volume), or None
         self.describe = describe or (lambda err, step: None)
         self.current: _Save | None = None
@@ -198,6 +202,8 @@ class BackgroundSaves:
     def wait_for_room(self) -> None:
         """Block until no save is in flight (every rank calls it at the same step: it settles in lockstep)."""
         started = time.perf_counter()
+        if self.current is not None and self.on_wait is not None:
+            self.on_wait(self.current.step)
         while self.current is not None:
             self._join()
             self.settle(self.agree(self.votes()))
@@ -263,6 +269,8 @@ class BackgroundSaves:
             )
 
     def _write(self, save: _Save) -> None:
+        if self.inject_hang is not None:
+            self.inject_hang(save.step)
         if self.inject_delay > 0:
             time.sleep(self.inject_delay)
         if self.inject_failure_at is not None and save.step >= self.inject_failure_at:

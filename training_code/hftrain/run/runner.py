@@ -412,11 +412,15 @@ class TrainingRun:
             marks.complete(step)
             self.clock.checkpoint_complete(step, seconds)
 
+        fault = stall_injection.mine()  # local mode's injected faults (never set by the pipeline)
         saves = background.BackgroundSaves(
             mark=marks.mark, on_complete=complete, node_leader=distributed.local_rank() == 0,
             agree=distributed.sum_each,
             inject_failure_at=background.injected_failure_step(os.environ.get(background.INJECT_ENV), self.rank),
             inject_delay=float(os.environ.get(background.DELAY_ENV) or 0),
+            inject_hang=lambda step: stall_injection.in_upload(fault, step),
+            # the wait is a phase of its own (the save's limit): the heartbeat says what the rank waits for
+            on_wait=lambda step: stall.HEART.mark(f"waiting for the background write of checkpoint {step}", "save"),
             describe=lambda err, step: volume.save_failure(err, self.args.checkpoint_dir, checkpoint_name(step),
                                                            lambda: volume.state_bytes(self.model, None)))
         trainer._saves = marks.saves = self.sigterm.saves = saves

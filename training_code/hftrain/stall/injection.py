@@ -7,6 +7,8 @@
 - `R@startup` or `R@startup:PHASE`: rank R never reaches its first step: it sleeps forever when its start-up
   phase PHASE begins (STARTUP_PHASES; default `layout`; the other ranks wait for it in a collective);
 - `R@N:save`: rank R hangs inside the checkpoint save of step N (the save's limit applies);
+- `R@N:upload`: rank R's background write of checkpoint N (the files behind the loop, which SageMaker's checkpoint
+  sync uploads: hftrain/checkpoint/background.py) hangs; the loop goes on until the next save waits for it;
 - `R@N:loader`: the data loader of rank R blocks on the batch of step N + 1 (in its worker process when
   `dataloader_num_workers` > 0);
 - `R@N:sigkill`: after step N, rank R's process is killed with SIGKILL (a crash without a word: the OOM killer,
@@ -33,7 +35,7 @@ ENV = "HFTRAIN_INJECT_STALL"
 # `imports`: train.py's own imports, before the stall watchdog exists (import_watch.py watches them)
 STARTUP_PHASES = ("imports", "setup", "data_load", "model_load", "tokenize", "layout", "resume_verify", "restore")
 _SPEC = re.compile(r"(?P<rank>\d+)@(?:(?P<startup>startup)(?::(?P<phase>[a-z_]+))?|(?P<step>\d+)"
-                   r"(?::(?P<how>sleep|sigstop|loader|sigkill|slow|save|raise)(?:=(?P<seconds>\d+(?:\.\d+)?))?)?)")
+                   r"(?::(?P<how>sleep|sigstop|loader|sigkill|slow|save|upload|raise)(?:=(?P<seconds>\d+(?:\.\d+)?))?)?)")
 SLOW_STOP_SECONDS, SLOW_RUN_SECONDS = 40.0, 3.0
 
 
@@ -41,7 +43,7 @@ SLOW_STOP_SECONDS, SLOW_RUN_SECONDS = 40.0, 3.0
 class Injection:
     rank: int
     step: int | None  # None: at start-up
-    how: str  # sleep | sigstop | loader | sigkill | slow | save | startup
+    how: str  # sleep | sigstop | loader | sigkill | slow | save | upload | raise | startup
     seconds: float = SLOW_STOP_SECONDS  # slow: how long each stop lasts
     phase: str = "layout"  # startup: the start-up phase it hangs in
 
@@ -50,6 +52,8 @@ class Injection:
             return f"rank {self.rank} never reaches its first step (hangs in start-up phase {self.phase})"
         if self.how == "save":
             return f"rank {self.rank} hangs inside the checkpoint save of step {self.step}"
+        if self.how == "upload":
+            return f"rank {self.rank}'s background write of checkpoint {self.step} hangs (behind the training loop)"
         if self.how == "loader":
             return f"the data loader of rank {self.rank} blocks after step {self.step}"
         if self.how == "sigstop":
@@ -69,7 +73,7 @@ def parse(text: str) -> Injection:
     if match is None or (match["seconds"] and match["how"] != "slow") or \
             (match["phase"] and match["phase"] not in STARTUP_PHASES):
         raise ValueError(f"{text!r}: expected RANK@STEP, RANK@STEP:sigstop, RANK@STEP:loader, RANK@STEP:sigkill, "
-                         f"RANK@STEP:slow[=SECONDS], RANK@STEP:save, RANK@STEP:raise or RANK@startup[:PHASE] (PHASE: "
+                         f"RANK@STEP:slow[=SECONDS], RANK@STEP:save, RANK@STEP:upload, RANK@STEP:raise or RANK@startup[:PHASE] (PHASE: "
                          f"{', '.join(STARTUP_PHASES)}; e.g. 3@20)")
     if match["startup"]:
         return Injection(int(match["rank"]), None, "startup", phase=match["phase"] or "layout")
@@ -105,6 +109,12 @@ def at_phase(injection: Injection | None, phase: str) -> None:
 
 def in_save(injection: Injection | None, step: int) -> None:
     if injection is not None and injection.how == "save" and injection.step == step:
+        hang(injection.describe())
+
+
+def in_upload(injection: Injection | None, step: int) -> None:
+    """In the background writer's thread: hangs it (the training loop goes on until it waits for this save)."""
+    if injection is not None and injection.how == "upload" and injection.step == step:
         hang(injection.describe())
 
 
