@@ -38,7 +38,8 @@ Parts (instance-seconds; they add up to `billed_seconds` exactly, `unaccounted` 
 - `stalled`: see below.
 - `recovering`: recoveries in place (RECOVERY lines, contract/recovery_line.py): from the fault to the first step
   of the restarted training processes, in the same job (lambda/goodput/recoveries.py; the failed generation's steps
-  after its last complete checkpoint are `replayed`).
+  after its last complete checkpoint are `replayed`; a first generation that never reported, because it hung or
+  died in its start-up, has its start-up end at its last progress, the stall after it `stalled`).
 - `unaccounted`: the rest: the processes' exit after their last report (`teardown`), clock differences, and all
   of an attempt whose log could not be read (said in `notes`).
 
@@ -51,8 +52,9 @@ stall watchdog writes (the training code into its checkpoint dir, which SageMake
 directly). A record belongs to the attempt of `job` whose billed window contains `detected_at`; that attempt's
 `stalled` part is the time from `last_progress_at` (not before its first step) to the end of its Training
 window, taken out of what would otherwise be `replayed`, then step time, then `unaccounted` (an attempt whose log
-cannot be split, e.g. one that stalled before its first step, gets the same `stalled` out of `unaccounted`).
-Without a record `stalled` is 0.
+cannot be split, e.g. one that stalled before its first step, gets the same `stalled` out of `unaccounted`). A
+stall found in the start-up and recovered from in place runs from `last_progress_at` to `detected_at`, out of
+`startup`. Without a record `stalled` is 0.
 
 Interruptions. For every attempt but the last: the step reached (the last PROGRESS line of its own log, not a
 progress file that may not have reached S3), the step the next attempt resumed from (its GOODPUT `start_step`,

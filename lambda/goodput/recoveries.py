@@ -28,6 +28,9 @@ class Merged:
     recovering: float = 0.0
     replayed: float = 0.0
     details: dict[str, float] = field(default_factory=dict)  # per recovery: its recovering seconds
+    # recovering seconds before the account's first step (a first generation that never reported: it hung or died
+    # in its start-up), which the start-up would otherwise claim
+    before_first_step: float = 0.0
 
 
 def _generation(report: dict[str, Any]) -> int:
@@ -61,6 +64,16 @@ def merge(evidence: Evidence, t1: float) -> Merged | None:
     reports: list[dict[str, Any]] = []
     recoveries = {int(r["generation"]): r for r in evidence.recoveries}
     generations = sorted(set(by_generation) | set(recoveries))
+    took_over = recoveries.get(min(by_generation))
+    fault_at = epoch(took_over.get("fault_at")) if took_over else None
+    if fault_at is not None and first_step:
+        # the first generation that reported was started by a recovery: the one before never reported (it hung
+        # or died in its start-up); from its fault to this generation's first step is recovering
+        recovering = max(0.0, min(number(first_step), t1) - fault_at)
+        merged.recovering += recovering
+        merged.before_first_step += recovering
+        merged.details[f"recovery {took_over.get('recovery', min(by_generation))} "
+                       f"({took_over.get('cause') or '?'})"] = recovering
     for index, gen in enumerate(generations):
         own = by_generation.get(gen, [])
         for report in own:

@@ -243,7 +243,18 @@ def split_attempt(attempt: Attempt, evidence: Evidence | None, *, kept_until: in
     split.parts["recovering"] += merged.recovering
     split.parts["replayed"] += merged.replayed
     split.details["recovering"] = merged.details
+    if merged.before_first_step:  # a first generation that never reported: its start-up ended at its fault; the
+        # measured phases were the next generation's, which are the recovery's
+        split.parts["startup"] = max(0.0, split.parts["startup"] - merged.before_first_step)
+        split.details["startup"] = {"other": split.parts["startup"]}
     if stall is not None:  # a stall that was recovered from ended when it was found, not with the attempt
-        _take_stall(split.parts, stall, min(t1, epoch(stall.get("detected_at")) or t1), times.first_step or t0)
+        detected = min(t1, epoch(stall.get("detected_at")) or t1)
+        if times.first_step and detected <= times.first_step:  # found in the start-up: the start-up's to give
+            since = max(epoch(stall.get("last_progress_at")) or detected, t0)
+            split.parts["stalled"] = stalled = max(0.0, detected - since)
+            split.parts["startup"] = max(0.0, split.parts["startup"] - stalled)
+            split.details["startup"] = {"other": split.parts["startup"]}
+        else:
+            _take_stall(split.parts, stall, detected, times.first_step or t0)
     _close(split.parts, attempt.billed_wall)
     return split

@@ -51,12 +51,29 @@ def test_uneven_shards_deal_the_same_rows_unevenly(tmp_path):
 @pytest.mark.slow
 def test_each_fault_case_once_through_the_local_mode(capsys):
     """A SIGKILLed rank is named with its signal and recovered in place; a slow but alive rank is not ended; a
-    SIGSTOPped rank is found stalled and recovered in place (one run each, as `bench_faults.py --repeat 1` runs
-    them)."""
-    code = bench_faults.main(["--repeat", "1", "--case", "sigkill", "--case", "slow", "--case", "sigstop"])
+    SIGSTOPped rank is found stalled and recovered in place; a background checkpoint write that hangs is found when
+    the next save waits for it, and recovered in place (one run each, as `bench_faults.py --repeat 1` runs them)."""
+    code = bench_faults.main(["--repeat", "1", "--case", "sigkill", "--case", "slow", "--case", "sigstop",
+                              "--case", "upload"])
     out = capsys.readouterr().out
     assert code == 0, out
     assert "case=sigkill | runs=1 | ok=1/1 | verdict=signal 1/1 | rank=1 1/1" in out
     assert "action=in-place 1/1" in out
     assert "case=slow | runs=1 | ok=1/1 | verdict=None 1/1" in out
     assert "case=sigstop | runs=1 | ok=1/1 | verdict=stalled 1/1 | rank=1 1/1" in out
+    assert "case=upload | runs=1 | ok=1/1 | verdict=stalled 1/1 | rank=1 1/1" in out
+
+
+@pytest.mark.slow
+def test_start_up_and_save_hangs_once_through_the_local_mode(capsys):
+    """A hang in train.py's imports (before the watchdog: the first-line watch names it; a new attempt), in a
+    start-up phase (data_load) and inside a checkpoint save: each found stalled, rank 1 named, and the run completes
+    (the other start-up phases share the data_load path: bench_faults.py --case startup-setup ... runs them)."""
+    code = bench_faults.main(["--repeat", "1", "--case", "startup-imports", "--case", "startup-data",
+                              "--case", "save"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "case=startup-imports | runs=1 | ok=1/1 | verdict=stalled 1/1 | rank=1 1/1" in out
+    assert "action=new-attempt 1/1" in out
+    assert "case=startup-data | runs=1 | ok=1/1 | verdict=stalled 1/1 | rank=1 1/1" in out
+    assert "case=save | runs=1 | ok=1/1 | verdict=stalled 1/1 | rank=1 1/1" in out

@@ -37,6 +37,13 @@ def _check_interruption_and_resume(s: LocalSession, tmp_path: Path) -> tuple[dic
     resumed = [int(m) for m in re.findall(r"PROGRESS global_step=(\d+)", (logs[1] / "algo-1.log").read_text())]
     assert resumed[0] > 1 and resumed[-1] == 24
     assert desc["BillableTimeInSeconds"] < desc["TrainingTimeInSeconds"]
+    # stall.startup_minutes auto (contract/startup_limit.py): the first attempt's watchdog applies the prior; the
+    # restart reads the start-up the lost attempt measured (kept in _progress.json, restored from S3)
+    first_log, second_log = ((folder / "algo-1.log").read_text() for folder in logs)
+    assert "start-up phases stall.startup_minutes=auto: 30 min (the prior: no start-up of this run measured yet)" \
+        in first_log
+    assert re.search(r"start-up phases stall\.startup_minutes=auto: max\(10 min, 3 x the longest start-up this run "
+                     r"measured, \d+ s\) = 10\.0 min", second_log), second_log[-3000:]
     return desc, logged, resumed
 
 

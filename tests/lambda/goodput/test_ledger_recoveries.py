@@ -69,3 +69,36 @@ def test_a_log_without_recovery_lines_is_split_as_before():
                      ("Completed", done + 1, done + 1)], count=1)
     ledger = goodput.ledger([desc], {JOB: [stream("1", lines)]})
     assert ledger["parts"]["recovering"] == 0 and "recovering" not in ledger["details"]
+
+
+def test_a_stall_in_the_start_up_recovered_in_place_is_stalled_then_recovering_not_start_up():
+    """Gen 0 hung in a start-up phase before printing any GOODPUT line (its last progress 8 s into Training), was
+    found stalled 30 s later and restarted in place; gen 1 trained to the end. The 30 s are `stalled`, the fault to
+    gen 1's first step `recovering`, and only what came before the hang is `startup` (issue 34: the ledger said
+    stalled 0, recovering 0 and put all of it in start-up)."""
+    t0, hang, limit = 2.0, 10.0, 30.0
+    fault = hang + limit
+    second = generation(attempt_lines(t0=fault + 0.2 - 1, start_step=0, steps=20, saves=(10,)), 1)
+    line = recovery_line.format_line({"generation": 1, "recovery": 1, "budget": 2, "cause": "stalled", "rank": 1,
+                                      "host": "algo-2", "step": None, "fault_at": T + fault,
+                                      "restart_at": T + fault + 0.2,
+                                      "text": "stall watchdog: rank 1 (algo-2, local rank 0) made no progress for "
+                                              "0.5 min in start-up phase layout (before step 1)"})
+    done = second[-1][0] - T + 1
+    lines = sorted([[T + fault + 0.2, line], *second], key=lambda x: x[0])
+    desc = describe([("Downloading", 0, t0), ("Training", t0, done), ("Uploading", done, done + 1),
+                     ("Completed", done + 1, done + 1)], count=2)
+    stall = {"job": JOB, "last_progress_at": T + hang, "detected_at": T + fault, "rank": 1, "host": "algo-2",
+             "step": None, "phase": "layout"}
+    ledger = goodput.ledger([desc], {JOB: [stream("1", lines)]}, [stall])
+    assert_adds_up(ledger)
+    parts = ledger["parts"]
+    assert parts["stalled"] == pytest.approx(2 * limit)
+    assert parts["recovering"] == pytest.approx(2 * (0.2 + 10.5 - 1))  # the fault to gen 1's first step
+    assert parts["startup"] == pytest.approx(2 * (hang - t0))  # Training's start to the hang
+    assert parts["productive"] == pytest.approx(2 * 20)
+    assert parts["unaccounted"] == pytest.approx(0, abs=2.0)
+    assert ledger["details"]["recovering"] == pytest.approx({"recovery 1 (stalled)": 2 * 9.7})
+    # the start-up's measured phases were gen 1's, which are the recovery's: none are claimed for the start-up
+    assert sum(ledger["details"]["startup"].values()) == pytest.approx(parts["startup"])
+    assert set(ledger["details"]["startup"]) <= {"launch", "other"}
