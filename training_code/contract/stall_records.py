@@ -12,6 +12,7 @@ a FailureReason that says a stall). The pipeline's outside watch says its own st
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Any
 
@@ -49,6 +50,22 @@ def parse_records(text: str | bytes | None) -> list[dict[str, Any]] | None:
         return None
     records = value.get("stalls")
     return [r for r in records if isinstance(r, dict)] if isinstance(records, list) else []
+
+
+def append_record(checkpoint_dir: str, record: dict[str, Any]) -> None:
+    """Append `record` to `<checkpoint_dir>/_stalls.json` (earlier attempts' records kept; written to a temporary
+    file, then renamed). OSError or ValueError when it cannot be written."""
+    path = os.path.join(checkpoint_dir, FILE_NAME)
+    try:
+        with open(path, encoding="utf-8") as handle:
+            stalls = parse_records(handle.read(MAX_CHARS + 1)) or []
+    except OSError:
+        stalls = []
+    os.makedirs(checkpoint_dir, exist_ok=True)
+    tmp = os.path.join(checkpoint_dir, f".{FILE_NAME}.{os.getpid()}")
+    with open(tmp, "w", encoding="utf-8") as handle:
+        handle.write(format_records([*stalls, record]))
+    os.replace(tmp, path)
 
 
 def key(prefix: str) -> str:

@@ -9,6 +9,7 @@ import time
 import pytest
 
 from contract import failure_causes as causes
+from contract import stall_records
 from hftrain.stall import import_watch
 
 
@@ -59,6 +60,11 @@ def test_a_hang_ends_the_process_and_a_stop_in_time_does_not(tmp_path, monkeypat
     thread.join(5)
     assert exits == [import_watch.EXIT_CODE]
     assert "in start-up phase imports" in (tmp_path / "output" / "failure").read_text()
+    # the stall record the goodput ledger counts as `stalled` (an attempt that printed nothing else)
+    (record,) = stall_records.parse_records((tmp_path / "checkpoints" / "_stalls.json").read_text())
+    assert record["phase"] == "imports" and record["step"] is None and record["rank"] == 0
+    assert 0.25 <= record["detected_at"] - record["last_progress_at"] < 3
+    assert record["reason"].startswith("stall watchdog: rank 0 (algo-1, local rank 0) made no progress")
     exits.clear()
     thread = import_watch.start(["--stall_startup_minutes", "0.005"], exit=exits.append)
     import_watch.stop()

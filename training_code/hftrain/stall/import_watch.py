@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import contextlib
 import faulthandler
+import json
 import os
 import sys
 import threading
+import time
 
 from contract import stall_records, startup_limit
 
@@ -61,6 +63,23 @@ def message(seconds: float, phase: str, limit: str, environ: dict[str, str] | No
             f"starts); limit {limit}")
 
 
+def record(text: str, started: float, now: float, phase: str, limit: str,
+           environ: dict[str, str] | None = None) -> dict:
+    """The `_stalls.json` record of a hang before the watchdog (the fields the watchdog's records have; the last
+    progress is train.py's first line)."""
+    env = os.environ if environ is None else environ
+    job = env.get("TRAINING_JOB_NAME")
+    if not job:
+        with contextlib.suppress(ValueError, TypeError, AttributeError):
+            job = json.loads(env.get("SM_TRAINING_ENV") or "{}").get("job_name")
+    rank = int(env.get("RANK", "0") or 0)
+    return {"job": job or "local", "last_progress_at": round(started, 3), "detected_at": round(now, 3),
+            "rank": rank, "host": env.get("SM_CURRENT_HOST", "algo-1"),
+            "local_rank": int(env.get("LOCAL_RANK", "0") or 0), "step": None, "phase": phase, "where": "",
+            "frozen": False, "ranks": [rank], "silent_seconds": round(now - started, 1), "limit": limit,
+            "reason": text.splitlines()[0]}
+
+
 def start(argv: list[str], *, phase: str = "imports", exit=os._exit) -> threading.Thread | None:  # noqa: A002
     limit = limit_from_argv(argv)
     if limit is None:
@@ -69,10 +88,16 @@ def start(argv: list[str], *, phase: str = "imports", exit=os._exit) -> threadin
     # imported now (standard library underneath), not in the thread: an import that hangs may hold what it needs
     from hftrain.run.failure import write_failure
 
+    checkpoint_dir = _values(argv, ("--checkpoint_dir",)).get("--checkpoint_dir") or os.path.join(
+        os.environ.get("SAGEMAKER_BASE_DIR", "/opt/ml"), "checkpoints")
+    started = time.time()
+
     def watch() -> None:
         if _STOP.wait(seconds):
             return
         text = message(seconds, phase, limit_name)
+        with contextlib.suppress(Exception):  # the ledger's `stalled` reads it (contract/stall_records.py)
+            stall_records.append_record(checkpoint_dir, record(text, started, time.time(), phase, limit_name))
         sys.stderr.write(f"\n{text}\nstall watchdog: stacks of this process:\n")
         with contextlib.suppress(AttributeError, ValueError, OSError):
             faulthandler.dump_traceback(file=sys.stderr, all_threads=True)

@@ -409,18 +409,10 @@ class Watchdog(threading.Thread):
         """The stall record beside the checkpoints (the claimant only), appended to earlier attempts' records."""
         if not self.who.checkpoint_dir:
             return
-        path = Path(self.who.checkpoint_dir) / stall_records.FILE_NAME
         try:
-            stalls = stall_records.parse_records(path.read_text()) or [] if path.is_file() else []
-        except OSError:
-            stalls = []
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(f".{stall_records.FILE_NAME}.{os.getpid()}")
-            tmp.write_text(stall_records.format_records([*stalls, record]))
-            os.replace(tmp, path)
+            stall_records.append_record(self.who.checkpoint_dir, record)
         except (OSError, ValueError) as err:
-            logger.warning("stall watchdog: could not write %s: %s", path, err)
+            logger.warning("stall watchdog: could not write %s: %s", stall_records.FILE_NAME, err)
 
 
 def start(limits: Limits, *, checkpoint_dir: str | None, poll: float | None = None,
