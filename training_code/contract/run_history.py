@@ -7,7 +7,8 @@ same module, and hftrain/checkpoint/interval.py for `save_interval auto`), Check
 checkpoints of the run summary).
 
 - `_progress.json`: `{job, host, step, at, at_iso, started_step, started_at, finished, beats, every_seconds,
-  save_seconds}` (the step this process reached and when, where it started, the recent blocking save times).
+  save_seconds, startup_seconds}` (the step this process reached and when, where it started, the recent blocking
+  save times, the run's measured start-ups: contract/startup_limit.py).
 - `_history.json`: `{format: 1, starts: [...], interruptions: [...]}`, at most MAX_RECORDS of each.
 """
 
