@@ -210,8 +210,11 @@ def test_durability_watchdog_stops_a_job_whose_checkpoints_stop_arriving(pipelin
     training = {"TrainingJobStatus": "InProgress", "SecondaryStatus": "Training",
                 "SecondaryStatusTransitions": [{"Status": "Starting", "StartTime": t0 - timedelta(minutes=5)},
                                                {"Status": "Training", "StartTime": t0}]}
+    # the durability watchdog alone: this fake job uploads checkpoints but no heartbeat, which the stall watch
+    # would stop after its start-up limit (30 min before any measured start-up)
     run_spec = spec(checkpoint={"every_steps": 100, "every_minutes": 10, "watchdog": {"intervals": 3,
-                                                                                      "action": "stop"}})
+                                                                                      "action": "stop"}},
+                    stall={"action": "off"})
     uploads: list[int] = []
 
     def look(attempt: int, i: int) -> None:
