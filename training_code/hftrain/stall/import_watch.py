@@ -20,6 +20,7 @@ import threading
 import time
 
 from contract import stall_records, startup_limit
+from hftrain import smenv
 
 EXIT_CODE = 75  # the stall watchdog's (watchdog.py)
 _STOP = threading.Event()
@@ -37,20 +38,23 @@ def _values(argv: list[str], names: tuple[str, ...]) -> dict[str, str]:
     return values
 
 
+def checkpoint_dir_from_argv(argv: list[str]) -> str:
+    """`--checkpoint_dir`, else the training code's default (hftrain/smenv.py, standard library only)."""
+    return _values(argv, ("--checkpoint_dir",)).get("--checkpoint_dir") or smenv.default_checkpoint_dir()
+
+
 def limit_from_argv(argv: list[str]) -> tuple[float, str] | None:
     """(seconds, the limit's name) from `--stall_startup_minutes` as the toolkit passes it (`auto` when absent
     or unreadable: contract/startup_limit.py, measured from `--checkpoint_dir`'s progress file); None when
     `--stall_minutes off` turns stalls off."""
-    values = _values(argv, ("--stall_startup_minutes", "--stall_minutes", "--checkpoint_dir"))
+    values = _values(argv, ("--stall_startup_minutes", "--stall_minutes"))
     if values.get("--stall_minutes", "").strip().strip('"').lower() == "off":
         return None
     try:
         minutes = startup_limit.parse(values.get("--stall_startup_minutes"))
     except ValueError:
         minutes = None  # train.py's argument check names it; meanwhile the auto rule watches
-    measured = None if minutes is not None else startup_limit.read_measured(
-        values.get("--checkpoint_dir") or os.path.join(os.environ.get("SAGEMAKER_BASE_DIR", "/opt/ml"),
-                                                       "checkpoints"))
+    measured = None if minutes is not None else startup_limit.read_measured(checkpoint_dir_from_argv(argv))
     return startup_limit.seconds(minutes, measured), startup_limit.describe(minutes, measured)
 
 
@@ -88,8 +92,7 @@ def start(argv: list[str], *, phase: str = "imports", exit=os._exit) -> threadin
     # imported now (standard library underneath), not in the thread: an import that hangs may hold what it needs
     from hftrain.run.failure import write_failure
 
-    checkpoint_dir = _values(argv, ("--checkpoint_dir",)).get("--checkpoint_dir") or os.path.join(
-        os.environ.get("SAGEMAKER_BASE_DIR", "/opt/ml"), "checkpoints")
+    checkpoint_dir = checkpoint_dir_from_argv(argv)
     started = time.time()
 
     def watch() -> None:
