@@ -28,6 +28,11 @@ hftrain/stall/injection.py), all on global rank 1 (the second host); the action 
 - `save`: hangs inside the checkpoint save of step 50: `stalled`, recovered in place;
 - `upload`: its background write of checkpoint 50 hangs (the files SageMaker's checkpoint sync uploads); training
   goes on until the save of step 100 waits for it: `stalled`, recovered in place (`stall_section_floor_minutes` 0.5);
+- `startup-verify`: hangs in its start-up phase `resume_verify` (the choice and check of the checkpoint to resume
+  from): `stalled`, recovered in place;
+- `straggler`: from step 20 its own compute is STRAGGLE (1.5) times as slow (each forward pass sleeps half its
+  duration), HEALTHY_STEPS steps: no verdict, nothing done, rank 1 named a straggler in the log and the summary
+  (the row gives the seconds from the fault to the first straggler line);
 - `raise`: raises the same exception after step 20 every time: `exception`, recovered in place once, then the run
   ends (the same error at the same step).
 One row per case: the verdict (the first RECOVERY line of the first job, else its FailureReason) and how many runs
@@ -59,6 +64,7 @@ from contract import recovery_line
 
 REPO = Path(__file__).resolve().parents[1]
 IN_PLACE, NEW_ATTEMPT, END, NONE = "in-place", "new-attempt", "end", "none"
+STRAGGLE = 1.5  # the straggler case's rank computes 1.5x as slow (the threshold is 1.2x: stall/stragglers.py)
 # case -> (the --inject-stall fault or None, the expected verdict or None, the expected rank named, the action,
 # the run's final status)
 CASES: dict[str, tuple[str | None, str | None, int | None, str, str]] = {
@@ -74,17 +80,22 @@ CASES: dict[str, tuple[str | None, str | None, int | None, str, str]] = {
     "startup-model": ("1@startup:model_load", causes.STALLED, 1, IN_PLACE, "SUCCEEDED"),
     "startup-tokenize": ("1@startup:tokenize", causes.STALLED, 1, IN_PLACE, "SUCCEEDED"),
     "startup-restore": ("1@startup:restore", causes.STALLED, 1, IN_PLACE, "SUCCEEDED"),
+    "startup-verify": ("1@startup:resume_verify", causes.STALLED, 1, IN_PLACE, "SUCCEEDED"),
+    "straggler": (f"1@20:straggle={STRAGGLE}", None, None, NONE, "SUCCEEDED"),
     "save": ("1@50:save", causes.STALLED, 1, IN_PLACE, "SUCCEEDED"),
     "upload": ("1@50:upload", causes.STALLED, 1, IN_PLACE, "SUCCEEDED"),
     "raise": ("1@20:raise", causes.EXCEPTION, 1, END, "FAILED"),
 }
 HEALTHY = ("healthy", "healthy-uneven")  # where a straggler named is a false positive
+STRAGGLING = {"straggler": 1}  # case -> the rank that must be named a straggler (in the log and the summary)
 # the spec file per case (default: the data folder's text-classification.json)
-SPECS = {"healthy": "healthy.json", "healthy-uneven": "healthy.json", "upload": "upload.json"}
+SPECS = {"healthy": "healthy.json", "healthy-uneven": "healthy.json", "straggler": "healthy.json",
+         "upload": "upload.json"}
 HEALTHY_STEPS = 1500
 UNEVEN_ROWS = (840, 120, 120, 120)  # part-0..3: ShardedByS3Key gives each host every other object (840+120 vs 120+120)
 _INJECTED = re.compile(r"INJECTED FAULT at (\d+\.\d+)")
 _RANK = re.compile(r"\brank (\d+) \(")
+_STRAGGLER_LINE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3}) .*straggler: rank (\d+) \(", re.M)
 
 
 def cli(*args: str, timeout: float = 1200) -> subprocess.CompletedProcess:
@@ -148,6 +159,19 @@ def straggler_named(work: Path, record: dict) -> bool:
     return bool((record.get("result") or {}).get("stragglers")) or any("straggler: rank" in t for t in _logs(work))
 
 
+def first_straggler(work: Path) -> tuple[int | None, float | None]:
+    """(the rank of the first straggler line in the logs, its time: the log's asctime, in local time)."""
+    found = []
+    for text in _logs(work):
+        for match in _STRAGGLER_LINE.finditer(text):
+            at = datetime.strptime(match.group(1), "%Y-%m-%d %H:%M:%S").timestamp()  # noqa: DTZ007
+            found.append((at + int(match.group(2)) / 1000, int(match.group(3))))
+    if not found:
+        return None, None
+    at, rank = min(found)
+    return rank, at
+
+
 def straggler_windows(work: Path) -> int:
     """The straggler windows that compared at least two ranks (a healthy run's "no straggler" means something only
     when some window looked: hftrain/stall/stragglers.py window_line)."""
@@ -191,6 +215,8 @@ def one_run(case: str, cdk_out: Path, data: Path, spec: Path, work: Path) -> dic
     ended = datetime.fromisoformat(first["TrainingEndTime"]).timestamp() if first.get("TrainingEndTime") else None
     acted = found[0].get("restart_at") if found else (ended if failed else None)
     action = NEW_ATTEMPT if failed and len(jobs) > 1 else END if failed else IN_PLACE if found else NONE
+    named, named_at = first_straggler(work)
+    in_summary = [s.get("rank") for s in (record.get("result") or {}).get("stragglers") or []]
     ledger = (record.get("result") or {}).get("goodput") or {}
     billed = float(ledger.get("billed_seconds") or 0)
     parts = ledger.get("parts") or {}
@@ -199,7 +225,8 @@ def one_run(case: str, cdk_out: Path, data: Path, spec: Path, work: Path) -> dic
         return round(parts.get(part, 0) / billed, 3) if billed else None
 
     return {"case": case, "verdict": verdict, "rank": rank, "straggler": straggler_named(work, record),
-            "straggler_windows": straggler_windows(work),
+            "straggler_windows": straggler_windows(work), "straggler_rank": named, "straggler_in_summary": in_summary,
+            "fault_to_straggler_seconds": round(named_at - at, 1) if named_at and at else None,
             "fault_to_action_seconds": round(acted - at, 1) if at and acted and verdict else None,
             "action": action, "recoveries": len(found), "jobs": len(jobs), "status": record.get("status"),
             "returncode": run.returncode, "stalled_share": share("stalled"), "recovering_share": share("recovering"),
@@ -211,7 +238,9 @@ def expected(row: dict) -> bool:
     _fault, verdict, rank, action, status = CASES[row["case"]]
     return (row["verdict"] == verdict and row["rank"] == rank and row["action"] == action
             and row["status"] == status
-            and not (row["case"] in HEALTHY and (row["straggler"] or not row.get("straggler_windows"))))
+            and not (row["case"] in HEALTHY and (row["straggler"] or not row.get("straggler_windows")))
+            and (row["case"] not in STRAGGLING or (row.get("straggler_rank") == STRAGGLING[row["case"]]
+                                                   and STRAGGLING[row["case"]] in row.get("straggler_in_summary", []))))
 
 
 def summarize(case: str, rows: list[dict]) -> dict:
@@ -226,7 +255,8 @@ def summarize(case: str, rows: list[dict]) -> dict:
     return {"case": case, "runs": len(rows), "ok": f"{sum(expected(r) for r in rows)}/{len(rows)}",
             "verdict": most("verdict"), "rank": most("rank"),
             "stragglers": f"{sum(bool(r['straggler']) for r in rows)}/{len(rows)}",
-            "windows": median("straggler_windows"),
+            "windows": median("straggler_windows"), "straggler_rank": most("straggler_rank"),
+            "fault_to_straggler_s": median("fault_to_straggler_seconds"),
             "fault_to_action_s": median("fault_to_action_seconds"), "action": most("action"),
             "final": most("status"), "stalled": median("stalled_share"), "recovering": median("recovering_share"),
             "unaccounted": median("unaccounted_share")}

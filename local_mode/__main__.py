@@ -3,7 +3,7 @@
   python -m local_mode demo [--interrupt-at-step N]         the tokenizer stage + QA on 2 hosts, one spot interruption
   python -m local_mode example NAME [NAME ...] | --all      examples/NAME.json as shipped (local overrides said aloud)
   python -m local_mode run SPEC.json [SPEC.json ...] --data DIR [--interrupt-at-step N ...]   specs with your data
-      [--inject-stall RANK@STEP[:sigstop|:sigkill|:raise|:slow|:loader|:save|:upload] | RANK@startup[:PHASE] ...]
+      [--inject-stall RANK@STEP[:sigstop|:sigkill|:raise|:slow|:straggle|:loader|:save|:upload] | RANK@startup[:PHASE] ...]
       [--processes-per-host N]
   python -m local_mode data TASK DIR [--family bert]        generated data + a tiny model + a spec using them
   python -m local_mode mlflow [--port 5000]                  the MLflow server over .local-runs/mlflow/ (make mlflow)
@@ -58,7 +58,8 @@ def _parser() -> argparse.ArgumentParser:
                      help="make a training job stop making progress, to watch the stall watchdog find it: RANK@STEP "
                           "(global rank RANK sleeps forever after step STEP), RANK@STEP:sigstop (its process is "
                           "SIGSTOPped), RANK@STEP:sigkill, RANK@STEP:raise, RANK@STEP:slow[=SECONDS] (slow but "
-                          "alive), RANK@STEP:loader (its data loader blocks), RANK@STEP:save (it hangs in the save "
+                          "alive), RANK@STEP:straggle[=FACTOR] (its own compute FACTOR times as slow, default 2: a "
+                          "straggler, named, not ended), RANK@STEP:loader (its data loader blocks), RANK@STEP:save (it hangs in the save "
                           "of step STEP), RANK@STEP:upload (its background write of that checkpoint hangs), "
                           "RANK@startup[:PHASE] (it hangs in a start-up phase: imports, setup, data_load, "
                           "model_load, tokenize, layout (default), resume_verify, restore). Repeat for the run's next training jobs: the n-th fault goes to the n-th "

@@ -11,7 +11,8 @@ from benchmarks import bench_faults
 def row(case: str, **changes) -> dict:
     fault, verdict, rank, action, status = bench_faults.CASES[case]
     return {"case": case, "verdict": verdict, "rank": rank, "action": action, "status": status, "straggler": False,
-            "straggler_windows": 3,
+            "straggler_windows": 3, "straggler_rank": None, "straggler_in_summary": [],
+            "fault_to_straggler_seconds": None,
             "fault_to_action_seconds": 33.0 if verdict else None,
             "stalled_share": 0.4 if verdict == "stalled" else 0.0, "recovering_share": 0.02,
             "unaccounted_share": 0.01, **changes}
@@ -32,6 +33,13 @@ def test_a_row_is_correct_only_with_the_expected_verdict_rank_and_action():
     assert bench_faults.expected(row("slow", straggler=True))
     assert not bench_faults.expected(row("healthy", straggler_windows=0))  # no window looked: nothing shown
     assert bench_faults.summarize("healthy", [row("healthy"), row("healthy", straggler=True)])["stragglers"] == "1/2"
+    # the straggler case: its rank named in the log and in the summary, and no verdict
+    named = {"straggler": True, "straggler_rank": 1, "straggler_in_summary": [1], "fault_to_straggler_seconds": 5.0}
+    assert bench_faults.expected(row("straggler", **named))
+    assert not bench_faults.expected(row("straggler"))  # not named: a straggler missed
+    assert not bench_faults.expected(row("straggler", **{**named, "straggler_in_summary": []}))  # the summary lies
+    assert not bench_faults.expected(row("straggler", **{**named, "straggler_rank": 0}))  # the wrong rank
+    assert not bench_faults.expected(row("straggler", **named, verdict="stalled", rank=1, action="in-place"))
 
 
 def test_uneven_shards_deal_the_same_rows_unevenly(tmp_path):
@@ -52,14 +60,16 @@ def test_uneven_shards_deal_the_same_rows_unevenly(tmp_path):
 def test_each_fault_case_once_through_the_local_mode(capsys):
     """A SIGKILLed rank is named with its signal and recovered in place; a slow but alive rank is not ended; a
     SIGSTOPped rank is found stalled and recovered in place; a background checkpoint write that hangs is found when
-    the next save waits for it, and recovered in place (one run each, as `bench_faults.py --repeat 1` runs them)."""
+    the next save waits for it, and recovered in place; a rank whose compute is 1.5x as slow is named a straggler
+    in the log and the summary, and not ended (one run each, as `bench_faults.py --repeat 1` runs them)."""
     code = bench_faults.main(["--repeat", "1", "--case", "sigkill", "--case", "slow", "--case", "sigstop",
-                              "--case", "upload"])
+                              "--case", "upload", "--case", "straggler"])
     out = capsys.readouterr().out
     assert code == 0, out
     assert "case=sigkill | runs=1 | ok=1/1 | verdict=signal 1/1 | rank=1 1/1" in out
     assert "action=in-place 1/1" in out
     assert "case=slow | runs=1 | ok=1/1 | verdict=None 1/1" in out
+    assert "case=straggler | runs=1 | ok=1/1 | verdict=None 1/1 | rank=None 1/1 | stragglers=1/1" in out
     assert "case=sigstop | runs=1 | ok=1/1 | verdict=stalled 1/1 | rank=1 1/1" in out
     assert "case=upload | runs=1 | ok=1/1 | verdict=stalled 1/1 | rank=1 1/1" in out
 

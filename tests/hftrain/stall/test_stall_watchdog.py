@@ -195,9 +195,27 @@ def test_injection_grammar():
                                                                                      phase="data_load")
     assert stall_injection.parse("0@10:save").describe() == "rank 0 hangs inside the checkpoint save of step 10"
     assert stall_injection.parse("1@5:slow=20") == stall_injection.Injection(1, 5, "slow", 20.0)
-    for bad in ("3", "x@1", "1@2:nap", "1@-2", "1@2:sigstop=5", "1@startup:nap"):
+    assert stall_injection.parse("1@20:straggle") == stall_injection.Injection(1, 20, "straggle", 2.0)
+    assert stall_injection.parse("1@20:straggle=1.5").describe() == \
+        "rank 1's own compute is 1.5x as slow from step 20 on"
+    for bad in ("3", "x@1", "1@2:nap", "1@-2", "1@2:sigstop=5", "1@startup:nap", "1@2:straggle=1", "1@2:straggle=0.5"):
         with pytest.raises(ValueError, match="expected RANK@STEP, RANK@STEP:sigstop, RANK@STEP:loader, "):
             stall_injection.parse(bad)
+
+
+def test_a_straggler_computes_its_factor_as_long_from_its_step_on(monkeypatch):
+    slept: list[float] = []
+    announced: list[str] = []
+    monkeypatch.setattr(stall_injection.time, "sleep", slept.append)
+    monkeypatch.setattr(stall_injection, "announce", announced.append)
+    monkeypatch.setattr(stall_injection, "_announced", set())
+    injection = stall_injection.Injection(1, 20, "straggle", 1.5)
+    for step in (18, 19, 20, 20, 21):
+        stall_injection.straggle(injection, step, 0.2)
+    assert slept == pytest.approx([0.1, 0.1, 0.1]) and len(announced) == 1
+    stall_injection.straggle(None, 30, 0.2)
+    stall_injection.straggle(stall_injection.Injection(1, 20, "slow", 20.0), 30, 0.2)
+    assert len(slept) == 3
 
 
 def test_only_the_named_rank_gets_its_fault(monkeypatch):

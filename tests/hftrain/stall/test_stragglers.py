@@ -64,6 +64,40 @@ def test_rank_zeros_watchdog_names_a_straggler_once_per_window_and_it_is_no_stal
     assert watchdog.stragglers[0]["rank"] == 1 and exits == []
 
 
+def test_a_rank_that_becomes_slow_is_named_within_one_window_and_a_recovered_one_no_longer():
+    """Rank 1 computes 0.1 s of its own per step, then 0.3 s from t=235 s to t=435 s: each beat carries its median over
+    the trailing 60-s window (as Heart.own_step measures it); rank 0 looks every second."""
+    clock = [1000.0]
+    heart = stall.Heart(clock=lambda: clock[0])
+    heart.mark("train", "train")
+    board = LocalBoard()
+    who = stall.Identity(rank=0, world=2, host="algo-1", job="job-1")
+    watchdog = stall.Watchdog(who, Limits(minutes=10), board=board, heart=heart, poll=1.0, clock=lambda: clock[0],
+                              exit=[].append, straggler_seconds=60)
+    peer = {"rank": 1, "host": "algo-2", "local_rank": 0, "pid": 2, "job": "job-1", "phase": "train",
+            "kind": "train", "where": "", "frames": [], "waiting": True, "hostname": "h", "median_step": 0.5}
+    own: list[tuple[float, float]] = []
+    named_at, cleared_at = None, None
+    for step in range(1, 601):
+        clock[0] += 1.0
+        with heart.own_time():
+            heart.own(0.1)
+        heart.step_ends(step)
+        own.append((clock[0], 0.3 if 235 <= step < 435 else 0.1))
+        window = sorted(o for at, o in own if at >= clock[0] - 60)
+        board.set(f"{stall.KEY}beat/1", json.dumps({**peer, "step": step, "moved_at": clock[0],
+                                                    "alive_at": clock[0], "own_step": window[len(window) // 2],
+                                                    "own_steps": len(window)}))
+        assert watchdog.tick() is False
+        named = [s["rank"] for s in watchdog.stragglers]
+        if named == [1] and named_at is None:
+            named_at = step
+        if named_at and not named and cleared_at is None:
+            cleared_at = step
+    assert named_at is not None and 235 < named_at <= 235 + 60, named_at  # within one window (here half of one)
+    assert cleared_at is not None and 435 < cleared_at <= 435 + 60, cleared_at
+
+
 def test_with_stragglers_end_the_watchdog_ends_the_job_naming_the_rank_for_a_new_attempt(tmp_path, monkeypatch):
     """`stall_stragglers end`: the first window that names a straggler ends the job on every rank (the failure
     text's cause is `straggler`: a new attempt on other instances, never a recovery in place), with no stall record

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 
 from contract.checkpoint_marker import checkpoint_name
 from hftrain.checkpoint import background, resume, volume
@@ -33,6 +34,7 @@ def make_trainer_class(base):  # noqa: C901 - mccabe counts every method of the 
             self._deferred: list | None = None  # the current save's writes, while they are being collected
             # goodput.py: save and evaluation time during training (a clock that writes nothing unless given one)
             self._goodput = goodput_clock or GoodputClock(enabled=False)
+            self._injected = stall_injection.mine()  # local mode's injected fault, if any (hftrain/stall/injection.py)
             super().__init__(*a, **kw)
             settle_loss_scaling(self)  # loss and gradient divided once by the accumulation (tasks/loss_scaling.py)
 
@@ -90,7 +92,7 @@ def make_trainer_class(base):  # noqa: C901 - mccabe counts every method of the 
             step = self.state.global_step
             self._goodput.save_begins(step, background=self._saves is not None)  # ends in GoodputCallback.on_save
             stall.HEART.mark(f"checkpoint save of step {step}", "save")
-            stall_injection.in_save(stall_injection.mine(), step)  # local mode's injected hang
+            stall_injection.in_save(self._injected, step)  # local mode's injected hang
             try:
                 result = (super()._save_checkpoint(model, trial) if self._saves is None
                           else self._save_in_background(model, trial, step))
@@ -139,11 +141,14 @@ def make_trainer_class(base):  # noqa: C901 - mccabe counts every method of the 
         def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
             weight = inputs.pop("loss_weight", None)
             with stall.HEART.own_time():  # the forward pass: this rank's own time, not the wait for its peers
+                began = time.perf_counter()
                 if packing.is_packed(inputs):  # padding-free rows: the span loss per example (data/packing.py)
                     out = packing.segment_span_loss(model, inputs, return_outputs=return_outputs)
                 else:
                     out = super().compute_loss(model, inputs, return_outputs=return_outputs,
                                                num_items_in_batch=num_items_in_batch)
+                # local mode's injected straggler (never set by the pipeline)
+                stall_injection.straggle(self._injected, self.state.global_step, time.perf_counter() - began)
             return sharding.weighted_loss(out, weight, return_outputs)
 
     SageMakerTrainer.__name__ = f"SageMaker{base.__name__}"

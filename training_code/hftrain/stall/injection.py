@@ -17,6 +17,9 @@
   restart; the other faults happen once per job);
 - `R@N:slow` or `R@N:slow=S`: after step N, rank R is slow but alive: a child process stops it (SIGSTOP) for S
   seconds (default 40), lets it run 3 s (SIGCONT), again and again until it ends. Not a stall: the run must go on.
+- `R@N:straggle` or `R@N:straggle=F`: from step N on, rank R's own compute is F times as slow (default 2): each
+  forward pass sleeps (F - 1) x its own duration, inside the pass (a slower GPU, a throttled host). A straggler:
+  it must be named (stall/stragglers.py), never ended as stalled.
 """
 
 from __future__ import annotations
@@ -35,16 +38,18 @@ ENV = "HFTRAIN_INJECT_STALL"
 # `imports`: train.py's own imports, before the stall watchdog exists (import_watch.py watches them)
 STARTUP_PHASES = ("imports", "setup", "data_load", "model_load", "tokenize", "layout", "resume_verify", "restore")
 _SPEC = re.compile(r"(?P<rank>\d+)@(?:(?P<startup>startup)(?::(?P<phase>[a-z_]+))?|(?P<step>\d+)"
-                   r"(?::(?P<how>sleep|sigstop|loader|sigkill|slow|save|upload|raise)(?:=(?P<seconds>\d+(?:\.\d+)?))?)?)")
+                   r"(?::(?P<how>sleep|sigstop|loader|sigkill|slow|straggle|save|upload|raise)(?:=(?P<seconds>\d+(?:\.\d+)?))?)?)")
 SLOW_STOP_SECONDS, SLOW_RUN_SECONDS = 40.0, 3.0
+STRAGGLE_FACTOR = 2.0
+_announced: set = set()  # the straggle injection announced in this process
 
 
 @dataclass(frozen=True)
 class Injection:
     rank: int
     step: int | None  # None: at start-up
-    how: str  # sleep | sigstop | loader | sigkill | slow | save | upload | raise | startup
-    seconds: float = SLOW_STOP_SECONDS  # slow: how long each stop lasts
+    how: str  # sleep | sigstop | loader | sigkill | slow | straggle | save | upload | raise | startup
+    seconds: float = SLOW_STOP_SECONDS  # slow: how long each stop lasts; straggle: the factor
     phase: str = "layout"  # startup: the start-up phase it hangs in
 
     def describe(self) -> str:
@@ -62,6 +67,8 @@ class Injection:
             return f"rank {self.rank}'s process is killed with SIGKILL after step {self.step}"
         if self.how == "raise":
             return f"rank {self.rank} raises an exception after step {self.step} (every time it gets there)"
+        if self.how == "straggle":
+            return f"rank {self.rank}'s own compute is {self.seconds:g}x as slow from step {self.step} on"
         if self.how == "slow":
             return (f"rank {self.rank} is slow but alive after step {self.step}: stopped {self.seconds:g} s, running "
                     f"{SLOW_RUN_SECONDS:g} s, again and again")
@@ -70,14 +77,17 @@ class Injection:
 
 def parse(text: str) -> Injection:
     match = _SPEC.fullmatch(text.strip())
-    if match is None or (match["seconds"] and match["how"] != "slow") or \
-            (match["phase"] and match["phase"] not in STARTUP_PHASES):
+    if match is None or (match["seconds"] and match["how"] not in ("slow", "straggle")) or \
+            (match["phase"] and match["phase"] not in STARTUP_PHASES) or \
+            (match["how"] == "straggle" and match["seconds"] and float(match["seconds"]) <= 1):
         raise ValueError(f"{text!r}: expected RANK@STEP, RANK@STEP:sigstop, RANK@STEP:loader, RANK@STEP:sigkill, "
-                         f"RANK@STEP:slow[=SECONDS], RANK@STEP:save, RANK@STEP:upload, RANK@STEP:raise or RANK@startup[:PHASE] (PHASE: "
+                         f"RANK@STEP:slow[=SECONDS], RANK@STEP:straggle[=FACTOR > 1], "
+                         f"RANK@STEP:save, RANK@STEP:upload, RANK@STEP:raise or RANK@startup[:PHASE] (PHASE: "
                          f"{', '.join(STARTUP_PHASES)}; e.g. 3@20)")
     if match["startup"]:
         return Injection(int(match["rank"]), None, "startup", phase=match["phase"] or "layout")
-    seconds = float(match["seconds"]) if match["seconds"] else SLOW_STOP_SECONDS
+    default = STRAGGLE_FACTOR if match["how"] == "straggle" else SLOW_STOP_SECONDS
+    seconds = float(match["seconds"]) if match["seconds"] else default
     return Injection(int(match["rank"]), int(match["step"]), match["how"] or "sleep", seconds)
 
 
@@ -130,6 +140,16 @@ while True:
     except ProcessLookupError:
         break
 """
+
+
+def straggle(injection: Injection | None, step: int, seconds: float) -> None:
+    """Inside a forward pass that took `seconds`: makes it the injection's factor as long, from its step on."""
+    if injection is None or injection.how != "straggle" or step < (injection.step or 0):
+        return
+    if not _announced:  # once (a step with gradient accumulation runs several passes)
+        _announced.add(injection)
+        announce(injection.describe())
+    time.sleep((injection.seconds - 1) * seconds)
 
 
 def after_step(injection: Injection | None, step: int) -> None:

@@ -3,10 +3,12 @@
 In data parallel training every rank's wall step time is the slowest rank's (the others wait for it in the
 gradient all-reduce), so a straggler is found by each rank's *own* time per step: the time its main thread spends
 on its data and its forward pass (stall.HEART.own_step_seconds, measured in hftrain/run/trainer.py), which excludes
-the wait for the peers. Global rank 0's watchdog compares, once per window (`stall_straggler_minutes`, default 5),
-each rank's median own time over the window with the fleet's median; a rank at least THRESHOLD (20%) slower, over
-at least MIN_STEPS steps, is named in the log and in the heartbeat file (`stragglers`), with what it costs: the
-fleet runs at its pace, so up to (1 - median / its time) of every hour of every instance.
+the wait for the peers. Global rank 0's watchdog compares, at each look after the first full window
+(`stall_straggler_minutes`, default 5), each rank's median own time over the trailing window with the fleet's
+median; a rank at least THRESHOLD (20%) slower, over at least MIN_STEPS steps, is named in the log and in the
+heartbeat file (`stragglers`) as soon as its median crosses (within one window of it becoming slow: the median
+moves once half the window is slow), then once per window while it stays slow, with what it costs: the fleet runs
+at its pace, so up to (1 - median / its time) of every hour of every instance.
 """
 
 from __future__ import annotations

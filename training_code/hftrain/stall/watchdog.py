@@ -251,7 +251,7 @@ class Watchdog(threading.Thread):
         self.straggler_seconds = straggler_seconds  # the straggler window (stragglers.py)
         self.straggler_action = straggler_action  # warn | end (stall_stragglers)
         self._stragglers_at = self.started_at
-        self.stragglers: list[dict[str, Any]] = []  # the last window's (global rank 0)
+        self.stragglers: list[dict[str, Any]] = []  # named at the last look (global rank 0)
 
     # the loop
     def run(self) -> None:
@@ -314,21 +314,29 @@ class Watchdog(threading.Thread):
         return True
 
     def _look_for_stragglers(self) -> None:
-        """Once per window: the ranks slower than the fleet by their own time per step, named in the log."""
+        """At every look after the first full window: the ranks slower than the fleet by their own time per step
+        over the trailing window (each beat carries its median). A rank is named as soon as it becomes one (its
+        median crosses once half the window is slow: within one window of the change), then again once per window
+        while it stays one; a window that named none says so once."""
         now = self.clock()
-        if now - self._stragglers_at < self.straggler_seconds:
+        if now - self.started_at < self.straggler_seconds:
             return
-        self._stragglers_at = now
         values = self.board.get_many([f"{self.key}beat/{r}" for r in self.ranks])
         beats = {r: (json.loads(v) if v else None) for r, v in zip(self.ranks, values, strict=True)}
-        self.stragglers = stragglers.find(beats)
-        for straggler in self.stragglers:
+        found = stragglers.find(beats)
+        newly = {s["rank"] for s in found} - {s["rank"] for s in self.stragglers}
+        due = now - self._stragglers_at >= self.straggler_seconds
+        self.stragglers = found
+        if not (newly or due):
+            return
+        self._stragglers_at = now
+        for straggler in found:
             logger.warning("%s (over the last %.0f min)", stragglers.describe(straggler), self.straggler_seconds / 60)
-        if not self.stragglers:  # one line per window (5 min by default): a quiet window is seen to have looked
+        if not found:  # one line per window (5 min by default): a quiet window is seen to have looked
             logger.info("%s", stragglers.window_line(beats, self.straggler_seconds / 60))
-        if self.stragglers and self.straggler_action == "end" and self.board.add(f"{self.key}claim", 1) == 1:
+        if found and self.straggler_action == "end" and self.board.add(f"{self.key}claim", 1) == 1:
             # announced like a stall (every rank writes it and exits), but no stall record: no time was stalled
-            message = stragglers.ending_text(self.stragglers[0], self.straggler_seconds / 60)
+            message = stragglers.ending_text(found[0], self.straggler_seconds / 60)
             self.board.set(f"{self.key}flag", json.dumps({"message": message, "record": None, "ranks": []}))
 
     def act(self, announced: dict[str, Any]) -> None:
