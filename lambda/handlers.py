@@ -37,7 +37,16 @@ from hfsm_lambda.goodput import sources as goodput_sources
 from hfsm_lambda.plan import checkpoint_interval, job_requests, planning, request_guard, runtime_limits
 from hfsm_lambda.plan import run as run_json
 from hfsm_lambda.plan.run import Run
-from hfsm_lambda.runs import actions, coverage, messages, model_package, outcomes, registry, verdict
+from hfsm_lambda.runs import (
+    actions,
+    coverage,
+    messages,
+    model_package,
+    outcomes,
+    registry,
+    set_aside,
+    verdict,
+)
 from hfsm_lambda.runs import claims as run_claims
 from hfsm_lambda.runs.prepare import prepare_run
 from hfsm_lambda.runs.state import (
@@ -247,8 +256,13 @@ def start_training(event: StartTrainingInput, context: Any = None) -> Job:
     request_guard.check_training(request, run, settings, attempt)
     name = request["TrainingJobName"]
     sm = client("sagemaker")
-    arn, created = _start_once(request, name, lambda: sm.describe_training_job(TrainingJobName=name),
-                               lambda: sm.create_training_job(**request), "TrainingJobArn")
+
+    def create() -> dict[str, Any]:
+        _set_aside_refused(run, settings)  # before this attempt's instances download the checkpoint prefix
+        return sm.create_training_job(**request)
+
+    arn, created = _start_once(request, name, lambda: sm.describe_training_job(TrainingJobName=name), create,
+                               "TrainingJobArn")
     planned = run.attempts[attempt]
     config = {"instance_type": planned.instance_type, "instance_count": planned.instance_count, "spot": planned.spot}
     _log("training job started" if created else "training job already started", job_name=name, attempt=attempt,
@@ -268,6 +282,22 @@ def start_training(event: StartTrainingInput, context: Any = None) -> Job:
             "watchdog": {"every_minutes": checkpoint_interval.watchdog_minutes(checkpoint.every_minutes),
                          "auto": checkpoint.every_minutes == checkpoint_interval.AUTO,
                          "intervals": checkpoint.watchdog.intervals, "action": checkpoint.watchdog.action}}
+
+
+def _set_aside_refused(run: Run, settings: Settings) -> None:
+    """The checkpoints and caches the training code refused, moved out of the run's checkpoint prefix so that the
+    next attempt does not download them (runs/set_aside.py). Never in the way of the start: a failure is logged."""
+    if not run.uris.checkpoint:
+        return
+    target = set_aside.refused_uri(settings.artifacts_bucket, run.run_id)
+    try:
+        moved = set_aside.move_refused(client("s3"), run.uris.checkpoint, target, settings.kms_key_arn)
+    except Exception as err:  # noqa: BLE001 - moving them only saves downloads: the start goes on
+        _log("refused checkpoints and caches were not moved out of the checkpoint prefix (the attempt downloads "
+             "them)", error=f"{type(err).__name__}: {err}", checkpoint_uri=run.uris.checkpoint)
+        return
+    if moved["objects"] or moved["left"]:
+        _log("moved refused checkpoints and caches out of the checkpoint prefix", to=target, **moved)
 
 
 # --- poll ------------------------------------------------------------------------------------------------

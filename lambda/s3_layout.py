@@ -12,5 +12,6 @@ TENSORBOARD_PREFIX = "tensorboard/"  # tensorboard/<run_id>/<job>/ (the jobs' Te
 MLFLOW_PREFIX = "mlflow/"  # the MLflow tracking server's artifact store (stacks/tracking_server.py)
 REGISTRY_PREFIX = "registry/"  # frozen copies of registered model artifacts (runs/registry.py)
 CLAIMS_PREFIX = "claims/"  # one object per run id, written once by Prepare (runs/claims.py)
+REFUSED_PREFIX = "refused/"  # refused/<run_id>/: what the training code refused, moved out of checkpoints/ (runs/set_aside.py)
 # data bucket
 RUNS_PREFIX = "runs/"  # run specs: an upload of runs/<name>.json starts a run

@@ -13,7 +13,7 @@ from constructs import IConstruct
 
 from contract import run_history
 from contract import summary as run_summary
-from hfsm_lambda.s3_layout import CHECKPOINTS_PREFIX
+from hfsm_lambda.s3_layout import CHECKPOINTS_PREFIX, REFUSED_PREFIX
 from stacks.settings.environment import EnvironmentConfig
 
 XRAY = ("X-Ray tracing (Lambda tracing ACTIVE / state machine tracing): xray:PutTraceSegments and "
@@ -123,6 +123,13 @@ def _pipeline(stack: Stack, config: EnvironmentConfig) -> None:
     _iam5(_policy(fns["notify_failure"].role), f"{artifacts}/outputs/*",
           f"A failed run's {run_summary.FILE_NAME} is written under outputs/<run_id>/, the key derived from the run id Prepare "
           "planned and notify_failure validates (the failure branch never receives the caller's input).")
+    start = _policy(fns["start_training"].role)
+    _iam5(start, f"{artifacts}/{CHECKPOINTS_PREFIX}*",
+          "StartTraining moves what the training code refused (checkpoint-<step>.unverified-<k>/, _tokenized/"
+          "<name>.refused-<k>/) out of checkpoints/<run_id>/ before the next attempt downloads it: get, then delete "
+          "after its copy succeeded (lambda/runs/set_aside.py); run ids are made at run time.")
+    _iam5(start, f"{artifacts}/{REFUSED_PREFIX}*",
+          "StartTraining writes the copies of the refused directories under refused/<run_id>/ (put only).")
     for name in ("check_job", "finish"):
         _iam5(_policy(fns[name].role), f"{artifacts}/{CHECKPOINTS_PREFIX}*",
               f"Reads the checkpoint completion markers and {run_history.HISTORY_FILE} under checkpoints/<run_id>/ "

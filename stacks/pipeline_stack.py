@@ -237,7 +237,15 @@ class PipelineStack(Stack):
             "start_training": ("Start a training job attempt", [
                 iam.PolicyStatement(sid="StartTrainingJobs", resources=[training_jobs], actions=[
                     "sagemaker:CreateTrainingJob", "sagemaker:DescribeTrainingJob", "sagemaker:AddTags"]),
-                pass_role, *job_key]),
+                pass_role, *job_key,
+                # what the training code refused moves out of checkpoints/<run_id>/ before the next attempt
+                # downloads it (lambda/runs/set_aside.py): listed, copied, then deleted; the copy under refused/
+                read_checkpoints[0],
+                iam.PolicyStatement(sid="MoveRefusedOutOfCheckpoints", actions=["s3:GetObject", "s3:DeleteObject"],
+                                    resources=[f"{self.artifacts_arn}/{layout.CHECKPOINTS_PREFIX}*"]),
+                iam.PolicyStatement(sid="WriteRefused", actions=["s3:PutObject"],
+                                    resources=[f"{self.artifacts_arn}/{layout.REFUSED_PREFIX}*"]),
+                use_key]),
             "check_job": ("Describe a job, classify its state, watch checkpoint durability", [
                 *job_statements("DescribeJobs", ["Describe"], training_jobs, processing_jobs),
                 iam.PolicyStatement(sid="StopStaleTrainingJobs", actions=["sagemaker:StopTrainingJob"],

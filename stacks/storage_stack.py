@@ -66,6 +66,10 @@ class StorageStack(Stack):
                 s3.LifecycleRule(id="expire-checkpoints", prefix=layout.CHECKPOINTS_PREFIX,
                                  expiration=Duration.days(config.checkpoint_expiry_days),
                                  noncurrent_version_expiration=Duration.days(1)),
+                # what the training code refused, moved out of checkpoints/ (lambda/runs/set_aside.py): kept as long
+                s3.LifecycleRule(id="expire-refused", prefix=layout.REFUSED_PREFIX,
+                                 expiration=Duration.days(config.checkpoint_expiry_days),
+                                 noncurrent_version_expiration=Duration.days(1)),
             ],
             **common)
         self._bucket_policies(config)

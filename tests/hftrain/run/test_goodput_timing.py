@@ -219,3 +219,45 @@ def test_a_reading_host_does_not_write_or_move_anything(tmp_path, tokenizer):
     cache, _ = make_cache(tmp_path / "ckpt", tokenizer, data)
     reader = tokenized_cache.TokenizedCache(str(tmp_path / "ckpt"), cache.digest, cache.inputs, writer=False)
     assert reader.load_or_build(build(tokenizer)).status == "skipped" and not Path(reader.path).exists()
+
+
+def test_this_runs_superseded_caches_are_deleted_and_nothing_else(tmp_path, tokenizer, monkeypatch, caplog):
+    """Once this attempt's cache is in place, this run's own caches for other inputs are deleted (their markers name
+    the run); another run's, a refused one, another host's, user files and files a marker does not list are kept."""
+    from contract import stall_board
+
+    data, root = tmp_path / "data", tmp_path / "ckpt"
+    synthetic.write_jsonl(data / "train.jsonl", synthetic.cls_examples(50, seed=1))
+    monkeypatch.setenv(stall_board.VARIABLE, "b" * 32)  # another run's cache, in this prefix (copied by someone)
+    foreign, _ = make_cache(root, tokenizer, data, max_seq_length=32)
+    foreign.load_or_build(build(tokenizer))
+    monkeypatch.setenv(stall_board.VARIABLE, "a" * 32)
+    old, _ = make_cache(root, tokenizer, data, max_seq_length=64)
+    assert old.load_or_build(build(tokenizer)).deleted == []  # the foreign one is not this run's
+    older, _ = make_cache(root, tokenizer, data, max_seq_length=96)
+    older.load_or_build(build(tokenizer))  # deletes `old`, this run's
+    assert not Path(old.path).exists() and Path(foreign.path).is_dir()
+    Path(older.path, "notes.txt").write_text("mine")  # a user's file inside this run's cache
+    refused = Path(f"{older.path}{tokenized_cache.REFUSED_TAG}1")
+    refused.mkdir()
+    (refused / tokenized_cache.MARKER).write_text(Path(older.path, tokenized_cache.MARKER).read_text())
+    other_host = tokenized_cache.TokenizedCache(str(root), "c" * 64, {}, host="algo-2")
+    Path(other_host.path).mkdir()
+    (root / tokenized_cache.CACHE_DIR / "user-dir").mkdir()
+    current, _ = make_cache(root, tokenizer, data)
+    with caplog.at_level("INFO", logger="hftrain"):
+        result = current.load_or_build(build(tokenizer))
+    assert result.status == "miss" and result.deleted == [older.path]
+    assert sorted(p.name for p in Path(older.path).rglob("*")) == ["notes.txt"]  # only what the marker did not list
+    assert any("kept 1 file(s) its marker does not list: notes.txt" in r.getMessage() for r in caplog.records)
+    assert refused.is_dir() and Path(other_host.path).is_dir() and Path(foreign.path).is_dir()
+    assert (root / tokenized_cache.CACHE_DIR / "user-dir").is_dir()
+    assert current.load_or_build(lambda: pytest.fail("rebuilt")).status == "hit"  # its own cache: never deleted
+    # without the run's token nothing is proved: nothing is deleted
+    monkeypatch.delenv(stall_board.VARIABLE)
+    again, _ = make_cache(root, tokenizer, data, max_seq_length=48)
+    assert again.load_or_build(build(tokenizer)).deleted == [] and Path(current.path).is_dir()
+    # a reading host deletes nothing
+    monkeypatch.setenv(stall_board.VARIABLE, "a" * 32)
+    reader = tokenized_cache.TokenizedCache(str(root), again.digest, again.inputs, writer=False)
+    assert reader.load_or_build(lambda: pytest.fail("rebuilt")).deleted == []

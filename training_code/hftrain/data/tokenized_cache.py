@@ -14,7 +14,12 @@ fingerprint, so a new directory: a cache is never used for other inputs.
 
 Verified like a checkpoint: the marker lists every file with its size and content hash (xxh3-128), the fingerprint
 and the rows. A cache directory without a marker, with a marker for another fingerprint, or whose files do not
-match the marker is refused by name and reason, moved aside to `<name>.refused-<k>` (never deleted) and rebuilt.
+match the marker is refused by name and reason, moved aside to `<name>.refused-<k>` (never deleted here: the
+pipeline moves it out of the checkpoint prefix between attempts, lambda/runs/quarantine.py) and rebuilt.
+Superseded: once this attempt's cache is in place, this run's own caches for other inputs (a complete marker that
+names this run, `run`: a digest of the run's token, and another fingerprint; the same host's) are deleted, the
+marker first, then the files it lists, then the folders left empty (a file the marker does not list is kept):
+SageMaker's checkpoint sync mirrors the deletion to S3, so a restart no longer downloads them.
 Which host writes: with a replicated training channel all hosts compute the same fingerprint and the first host
 writes it; with ShardedByS3Key every host has its own data, so its own fingerprint and directory.
 """
@@ -26,12 +31,14 @@ import hashlib
 import json
 import logging
 import os
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from contract import stall_board
 from hftrain.checkpoint import manager as checkpoints
 from hftrain.checkpoint.storage import LocalStorage, hash_algorithm, hash_file
 from hftrain.data.files import find_data_files
@@ -45,6 +52,18 @@ REFUSED_TAG = ".refused-"
 PARTS = ("train", "eval")
 # Data arguments that do not change a feature (speed, caches): left out of the fingerprint.
 NOT_SHAPING = {"preprocessing_num_workers", "overwrite_cache", "cache_dir"}
+
+
+_DIGEST_DIR = re.compile(r"(?P<digest>[0-9a-f]{20})(?:\.(?P<host>[A-Za-z0-9_-]+))?")
+
+
+def run_mark() -> str | None:
+    """This run's mark in a marker: a digest of the run's token (the job's environment, contract/stall_board.py;
+    the same in every attempt of the run, never the token itself); None without one (nothing is proved)."""
+    token = os.environ.get(stall_board.VARIABLE, "")
+    if not stall_board.TOKEN_RE.fullmatch(token):
+        return None
+    return hashlib.sha256(f"hftrain-run-mark:{token}".encode()).hexdigest()[:24]
 
 
 class CacheRefused(Exception):
@@ -134,6 +153,7 @@ class CacheResult:
     path: str | None = None
     refused: str | None = None
     seconds: float = 0.0
+    deleted: list[str] = dataclasses.field(default_factory=list)  # this run's superseded caches, deleted
 
 
 class TokenizedCache:
@@ -205,7 +225,8 @@ class TokenizedCache:
                 parts = {name: datasets.load_from_disk(os.path.join(self.path, name))
                          if name in marker.get("parts", []) else None for name in PARTS}
                 return CacheResult("hit", parts["train"], parts["eval"], self.path,
-                                   seconds=time.perf_counter() - started)
+                                   seconds=time.perf_counter() - started,
+                                   deleted=self.delete_superseded() if self.writer else [])
             except CacheRefused as err:
                 refused = str(err)
                 logger.warning("%s: refused; rebuilding it (the refused directory is kept as it is%s)", refused,
@@ -224,7 +245,48 @@ class TokenizedCache:
                 status = "unsaved"
         else:
             status = "skipped" if not refused else status
-        return CacheResult(status, train, evaluation, self.path, refused, time.perf_counter() - started)
+        deleted = self.delete_superseded() if self.writer and status in ("miss", "rebuilt") else []
+        return CacheResult(status, train, evaluation, self.path, refused, time.perf_counter() - started, deleted)
+
+    def delete_superseded(self) -> list[str]:
+        """This run's own caches for other inputs, of this host (the same name suffix): deleted, each with a log
+        line; returns their paths. Only a directory whose complete marker names this run (`run`) and another
+        fingerprint, and whose listed files are all there with their sizes; the marker goes first (the directory
+        stops counting), then the files it lists, then the folders left empty. Anything else is left as it is."""
+        mark = run_mark()
+        mine = _DIGEST_DIR.fullmatch(os.path.basename(self.path))
+        if mark is None or mine is None:
+            return []
+        deleted = []
+        for name in self.storage.list_dirs(self.root):
+            match = _DIGEST_DIR.fullmatch(name)
+            if match is None or match["host"] != mine["host"] or match["digest"] == mine["digest"]:
+                continue  # not a cache directory (refused, temporary, other files), another host's, or this one
+            path = os.path.join(self.root, name)
+            try:
+                if self._delete_if_superseded(path, match["digest"], mark):
+                    deleted.append(path)
+            except (OSError, ValueError) as err:  # the cache only saves time: training goes on
+                logger.warning("tokenized cache: could not delete the superseded %s (%s)", path, err)
+        return deleted
+
+    def _delete_if_superseded(self, path: str, digest: str, mark: str) -> bool:
+        marker = json.loads(self.storage.read_text(os.path.join(path, MARKER)) or "null")
+        if not isinstance(marker, dict) or marker.get("run") != mark or \
+                not str(marker.get("fingerprint", "")).startswith(digest) or \
+                marker.get("fingerprint") == self.digest or not isinstance(marker.get("files"), dict):
+            return False
+        present = self.storage.list_files(path)
+        if any(present.get(f) != (meta or {}).get("size") for f, meta in marker["files"].items()):
+            return False  # not as this run wrote it: left as it is
+        self.storage.remove_files(path, [MARKER])
+        failed = self.storage.remove_files(path, list(marker["files"]))
+        self.storage.remove_empty_dirs(path)
+        kept = sorted(set(present) - set(marker["files"]) - {MARKER}) + failed
+        logger.info("tokenized cache: deleted %s (this run's cache for other inputs: fingerprint %s; now %s)%s",
+                    path, str(marker.get("fingerprint"))[:12], self.digest[:12],
+                    f"; kept {len(kept)} file(s) its marker does not list: {', '.join(kept[:5])}" if kept else "")
+        return True
 
     def _move_aside(self) -> None:
         taken = set(self.storage.list_dirs(self.root))
@@ -250,7 +312,7 @@ class TokenizedCache:
                  for name, size in sorted(self.storage.list_files(tmp).items())}
         os.makedirs(self.root, exist_ok=True)
         self.storage.rename(tmp, self.path)
-        marker = {"format": FORMAT, "fingerprint": self.digest, "inputs": self.inputs, "parts": parts,
+        marker = {"format": FORMAT, "fingerprint": self.digest, "run": run_mark(), "inputs": self.inputs, "parts": parts,
                   "rows": {n: len(d) for n, d in zip(PARTS, (train, evaluation), strict=True) if d is not None},
                   "hash_algorithm": algorithm, "files": files, "written_at": checkpoints.utc_iso(time.time())}
         self.storage.write_text_atomic(os.path.join(self.path, MARKER), json.dumps(marker, indent=1))
