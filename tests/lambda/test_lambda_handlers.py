@@ -110,6 +110,18 @@ def test_start_training_is_idempotent_and_applies_the_fallback_option(state, con
     assert third["spot"] is False and third["instance_type"] == "ml.g5.2xlarge"
 
 
+def test_no_attempt_keeps_a_warm_pool(state):
+    """Warm pools are not used (README, "Warm pools: evaluated, not used"): no attempt's request sets
+    KeepAlivePeriodInSeconds, so no instance stays billed after a job or a run ends."""
+    from hfsm_lambda.plan import job_requests, request_guard
+
+    run = request_guard.planned_run(state["run"])
+    for attempt in range(run.max_attempts):
+        request = request_guard.build(job_requests.training_request, run, load_settings(), attempt)
+        assert "KeepAlivePeriodInSeconds" not in request["ResourceConfig"], attempt
+        assert set(request["ResourceConfig"]) == {"InstanceType", "InstanceCount", "VolumeSizeInGB", "VolumeKmsKeyId"}
+
+
 def test_start_processing_map_and_reduce(data, context):
     state = handlers.prepare({"spec": {**SPEC, "tokenizer": {"type": "bpe", "instance_count": 2}}}, context)
     assert state["tokenizer_enabled"] is True

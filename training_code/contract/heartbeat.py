@@ -11,7 +11,7 @@ outside stall watch (lambda/watch/stalls.py), which reads it from S3 while the j
 `moved_at`: the last progress; `at`: when the watchdog wrote it; `limit_seconds`: the in-job limit in effect;
 `doing`: what the rank is doing, in words ("checkpoint save of step 400 since 12:03:05Z": a long save or upload
 is not a hang); `ranks`: every rank's phase as the store shows it (rank 0's view; [] without a store);
-`stragglers`: the ranks slower than the fleet over the last window (hftrain/stall/stragglers.py).
+`stragglers`: the ranks slower than the fleet over the trailing window, at the last look (hftrain/stall/stragglers.py).
 """
 
 from __future__ import annotations
