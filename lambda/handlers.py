@@ -464,8 +464,8 @@ def _earlier_jobs(sm: Any, run: Run, attempt: int) -> tuple[list[dict[str, Any]]
 
 
 def _stragglers(run: Run, job_name: str) -> list[dict[str, Any]]:
-    """The ranks the final job's rank 0 named slower than the fleet in its last window (hftrain/stall/
-    stragglers.py), from its heartbeat file beside the checkpoints; [] without one."""
+    """The ranks the final job's rank 0 named slower than the fleet during the job (hftrain/stall/stragglers.py;
+    `now` false for one that caught up), from its heartbeat file beside the checkpoints; [] without one."""
     if not run.uris.checkpoint:
         return []
     beat = stall_watch.read_heartbeat(client("s3"), run.uris.checkpoint) or {}

@@ -73,7 +73,8 @@ def straggler_line(straggler: dict[str, Any]) -> str:
     return (f"  straggler: rank {straggler.get('rank')} ({straggler.get('host')}) takes "
             f"{straggler.get('own_step_seconds')} s of its own per step against the fleet's median "
             f"{straggler.get('median_step_seconds')} s (+{float(straggler.get('slower') or 0):.0%}): up to "
-            f"{straggler.get('minutes_lost_per_hour')} min of every hour of every instance")
+            f"{straggler.get('minutes_lost_per_hour')} min of every hour of every instance"
+            + ("" if straggler.get("now", True) else " (while it was slower; it caught up before the job ended)"))
 
 
 def success_lines(summary: dict[str, Any]) -> list[str]:

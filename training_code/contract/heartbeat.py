@@ -11,7 +11,8 @@ outside stall watch (lambda/watch/stalls.py), which reads it from S3 while the j
 `moved_at`: the last progress; `at`: when the watchdog wrote it; `limit_seconds`: the in-job limit in effect;
 `doing`: what the rank is doing, in words ("checkpoint save of step 400 since 12:03:05Z": a long save or upload
 is not a hang); `ranks`: every rank's phase as the store shows it (rank 0's view; [] without a store);
-`stragglers`: the ranks slower than the fleet over the trailing window, at the last look (hftrain/stall/stragglers.py).
+`stragglers`: every rank named slower than the fleet in this job (hftrain/stall/stragglers.py), with its latest
+figures while it was; `now` true when it still was at the last look, false when it caught up.
 """
 
 from __future__ import annotations
@@ -92,14 +93,15 @@ MAX_ENTRIES = 1024  # ranks (and stragglers) a heartbeat may list
 
 
 def _entries(value: Any) -> list[dict[str, Any]]:
-    """`ranks`/`stragglers` as a reader may use them: at most MAX_ENTRIES objects of short texts and numbers
-    (anything else in an entry is left out; a value that is not a list is none)."""
+    """`ranks`/`stragglers` as a reader may use them: at most MAX_ENTRIES objects of short texts, numbers and
+    booleans (anything else in an entry is left out; a value that is not a list is none)."""
     if not isinstance(value, list):
         return []
     out = []
     for entry in value[:MAX_ENTRIES]:
         if isinstance(entry, dict):
-            out.append({k: v for k, v in entry.items() if _text(k) and (v is None or _text(v) or _number(v))})
+            out.append({k: v for k, v in entry.items()
+                        if _text(k) and (v is None or isinstance(v, bool) or _text(v) or _number(v))})
     return out
 
 

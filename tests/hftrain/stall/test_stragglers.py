@@ -96,6 +96,9 @@ def test_a_rank_that_becomes_slow_is_named_within_one_window_and_a_recovered_one
             cleared_at = step
     assert named_at is not None and 235 < named_at <= 235 + 60, named_at  # within one window (here half of one)
     assert cleared_at is not None and 435 < cleared_at <= 435 + 60, cleared_at
+    # the heartbeat (and so the summary) keeps it, marked as caught up
+    assert [(n["rank"], n["now"]) for n in watchdog.named.values()] == [(1, False)]
+    assert watchdog.named[1]["own_step_seconds"] == 0.3
 
 
 def test_with_stragglers_end_the_watchdog_ends_the_job_naming_the_rank_for_a_new_attempt(tmp_path, monkeypatch):

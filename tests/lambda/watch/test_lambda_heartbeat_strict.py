@@ -46,6 +46,9 @@ def test_non_finite_numbers_and_unknown_keys_are_not_taken():
     parsed = heartbeat_file.parse_heartbeat(json.dumps(bad_entries))
     assert parsed["doing"] is None and parsed["ranks"] == [{"rank": 1, "host": "algo-2"}]
     assert parsed["stragglers"] == []
+    caught_up = {**beat(), "stragglers": [{"rank": 1, "slower": 0.5, "now": False, "nested": [1]}]}
+    assert heartbeat_file.parse_heartbeat(json.dumps(caught_up))["stragglers"] == [{"rank": 1, "slower": 0.5,
+                                                                                    "now": False}]
 
 
 def test_a_huge_limit_is_held_to_the_spec_s_bounds():

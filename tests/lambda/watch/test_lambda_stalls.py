@@ -344,6 +344,9 @@ def test_the_final_jobs_stragglers_reach_the_summary_and_its_text(running):
     assert line == ("  straggler: rank 1 (algo-2) takes 0.3 s of its own per step against the fleet's median 0.2 s "
                     "(+50%): up to 20.0 min of every hour of every instance")
     assert line in summary_text.success_lines({"run_id": "r", "stragglers": [straggler]})
+    # a rank named earlier in the job that caught up before its end is still said, as such
+    assert summary_text.straggler_line({**straggler, "now": False}) == line + (
+        " (while it was slower; it caught up before the job ended)")
 
 
 def test_stragglers_end_needs_a_next_attempt(settings):

@@ -252,6 +252,8 @@ class Watchdog(threading.Thread):
         self.straggler_action = straggler_action  # warn | end (stall_stragglers)
         self._stragglers_at = self.started_at
         self.stragglers: list[dict[str, Any]] = []  # named at the last look (global rank 0)
+        # every rank named in this job, its latest figures while it was slower; `now`: at the last look too
+        self.named: dict[int, dict[str, Any]] = {}
 
     # the loop
     def run(self) -> None:
@@ -327,6 +329,9 @@ class Watchdog(threading.Thread):
         newly = {s["rank"] for s in found} - {s["rank"] for s in self.stragglers}
         due = now - self._stragglers_at >= self.straggler_seconds
         self.stragglers = found
+        for earlier in self.named.values():
+            earlier["now"] = False
+        self.named.update({s["rank"]: {**s, "now": True} for s in found})
         if not (newly or due):
             return
         self._stragglers_at = now
@@ -391,7 +396,8 @@ class Watchdog(threading.Thread):
                                   moved_at=beat["moved_at"], at=now,
                                   limit_seconds=self.limits.seconds(beat["kind"], beat["median_step"],
                                                                     beat["sections"]),
-                                  since=beat["since"], ranks=ranks, stragglers=self.stragglers)
+                                  since=beat["since"], ranks=ranks,
+                                  stragglers=sorted(self.named.values(), key=lambda n: (not n["now"], -n["slower"])))
         path = Path(self.who.checkpoint_dir) / heartbeat.FILE_NAME
         try:
             tmp = path.with_name(f".{heartbeat.FILE_NAME}.{os.getpid()}")
