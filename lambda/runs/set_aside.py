@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from hfsm_lambda.plan.preflight import parse_s3_uri
 from hfsm_lambda.s3_layout import CHECKPOINTS_PREFIX, REFUSED_PREFIX
 
 # the training code's own names for what it refused (relative to the checkpoint prefix)
@@ -32,7 +33,7 @@ def refused_uri(bucket: str, run_id: str) -> str:
 
 
 def _split(uri: str) -> tuple[str, str]:
-    bucket, _, prefix = uri.removeprefix("s3://").partition("/")
+    bucket, prefix = parse_s3_uri(uri)
     return bucket, prefix.rstrip("/") + "/"
 
 

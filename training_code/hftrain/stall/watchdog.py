@@ -297,6 +297,7 @@ class Watchdog(threading.Thread):
         if self.who.rank == 0:
             self._write_heartbeat(beat)
         announced = self.board.get(f"{self.key}flag")
+        beats = None
         if announced is None and self.judging:
             keys = [f"{self.key}beat/{r}" for r in self.ranks]
             beats = {r: (json.loads(v) if v else None) for r, v in zip(self.ranks, self.board.get_many(keys),
@@ -309,13 +310,13 @@ class Watchdog(threading.Thread):
                 self._record(found.record)
                 announced = self.board.get(f"{self.key}flag")
         if announced is None:
-            if self.who.rank == 0 and len(self.ranks) > 1:
-                self._look_for_stragglers()
+            if self.who.rank == 0 and len(self.ranks) > 1 and beats is not None:  # rank 0 always judges
+                self._look_for_stragglers(beats)
             return False
         self.act(json.loads(announced))
         return True
 
-    def _look_for_stragglers(self) -> None:
+    def _look_for_stragglers(self, beats: dict[int, dict[str, Any] | None]) -> None:
         """At every look after the first full window: the ranks slower than the fleet by their own time per step
         over the trailing window (each beat carries its median). A rank is named as soon as it becomes one (its
         median crosses once half the window is slow: within one window of the change), then again once per window
@@ -323,9 +324,7 @@ class Watchdog(threading.Thread):
         now = self.clock()
         if now - self.started_at < self.straggler_seconds:
             return
-        values = self.board.get_many([f"{self.key}beat/{r}" for r in self.ranks])
-        beats = {r: (json.loads(v) if v else None) for r, v in zip(self.ranks, values, strict=True)}
-        found = stragglers.find(beats)
+        found = stragglers.find(beats)  # the beats this look's stall judgement read
         newly = {s["rank"] for s in found} - {s["rank"] for s in self.stragglers}
         due = now - self._stragglers_at >= self.straggler_seconds
         self.stragglers = found
