@@ -99,7 +99,9 @@ def test_each_interruption_is_reported_as_the_lost_attempt_logged_it(story: dict
         assert f"step {record['step_reached']} reached" in story["stdout"]
     before_checkpoint, during_save, after_checkpoint = records
     assert before_checkpoint["step_logged"] >= 10 and not before_checkpoint["during_save"]
-    assert during_save["during_save"] and during_save["step_logged"] == 60
+    # The save of checkpoint-60 runs in the background: the loop goes on while it is written, so the attempt can log
+    # steps past 60 before its instances are lost (the kill follows the leader's "writing" line, read through a pipe).
+    assert during_save["during_save"] and 60 <= during_save["step_logged"] < 90
     assert during_save["resumed_from_step"] < 60  # checkpoint-60 was never complete
     assert after_checkpoint["step_logged"] >= 66 and not after_checkpoint["during_save"]
     assert "(during a checkpoint save)" in story["stdout"] and "on download and start-up again" in story["stdout"]
