@@ -11,6 +11,17 @@ from a config), train.py run as its own process on one CPU rank:
    datasets cache, as a restarted instance has: what a restart pays without the cache is tokenizing again.
 Measured from each run's GOODPUT `startup` line: the start-up (process start to the first optimizer step) and its
 phases. Printed: median start-up and tokenize phase of each arm and their ratio; JSON in --out.
+
+    python benchmarks/bench_restart.py --hosts 2     # the same data end to end: `python -m local_mode run`
+
+With --hosts 2 the run is the user's (a synthesized dev app, `local_mode data question-answering`, its train
+channel replaced by the same generated SQuAD-like examples, a tiny BERT, 2 hosts, checkpoints every 10 steps, 30
+steps), interrupted at step 15 as a spot reclaim (`--interrupt-at-step 15`: SIGTERM, a save, a new attempt of the
+same job), `--rounds` times. Each run's goodput ledger gives, per instance, the cold start (attempt 1) and the
+restart (attempt 2): `downloading`, then the start-up's parts: `launch` (the instance's start to train.py's: the
+toolkit, its requirements install, torchrun), `imports`, `setup` (process group), `data_load`, `model_load`,
+`tokenize` (the cache load on the restart), `layout`, `resume_verify`, `restore`, `other`. Printed: the median of
+each part for both and their ratio; JSON in --out (bench_restart_hosts.json).
 """
 
 from __future__ import annotations
@@ -70,14 +81,92 @@ def run(base: Path, model: str, max_steps: int, cache: bool) -> dict:
             "phases": startup["startup"], "tokenize_cache": startup["tokenize_cache"]}
 
 
+START_PARTS = ("launch", "imports", "setup", "data_load", "model_load", "tokenize", "layout", "resume_verify",
+               "restore", "other")
+
+
+def hosts_run(root: Path, cdk_out: Path, data: Path, spec: Path, n: int) -> dict:
+    """One local run interrupted at step 15: per instance, attempt 1's and attempt 2's download and start-up parts."""
+    from benchmarks import bench_faults
+
+    work = root / f"run-{n}"
+    run = bench_faults.cli("--cdk-out", str(cdk_out), "--work-dir", str(work), "run", str(spec), "--data", str(data),
+                           "--interrupt-at-step", "15", timeout=1800)
+    record = json.loads((work / "report" / "run.json").read_text())
+    attempts = ((record.get("result") or {}).get("goodput") or {}).get("attempts") or []
+    if run.returncode != 0 or len(attempts) != 2:
+        raise SystemExit(f"run {n}: exit {run.returncode}, {len(attempts)} attempt(s), expected 2:\n"
+                         f"{run.stdout[-3000:]}\n{run.stderr[-3000:]}")
+    out = {}
+    for name, attempt in zip(("cold", "restart"), attempts, strict=True):
+        count = attempt["instance_count"]
+        startup = attempt["details"].get("startup") or {}
+        parts = {part: round(startup.get(part, 0.0) / count, 3) for part in START_PARTS}
+        out[name] = {"downloading": round(attempt["parts"]["downloading"] / count, 3),
+                     "startup": round(attempt["parts"]["startup"] / count, 3), "phases": parts,
+                     "tokenize_cache": attempt.get("tokenize_cache")}
+    shutil.rmtree(work / "sagemaker", ignore_errors=True)
+    return out
+
+
+def hosts_main(args: argparse.Namespace, rows: int, rounds: int) -> int:
+    from benchmarks import bench_faults
+    from local_mode import synthetic
+
+    with tempfile.TemporaryDirectory(prefix="bench-restart-hosts-") as tmp:
+        root = Path(tmp)
+        cdk_out, data = root / "cdk-out", root / "data"
+        bench_faults.synth(cdk_out)
+        made = bench_faults.cli("--cdk-out", str(cdk_out), "data", "question-answering", str(data), "--rows", "64")
+        if made.returncode != 0:
+            raise SystemExit(f"local_mode data failed:\n{made.stderr[-3000:]}")
+        train = next(data.glob("datasets/*/train"))
+        for part in train.glob("*.jsonl"):
+            part.unlink()
+        examples = synthetic.qa_examples(rows, seed=1, squad_lengths=True)
+        for i in range(4):  # ShardedByS3Key: each host its two objects
+            synthetic.write_jsonl(train / f"part-{i}.jsonl", examples[i::4])
+        megabytes = round(sum(p.stat().st_size for p in train.glob("*.jsonl")) / 1e6, 1)
+        print(f"data: {rows:,} generated QA examples, {megabytes} MB of JSON lines, 2 hosts")
+        spec = next(data.glob("question-answering*.json"))
+        runs = []
+        for n in range(rounds):
+            runs.append(hosts_run(root, cdk_out, data, spec, n))
+            cold, restart = runs[-1]["cold"], runs[-1]["restart"]
+            print(f"run {n + 1}: cold start-up {cold['startup']:.1f} s + download {cold['downloading']:.1f} s; "
+                  f"restart {restart['startup']:.1f} s + {restart['downloading']:.1f} s (cache "
+                  f"{restart['tokenize_cache']}), per instance")
+
+    def median(arm: str, key: str, phase: bool = False) -> float:
+        return statistics.median(r[arm]["phases"][key] if phase else r[arm][key] for r in runs)
+
+    rows_out = [("downloading", median("cold", "downloading"), median("restart", "downloading"))]
+    rows_out += [(p, median("cold", p, True), median("restart", p, True)) for p in START_PARTS]
+    rows_out.append(("start-up", median("cold", "startup"), median("restart", "startup")))
+    print(f"\n| per instance, median of {rounds} run(s) | cold start | restart | cold / restart |\n|---|---|---|---|")
+    for name, cold, restart in rows_out:
+        ratio = f"{cold / restart:.1f}x" if restart > 0.05 else "-"
+        print(f"| {name} | {cold:.2f} s | {restart:.2f} s | {ratio} |")
+    args.out.mkdir(parents=True, exist_ok=True)
+    path = args.out / "bench_restart_hosts.json"
+    path.write_text(json.dumps({"rows": rows, "megabytes": megabytes, "hosts": 2, "runs": runs,
+                                "medians": {n: {"cold": c, "restart": r} for n, c, r in rows_out}}, indent=1))
+    print(f"wrote {path}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=100_000)
     parser.add_argument("--rounds", type=int, default=2, help="restarts per arm, interleaved")
     parser.add_argument("--smoke", action="store_true", help="2,000 examples, one round")
+    parser.add_argument("--hosts", type=int, choices=(1, 2), default=1,
+                        help="2: end to end through python -m local_mode run on 2 hosts")
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results")
     args = parser.parse_args(argv)
     rows, rounds = (2000, 1) if args.smoke else (args.rows, args.rounds)
+    if args.hosts == 2:
+        return hosts_main(args, rows, rounds)
     with tempfile.TemporaryDirectory(prefix="bench-restart-") as tmp:
         base = Path(tmp) / "job"
         data = generate(base, rows)

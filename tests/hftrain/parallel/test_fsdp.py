@@ -18,7 +18,7 @@ from local_mode.sagemaker.training_hosts import free_port
 
 FSDP = {"fsdp": "full_shard auto_wrap",
         "fsdp_config": json.dumps({"version": 2, "transformer_layer_cls_to_wrap": ["BertLayer"]})}
-HPS = {"task": "text-classification", "max_steps": 60, "save_steps": 4, "logging_steps": 1,
+HPS = {"task": "text-classification", "max_steps": 60, "save_steps": 4, "logging_steps": 1, "save_total_limit": 100,
        "per_device_train_batch_size": 4, "learning_rate": 1e-3, "seed": 5, "warmup_steps": 1}
 
 
