@@ -95,10 +95,11 @@ def _pay(parts: dict[str, float], items: list[tuple[str, float]], budget: float)
 def _start_items(costs: Costs, policy: Policy, start: str) -> list[tuple[str, float]]:
     if start == "first":
         return [("downloading", costs.image_pull + costs.data_download),
-                ("startup", costs.imports + costs.pg_join + costs.model_load + costs.tokenize)]
+                ("startup", costs.imports + costs.pg_join + costs.data_load + costs.model_load + costs.tokenize)]
     if start == "new":
         return [("downloading", costs.image_pull + costs.data_download + costs.checkpoint_download),
-                ("startup", costs.imports + costs.pg_join + costs.model_load + costs.cache_load + costs.restore)]
+                ("startup", costs.imports + costs.pg_join + costs.data_load + costs.model_load + costs.cache_load
+                 + costs.restore)]
     slow = 0.0 if policy.fast_restart else costs.imports + costs.model_load
     return [("recovering", costs.in_place + slow)]
 

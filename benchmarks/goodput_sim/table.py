@@ -73,7 +73,7 @@ def restart_ratio(fleet: Fleet) -> str:
     for end in ("low", "mid", "high"):
         c = costs_at(fleet, end)
         new = (c.provisioning + c.image_pull + c.data_download + c.checkpoint_download + c.imports + c.pg_join
-               + c.model_load + c.cache_load + c.restore)
+               + c.data_load + c.model_load + c.cache_load + c.restore)
         out.append(f"{end} {new:.0f} s vs {c.in_place:.0f} s = {new / c.in_place:.1f}x")
     return (f"{fleet.instances} x {fleet.instance_type}: a new job's restart vs a recovery in place (wall): "
             + "; ".join(out))

@@ -115,4 +115,5 @@ def test_three_local_runs_are_replayed_part_by_part(dev_outdir: Path, tmp_path: 
         schedule = [Event(int(interruption["step_reached"]), kind)]
         check = cross_check(ledger, schedule, every_steps=EVERY_STEPS)
         assert check["ok"], (name, check["parts"])
-        assert not cross_check(ledger, schedule, every_steps=EVERY_STEPS, save_scale=10.0)["ok"], name
+        wrong = cross_check(ledger, schedule, every_steps=EVERY_STEPS, save_scale=10.0)
+        assert not wrong["ok"], (name, wrong["parts"])

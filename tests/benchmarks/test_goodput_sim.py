@@ -43,7 +43,8 @@ def test_a_save_counts_once_complete_and_for_a_new_job_once_in_s3() -> None:
 def test_without_interruptions_the_run_pays_one_start_the_saves_and_the_end() -> None:
     costs = costs_at(P4D, "mid")
     parts = run_once(costs, BASELINE, 0.0, random.Random(1))
-    first = costs.image_pull + costs.data_download + costs.imports + costs.pg_join + costs.model_load + costs.tokenize
+    first = (costs.image_pull + costs.data_download + costs.imports + costs.pg_join + costs.data_load + costs.model_load
+             + costs.tokenize)
     saves = (costs.work // 1800 - 1) * costs.blocking_save
     billed = sum(parts[p] for p in PARTS)
     assert billed == pytest.approx(costs.work + first + saves + costs.evaluation + costs.final_upload)
