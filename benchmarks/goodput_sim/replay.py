@@ -25,7 +25,8 @@ COMPARED = ("downloading", "startup", "productive", "replayed", "checkpointing",
 
 @dataclass(frozen=True)
 class Event:
-    step: int  # the step the interrupted attempt reached (the save's step for DURING_SAVE)
+    step: int  # the step the interrupted attempt reached (for DURING_SAVE: the save's step or, the loop going on
+    # while a background save is written, a step after it and before the next save)
     kind: str
 
 
@@ -92,8 +93,8 @@ def replay(u: Units, schedule: list[Event], every_steps: int) -> dict[str, float
     for i, event in enumerate(schedule):
         step = u.steps[i] if len(u.steps) == len(schedule) + 1 else mean  # that attempt's own step time
         done = _multiples(start, event.step, every_steps)
-        if event.kind == DURING_SAVE:
-            kept = [m for m in done if m < event.step]
+        if event.kind == DURING_SAVE:  # the newest save at or before the step reached was in flight: never counts
+            kept = done[:-1]
             saves += len(done)  # the interrupted one was paid (in part) too
             resume = kept[-1] if kept else start
         elif event.kind == NOTICE:

@@ -23,7 +23,9 @@ from benchmarks.goodput_sim.replay import (
     DURING_SAVE,
     NOTICE,
     Event,
+    Units,
     cross_check,
+    replay,
     schedule_from_ledger,
 )
 
@@ -60,6 +62,18 @@ def test_the_check_fails_with_a_wrong_interval() -> None:
     record = _recorded("during")  # lost during the save of 200: back to 100
     wrong = cross_check(record["goodput"], _schedule(record), every_steps=50)  # back to 150, twice the saves
     assert not wrong["ok"], wrong["parts"]
+
+
+def test_a_save_lost_in_flight_resumes_from_the_one_before_even_when_the_loop_went_on() -> None:
+    """A background save lets the loop go on while it is written: the instances lost during the save of 200 may
+    have reached step 218 (a CI run of test_goodput_local logged 78 for a save at 60). The replay resumed from 200
+    there (its kept checkpoints were those before the step reached) and predicted 18 replayed steps, not 118."""
+    u = Units(steps=(1.0, 1.0), save=0.0, download=0.0, first_startup=0.0, restart_startup=0.0, tail=0.0,
+              evaluation=0.0, uploading=0.0, start_step=0, max_steps=400)
+    for reached in (200, 218, 299):
+        parts = replay(u, [Event(reached, DURING_SAVE)], every_steps=100)
+        assert parts["replayed"] == reached - 100 and parts["productive"] == 400, (reached, parts)
+    assert replay(u, [Event(250, ABRUPT)], every_steps=100)["replayed"] == 50  # between saves: back to 200
 
 
 def test_the_check_fails_with_a_save_cost_off_by_10x() -> None:
