@@ -39,17 +39,27 @@ import time
 from pathlib import Path
 
 from contract import goodput_line
+from hftrain.run.goodput import STARTUP_PHASES
 
 REPO = Path(__file__).resolve().parents[1]
 TRAIN_PY = REPO / "training_code" / "train.py"
 
 
+def write_train_parts(folder: Path, rows: int) -> float:
+    """`rows` generated SQuAD-like examples as four JSON-lines objects (ShardedByS3Key gives each of 2 hosts two);
+    returns their megabytes."""
+    from local_mode import synthetic
+
+    examples = synthetic.qa_examples(rows, seed=1, squad_lengths=True)
+    for i in range(4):
+        synthetic.write_jsonl(folder / f"part-{i}.jsonl", examples[i::4])
+    return round(sum((folder / f"part-{i}.jsonl").stat().st_size for i in range(4)) / 1e6, 1)
+
+
 def generate(base: Path, rows: int) -> dict:
     from local_mode import synthetic
 
-    train = synthetic.qa_examples(rows, seed=1, squad_lengths=True)
-    for i in range(4):
-        synthetic.write_jsonl(base / "input" / "data" / "train" / f"part-{i}.jsonl", train[i::4])
+    write_train_parts(base / "input" / "data" / "train", rows)
     synthetic.write_jsonl(base / "input" / "data" / "validation" / "part-0.jsonl",
                           synthetic.qa_examples(max(64, rows // 100), seed=2, squad_lengths=True))
     model = synthetic.build_model_dir("bert", base.parent / "tiny-bert")
@@ -81,8 +91,9 @@ def run(base: Path, model: str, max_steps: int, cache: bool) -> dict:
             "phases": startup["startup"], "tokenize_cache": startup["tokenize_cache"]}
 
 
-START_PARTS = ("launch", "imports", "setup", "data_load", "model_load", "tokenize", "layout", "resume_verify",
-               "restore", "other")
+# the ledger's start-up parts per instance: the launch (instance start to train.py's start), the training code's own
+# phases (hftrain/run/goodput.py), and the rest
+START_PARTS = ("launch", *STARTUP_PHASES, "other")
 
 
 def hosts_run(root: Path, cdk_out: Path, data: Path, spec: Path, n: int) -> dict:
@@ -111,7 +122,6 @@ def hosts_run(root: Path, cdk_out: Path, data: Path, spec: Path, n: int) -> dict
 
 def hosts_main(args: argparse.Namespace, rows: int, rounds: int) -> int:
     from benchmarks import bench_faults
-    from local_mode import synthetic
 
     with tempfile.TemporaryDirectory(prefix="bench-restart-hosts-") as tmp:
         root = Path(tmp)
@@ -123,10 +133,7 @@ def hosts_main(args: argparse.Namespace, rows: int, rounds: int) -> int:
         train = next(data.glob("datasets/*/train"))
         for part in train.glob("*.jsonl"):
             part.unlink()
-        examples = synthetic.qa_examples(rows, seed=1, squad_lengths=True)
-        for i in range(4):  # ShardedByS3Key: each host its two objects
-            synthetic.write_jsonl(train / f"part-{i}.jsonl", examples[i::4])
-        megabytes = round(sum(p.stat().st_size for p in train.glob("*.jsonl")) / 1e6, 1)
+        megabytes = write_train_parts(train, rows)
         print(f"data: {rows:,} generated QA examples, {megabytes} MB of JSON lines, 2 hosts")
         spec = next(data.glob("question-answering*.json"))
         runs = []

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,17 +25,21 @@ Snapshot = dict[str, tuple[int, int]]  # relative path -> (size, mtime_ns)
 
 
 def scan(folder: Path) -> Snapshot:
-    """Files under folder with their size and modification time."""
+    """Files under folder with their size and modification time.
+
+    The training code deletes while this runs (rotation, superseded caches, staged copies): a directory that goes
+    between its parent's listing and its own is skipped (os.walk ignores it; Path.rglob raises FileNotFoundError,
+    which once ended an emulated job), and its files count as deleted."""
     found: Snapshot = {}
-    if not folder.is_dir():
-        return found
-    for path in folder.rglob("*"):
-        try:
-            if path.is_file():
-                stat = path.stat()
-                found[path.relative_to(folder).as_posix()] = (stat.st_size, stat.st_mtime_ns)
-        except FileNotFoundError:  # deleted while scanning (rotation in progress)
-            continue
+    for parent, _dirs, names in os.walk(folder):  # followlinks=False: a linked directory is not entered
+        for name in names:
+            path = Path(parent) / name
+            try:
+                if path.is_file():
+                    stat = path.stat()
+                    found[path.relative_to(folder).as_posix()] = (stat.st_size, stat.st_mtime_ns)
+            except FileNotFoundError:  # deleted while scanning
+                continue
     return found
 
 

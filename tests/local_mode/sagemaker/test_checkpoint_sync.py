@@ -87,3 +87,34 @@ def test_maybe_sync_waits_for_the_interval(s3, tmp_path: Path):
     sync.interval_seconds = 0.0
     sync.maybe_sync()
     assert keys(s3) == ["checkpoints/run-1/a.bin"]
+
+
+@pytest.mark.parametrize("vanishes", ["checkpoint-4", "checkpoint-4/sub"])
+def test_a_directory_rotation_deletes_during_the_scan_is_a_deletion_not_an_error(s3, tmp_path: Path, monkeypatch,
+                                                                                  vanishes: str):
+    """Rotation deletes a checkpoint while the sync walks the folder (a fresh-clone CI run met it: the walk raised
+    FileNotFoundError, the emulated job ended its hosts and failed): the sync goes on, and what vanished is deleted
+    in S3 as rotation meant (files the walk had already listed, by the next sync: every few seconds and at the
+    job's end)."""
+    folder = tmp_path / "h1"
+    write(folder / "checkpoint-4" / "model.bin", "4")
+    write(folder / "checkpoint-4" / "sub" / "rng.pth", "r")
+    write(folder / "checkpoint-8" / "model.bin", "8")
+    sync = CheckpointSync(s3, URI, {"algo-1": folder})
+    sync.sync()
+    assert len(keys(s3)) == 3
+    write(folder / "checkpoint-12" / "model.bin", "12")
+    real_scandir, gone = os.scandir, folder / vanishes
+
+    def scandir_racing_rotation(path):  # the directory goes after its parent listed it, before it is read
+        if not isinstance(path, int) and Path(path) == gone and gone.exists():
+            import shutil
+
+            shutil.rmtree(folder / "checkpoint-4")
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "scandir", scandir_racing_rotation)
+    sync.sync()
+    assert "checkpoints/run-1/checkpoint-12/model.bin" in keys(s3)
+    sync.sync()
+    assert keys(s3) == ["checkpoints/run-1/checkpoint-12/model.bin", "checkpoints/run-1/checkpoint-8/model.bin"]
