@@ -37,6 +37,7 @@ RUNS = {  # name: (the CLI's interruption flag, the schedule it makes)
     "during": (["--interrupt-during-save", "200"], DURING_SAVE),
 }
 EVERY_STEPS, MAX_STEPS = 100, 400
+WRONG_INTERVAL = {"between": 300, "during": 50}  # as test_the_check_fails_with_a_wrong_interval
 
 
 def _recorded(name: str) -> dict:
@@ -129,5 +130,13 @@ def test_three_local_runs_are_replayed_part_by_part(dev_outdir: Path, tmp_path: 
         schedule = [Event(int(interruption["step_reached"]), kind)]
         check = cross_check(ledger, schedule, every_steps=EVERY_STEPS)
         assert check["ok"], (name, check["parts"])
-        wrong = cross_check(ledger, schedule, every_steps=EVERY_STEPS, save_scale=10.0)
-        assert not wrong["ok"], (name, wrong["parts"])
+        if name in WRONG_INTERVAL:  # before the first checkpoint, every interval replays the same steps
+            wrong = cross_check(ledger, schedule, every_steps=WRONG_INTERVAL[name])
+            assert not wrong["ok"], (name, "interval", wrong["parts"])
+        saves = check["parts"]["checkpointing"]
+        if 9 * saves["measured"] > saves["allowed"]:
+            # 10x the blocking save time shows only where it is more than the part's allowance (1% of billed): a
+            # quick run's background saves block ~0.06 s in all (a live run here: 0.057 s of 104 s billed, 10x
+            # predicted 0.575 s against 0.52 s allowed); the recorded ledgers above show the 10x check failing
+            wrong = cross_check(ledger, schedule, every_steps=EVERY_STEPS, save_scale=10.0)
+            assert not wrong["ok"], (name, "save x10", wrong["parts"])
