@@ -2,8 +2,8 @@
 
 SageMaker copies the whole checkpoint prefix (the job's `CheckpointConfig.S3Uri`, `checkpoints/<run_id>/`) to every
 instance at every start. The training code never deletes what failed verification: it renames it in place, under
-names only it gives (`checkpoint-<step>.unverified-<k>/`: hftrain/checkpoint/manager.py; `_tokenized/<name>.refused-
-<k>/`: hftrain/data/tokenized_cache.py), and that rename reaches S3 through the checkpoint sync. Left there, every
+names only it gives (`checkpoint-<step>.unverified-<k>/` and `_tokenized/<name>.refused-<k>/`, declared once in
+contract/refused_names.py), and that rename reaches S3 through the checkpoint sync. Left there, every
 later start would download them again to every instance. StartTraining therefore moves those directories, object by
 object, to `refused/<run_id>/` (the same relative keys), a prefix no job reads: a server-side copy encrypted with the
 project key, then the original is deleted. An object is deleted only after its copy succeeded; nothing else is
@@ -13,17 +13,14 @@ does not. Bounded per call (MAX_KEYS listed, BUDGET_SECONDS spent): what is left
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Callable
 from typing import Any
 
+from contract.refused_names import REFUSED_KEY_RE
 from hfsm_lambda.plan.preflight import parse_s3_uri
 from hfsm_lambda.s3_layout import CHECKPOINTS_PREFIX, REFUSED_PREFIX
 
-# the training code's own names for what it refused (relative to the checkpoint prefix)
-REFUSED_KEY = re.compile(r"(?P<directory>checkpoint-\d+\.unverified-\d+|_tokenized/[0-9a-f]{20}(?:\.[A-Za-z0-9_-]+)?"
-                         r"\.refused-\d+)/.+", re.DOTALL)
 MAX_KEYS = 10_000
 BUDGET_SECONDS = 120.0
 
@@ -50,7 +47,7 @@ def move_refused(s3: Any, checkpoint_uri: str, target_uri: str, kms_key_arn: str
                                                              PaginationConfig={"MaxItems": MAX_KEYS}):
         for obj in page.get("Contents", []):
             relative = obj["Key"][len(prefix):]
-            match = REFUSED_KEY.fullmatch(relative)
+            match = REFUSED_KEY_RE.fullmatch(relative)  # the training code's own names (contract/refused_names.py)
             if match:
                 found.append((relative, match["directory"], int(obj.get("Size") or 0)))
     began, moved, size, directories = clock(), 0, 0, set()

@@ -18,6 +18,7 @@ from contract import (
     intervals,
     jsontext,
     progress_lines,
+    refused_names,
     run_history,
     stall_records,
     summary,
@@ -232,3 +233,23 @@ def test_the_train_line_names_a_straggler_and_still_parses():
                                      elapsed=12, eta=12, straggler="rank 3 (algo-2) +35%")
     assert line.endswith(" straggler=rank 3 (algo-2) +35%")
     assert progress_lines.parse_train_line(line) == (30, 261.9)
+
+
+def test_what_the_training_code_refused_is_found_by_its_names_and_nothing_else():
+    """The names hftrain gives what it refused (checkpoint/manager.py quarantine_name; the tokenized cache's
+    `<name>.refused-<k>`) are the ones StartTraining moves out of the checkpoint prefix (lambda/runs/set_aside.py)."""
+    from hftrain.checkpoint.manager import quarantine_name
+
+    aside = quarantine_name(40, ["checkpoint-40", "checkpoint-40.unverified-1"])
+    assert aside == "checkpoint-40.unverified-2"
+    digest = "0123456789abcdef0123"
+    assert refused_names.CACHE_NAME_RE.fullmatch(f"{digest}.algo-2")["host"] == "algo-2"
+    caches = [f"{refused_names.CACHE_DIR}/{digest}{refused_names.REFUSED_TAG}1",
+              f"{refused_names.CACHE_DIR}/{digest}.algo-2{refused_names.REFUSED_TAG}3"]
+    for directory in [aside, *caches]:
+        match = refused_names.REFUSED_KEY_RE.fullmatch(f"{directory}/sub/model.safetensors")
+        assert match is not None and match["directory"] == directory, directory
+    for kept in ["checkpoint-40/model.safetensors", f"_tokenized/{digest}/train/data.arrow", aside,
+                 f"_tokenized/{digest}.refused-1.txt", "user.refused-1/file", f"_tokenized/{digest[:19]}.refused-1/x",
+                 "other/checkpoint-40.unverified-1/x"]:
+        assert refused_names.REFUSED_KEY_RE.fullmatch(kept) is None, kept

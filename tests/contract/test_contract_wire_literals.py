@@ -49,6 +49,9 @@ EXACT = [
     ("checkpoint_marker", "checkpoint-"),
     ("stall_records", "_stalls"),
     ("goodput_line", "save_begin"),
+    ("refused_names", ".unverified-"),
+    ("refused_names", ".refused-"),
+    ("refused_names", "_tokenized"),
 ]
 BOUND_NAME = re.compile(r"(MIN|MAX)_MINUTES$")
 BOUNDS = {5, 60}

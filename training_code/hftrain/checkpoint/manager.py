@@ -56,11 +56,11 @@ from contract.checkpoint_marker import (
     parse_marker,
     step_of,
 )
+from contract.refused_names import QUARANTINE_TAG
 from hftrain.checkpoint.storage import LocalStorage, hash_algorithm
 
 logger = logging.getLogger(__name__)
 
-QUARANTINE_TAG = ".unverified-"
 # Verified checkpoints of a run kept when save_total_limit is not given (the Trainer's default keeps all). SageMaker
 # copies the whole checkpoint prefix to every instance at every start: each one kept is downloaded by every restart.
 # Two, not one: the newest may have been cut short in S3 by the interruption that caused the restart (the sync of

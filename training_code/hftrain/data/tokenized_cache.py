@@ -31,7 +31,6 @@ import hashlib
 import json
 import logging
 import os
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -39,22 +38,19 @@ from pathlib import Path
 from typing import Any
 
 from contract import stall_board
+from contract.refused_names import CACHE_DIR, CACHE_NAME_RE, REFUSED_TAG
 from hftrain.checkpoint import manager as checkpoints
 from hftrain.checkpoint.storage import LocalStorage, hash_algorithm, hash_file
 from hftrain.data.files import find_data_files
 
 logger = logging.getLogger("hftrain")
 
-CACHE_DIR = "_tokenized"
 MARKER = "_complete.json"
 FORMAT = 1
-REFUSED_TAG = ".refused-"
 PARTS = ("train", "eval")
 # Data arguments that do not change a feature (speed, caches): left out of the fingerprint.
 NOT_SHAPING = {"preprocessing_num_workers", "overwrite_cache", "cache_dir"}
 
-
-_DIGEST_DIR = re.compile(r"(?P<digest>[0-9a-f]{20})(?:\.(?P<host>[A-Za-z0-9_-]+))?")
 
 
 def run_mark() -> str | None:
@@ -254,12 +250,12 @@ class TokenizedCache:
         fingerprint, and whose listed files are all there with their sizes; the marker goes first (the directory
         stops counting), then the files it lists, then the folders left empty. Anything else is left as it is."""
         mark = run_mark()
-        mine = _DIGEST_DIR.fullmatch(os.path.basename(self.path))
+        mine = CACHE_NAME_RE.fullmatch(os.path.basename(self.path))
         if mark is None or mine is None:
             return []
         deleted = []
         for name in self.storage.list_dirs(self.root):
-            match = _DIGEST_DIR.fullmatch(name)
+            match = CACHE_NAME_RE.fullmatch(name)
             if match is None or match["host"] != mine["host"] or match["digest"] == mine["digest"]:
                 continue  # not a cache directory (refused, temporary, other files), another host's, or this one
             path = os.path.join(self.root, name)
