@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+import stat
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,11 +36,11 @@ def scan(folder: Path) -> Snapshot:
         for name in names:
             path = Path(parent) / name
             try:
-                if path.is_file():
-                    stat = path.stat()
-                    found[path.relative_to(folder).as_posix()] = (stat.st_size, stat.st_mtime_ns)
+                info = path.stat()  # one stat per file (a link is followed, as is_file would)
             except FileNotFoundError:  # deleted while scanning
                 continue
+            if stat.S_ISREG(info.st_mode):
+                found[path.relative_to(folder).as_posix()] = (info.st_size, info.st_mtime_ns)
     return found
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -108,8 +109,6 @@ def test_a_directory_rotation_deletes_during_the_scan_is_a_deletion_not_an_error
 
     def scandir_racing_rotation(path):  # the directory goes after its parent listed it, before it is read
         if not isinstance(path, int) and Path(path) == gone and gone.exists():
-            import shutil
-
             shutil.rmtree(folder / "checkpoint-4")
         return real_scandir(path)
 
