@@ -79,7 +79,9 @@ def interruption(attempt: Attempt, found: Evidence | None, nxt: Attempt, followi
         "step_reached": reached, "step_logged": found.step_reached if found else None,
         "step_reached_from": source if reached is not None else None,
         "reached_at": iso(found.progress[-1][0]) if found and found.progress else None,
-        "during_save": split.during_save,
+        # a save in flight at the last report that the next attempt resumed at or past was no loss: it completed
+        # (or a SIGTERM save superseded it) after the log's last line
+        "during_save": split.during_save and lost != 0,
         "resumed_from_step": resumed, "resumed_by_job": nxt.job, "resumed_at": iso(nxt.start),
         "lost_steps": max(0, lost) if lost is not None else None,
         "lost_minutes": round(replayed / attempt.instance_count / 60, 3) if lost is not None else None,

@@ -203,8 +203,8 @@ class TrainingJob(LocalJob):
             self._transition("Training", "Training image download completed. Training in progress.")
             self._start_hosts(hosts)
             tick = checkpoints.maybe_sync if checkpoints else None
-            outcome, failed = self.watch_hosts(self._limit_or_interrupt, tick, first=self._abrupt_due)
-            if outcome == "failed" and self._abrupt_due():  # killed by it after the last look, before the exit codes
+            outcome, failed = self.watch_hosts(self._limit_or_interrupt, tick, first=self._interruption_due)
+            if outcome != "interrupted" and self._interruption_due():  # after the last look, before the exit codes
                 outcome, failed = "interrupted", None
             abrupt = outcome == "interrupted" and self._last_interruption is not None and \
                 self._last_interruption.abrupt
@@ -301,6 +301,12 @@ class TrainingJob(LocalJob):
             # just began must not complete), then every process of every host.
             for process in self.hosts:
                 signal_host(process, signal.SIGKILL, first_pid=self._leader_pid if process.host == host else None)
+        elif due is not None:
+            # The notice reaches the instances now, as SageMaker's SIGTERM does, not after the watcher's next look
+            # (behind a checkpoint sync that takes seconds on a loaded machine, a short run would finish first);
+            # the watcher then gives the stop grace and syncs what the emergency save wrote.
+            for process in self.hosts:
+                signal_host(process, signal.SIGTERM)
         if progress:
             self.emit(
                 "progress", line, global_step=progress.global_step, max_steps=progress.max_steps, host=host
@@ -340,12 +346,11 @@ class TrainingJob(LocalJob):
         self.emit("status", f"injecting {rule.describe()}")
         return rule
 
-    def _abrupt_due(self) -> str | None:
-        """An abrupt interruption killed the hosts itself: their exit codes are its, not a failure."""
+    def _interruption_due(self) -> str | None:
+        """An interruption signalled the hosts itself (SIGKILL, or the notice's SIGTERM after which they save and
+        exit on their own): their exit codes are its, not a failure or a completion."""
         with self.lock:
-            due = self._interrupt_now is not None and self._interrupt_now.abrupt
-            if due:
-                self._interrupt_now = None
+            due, self._interrupt_now = self._interrupt_now, None
         return "interrupted" if due else None
 
     def _limit_or_interrupt(self) -> str | None:

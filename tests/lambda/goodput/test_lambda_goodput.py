@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
-from testkit.goodput_lines import JOB, T, assert_adds_up, attempt_lines, describe, stream
+from testkit.goodput_lines import JOB, STARTUP, T, assert_adds_up, attempt_lines, describe, report, stream
 
 from hfsm_lambda.goodput import ledger as goodput
 from hfsm_lambda.goodput.attempts import attempts_of
@@ -171,3 +171,29 @@ def test_summary_lines_show_the_goodput_and_every_part_productive_first():
     assert "tokenize 2 s" in text[3] and "launch 1 s" in text[3]
     assert "(replayed 0 s, evaluation 0 s, stalled 0 s, recovering 0 s)" in text[-1]
     assert summary_lines({"format": 1, "error": "x"}) == []
+
+
+def test_a_background_save_in_flight_is_no_loss_when_the_next_attempt_resumed_from_where_this_one_stopped():
+    """A CI run of test_local_mode: SIGTERM (a spot notice) while the background write of checkpoint-10 was in
+    flight; the SIGTERM save of step 11 completed but its lines were lost with the process relaying them (the log
+    ends at step 10's write_begin), and the next attempt resumed from 11. Nothing was lost: the record must not say
+    "during a checkpoint save", and the replay's schedule is a notice, not a save lost in flight."""
+    from benchmarks.goodput_sim.replay import NOTICE, schedule_from_ledger
+
+    first = attempt_lines(t0=2, start_step=0, steps=10, end=False)
+    at = first[-1][0] - T  # step 10: its checkpoint is written behind the loop
+    first.append(report("write_begin", at, first_step_at=T + 12.5, step=10, steps=10, step_seconds=10.0,
+                        eval_seconds=0.0, save_seconds=0.1, script_started_at=T + 3, start_step=0, startup=STARTUP))
+    kill = at + 3  # step 11, its SIGTERM save and the exit: not in the log
+    second = attempt_lines(t0=kill + 2, start_step=11, steps=9)
+    done = second[-1][0] - T + 1
+    desc = describe([("Downloading", 0, 2), ("Training", 2, kill), ("Interrupted", kill, kill + 1),
+                     ("Downloading", kill + 1, kill + 2), ("Training", kill + 2, done),
+                     ("Uploading", done, done + 1), ("Completed", done + 1, done + 1)], count=1)
+    ledger = goodput.ledger([desc], {JOB: [stream("1", first), stream("2", second)]})
+    assert_adds_up(ledger)
+    (record,) = ledger["interruptions"]
+    assert record["step_logged"] == 10 and record["step_reached"] == 11 == record["resumed_from_step"]
+    assert record["lost_steps"] == 0 and not record["during_save"], record
+    assert "(during a checkpoint save)" not in interruption_line(record)
+    assert [e.kind for e in schedule_from_ledger(ledger)] == [NOTICE]
