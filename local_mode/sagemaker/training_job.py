@@ -257,8 +257,8 @@ class TrainingJob(LocalJob):
         env = self.base_env()
         with self.lock:
             upcoming = self._interruptions[0] if self._interruptions else None
-        if upcoming is not None and upcoming.during_save:  # this attempt's background writes wait: the loss lands in one
-            env[SAVE_DELAY_ENV] = SAVE_DELAY_SECONDS
+        if upcoming is not None and upcoming.during_save:  # the writes it targets wait: the loss lands in one
+            env[SAVE_DELAY_ENV] = f"{SAVE_DELAY_SECONDS}@{upcoming.at_step}"
         if self.stall_fault and self.attempt == 1:
             env["HFTRAIN_INJECT_STALL"] = self.stall_fault
             self.emit("status", f"injecting a stall: HFTRAIN_INJECT_STALL={self.stall_fault}")

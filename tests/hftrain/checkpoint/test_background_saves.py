@@ -118,6 +118,25 @@ def test_the_injected_failure_hits_its_step_and_rank_only():
     assert bg.injected_failure_step("8@1", 0) is None
 
 
+def test_the_injected_delay_holds_only_the_writes_of_its_step_and_after():
+    """Local mode's `--interrupt-during-save 200` sets HFTRAIN_INJECT_SAVE_DELAY=3@200: the write of checkpoint-100
+    completes at once (a delayed one completed just before the loss, too late for the checkpoint sync, and a live
+    replay resumed from scratch instead of from checkpoint-100), the write of checkpoint-200 waits."""
+    import time
+
+    assert bg.injected_delay(None) == (0.0, 0) and bg.injected_delay("3") == (3.0, 0)
+    assert bg.injected_delay("3@200") == (3.0, 200)
+    made, events, ranks = saves(inject_delay=(0.5, 200))
+    for step in (100, 200):
+        started = time.monotonic()
+        made.submit(step, f"p{step}", [])
+        made.current.thread.join()
+        took = time.monotonic() - started
+        assert (took >= 0.5) == (step == 200), (step, took)
+        made.drain()
+    assert made.completed == [100, 200]
+
+
 def test_snapshot_shares_nothing_and_keeps_tied_weights_tied():
     embed = torch.nn.Parameter(torch.ones(4, 2))
     state = {"embed.weight": embed.data, "head.weight": embed.data, "bias": torch.zeros(2)}

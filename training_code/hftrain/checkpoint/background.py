@@ -43,8 +43,10 @@ logger = logging.getLogger(__name__)
 IDLE, WRITING, MARKING = "idle", "writing", "marking"
 # the injected failure of local mode's fault tests: "<step>" makes the background write of that step fail
 INJECT_ENV = "HFTRAIN_INJECT_SAVE_ERROR"
-# local mode's interruptions during a save: every background write first waits this many seconds, so that an
-# interruption injected when the write begins lands inside it (a tiny model's write takes milliseconds)
+# local mode's interruptions during a save: "<seconds>@<step>": each background write of a step >= <step> first
+# waits <seconds>, so that an interruption injected when the write begins lands inside it (a tiny model's write
+# takes milliseconds); the writes before it are not delayed (a delayed older checkpoint would complete just before
+# the loss, too late for the checkpoint sync, and the run would resume from further back than the loss explains)
 DELAY_ENV = "HFTRAIN_INJECT_SAVE_DELAY"
 
 
@@ -168,7 +170,7 @@ class BackgroundSaves:
         agree: Callable[[list[float]], list[float]],
         describe: Callable[[BaseException, int], BaseException | None] | None = None,
         inject_failure_at: int | None = None,
-        inject_delay: float = 0.0,
+        inject_delay: tuple[float, int] = (0.0, 0),
         inject_hang: Callable[[int], None] | None = None,
         on_wait: Callable[[int], None] | None = None,
     ) -> None:
@@ -177,7 +179,7 @@ class BackgroundSaves:
         self.node_leader = node_leader
         self.agree = agree  # the element-wise SUM over all ranks (parallel/process_group.py, sum_each)
         self.inject_failure_at = inject_failure_at
-        self.inject_delay = inject_delay
+        self.inject_delay = inject_delay  # (seconds, from step): see DELAY_ENV
         self.inject_hang = inject_hang  # (step): local mode's injected hang inside a write (stall/injection.py)
         self.on_wait = on_wait  # (step): the loop begins to wait for the save in flight (the stall watchdog's phase)
         # (error, step) -> the error to raise as it is on every rank (checkpoint/volume.py's full volume), or None
@@ -271,8 +273,9 @@ class BackgroundSaves:
     def _write(self, save: _Save) -> None:
         if self.inject_hang is not None:
             self.inject_hang(save.step)
-        if self.inject_delay > 0:
-            time.sleep(self.inject_delay)
+        seconds, from_step = self.inject_delay
+        if seconds > 0 and save.step >= from_step:
+            time.sleep(seconds)
         if self.inject_failure_at is not None and save.step >= self.inject_failure_at:
             raise OSError(28, f"No space left on device (injected by {INJECT_ENV})")
         for write in save.writes:
@@ -331,6 +334,14 @@ def injected_failure_step(value: str | None, rank: int) -> int | None:
     if only and int(only) != rank:
         return None
     return int(step)
+
+
+def injected_delay(value: str | None) -> tuple[float, int]:
+    """`HFTRAIN_INJECT_SAVE_DELAY`: "<seconds>@<step>" (or "<seconds>": every write) -> (seconds, first step)."""
+    if not value:
+        return 0.0, 0
+    seconds, _, step = value.partition("@")
+    return float(seconds), int(step or 0)
 
 
 def eligible(trainer: Any) -> tuple[bool, str]:

@@ -417,7 +417,7 @@ class TrainingRun:
             mark=marks.mark, on_complete=complete, node_leader=distributed.local_rank() == 0,
             agree=distributed.sum_each,
             inject_failure_at=background.injected_failure_step(os.environ.get(background.INJECT_ENV), self.rank),
-            inject_delay=float(os.environ.get(background.DELAY_ENV) or 0),
+            inject_delay=background.injected_delay(os.environ.get(background.DELAY_ENV)),
             inject_hang=lambda step: stall_injection.in_upload(fault, step),
             # the wait is a phase of its own (the save's limit): the heartbeat says what the rank waits for
             on_wait=lambda step: stall.HEART.mark(f"waiting for the background write of checkpoint {step}", "save"),
