@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from benchmarks.goodput_sim.profiles import Fleet
+from hftrain.checkpoint.manager import DEFAULT_KEEP
 
 
 @dataclass(frozen=True)
@@ -17,7 +18,7 @@ class Costs:
     provisioning: float
     image_pull: float
     data_download: float
-    checkpoint_download: float  # the whole checkpoint prefix, to every instance, at a new job's start
+    checkpoint_download: float  # the whole checkpoint prefix (the newest DEFAULT_KEEP), to every instance, at a start
     imports: float
     data_load: float  # the raw data read at every start (the tokenized cache does not skip it)
     pg_join: float
@@ -46,7 +47,7 @@ def costs_at(fleet: Fleet, end: str) -> Costs:
     return Costs(
         work=fleet.work_hours * 3600, prior_hours=fleet.prior_hours, notice=f["notice"],
         provisioning=f["provisioning"], image_pull=f["image_pull"], data_download=f["data_download"],
-        checkpoint_download=fleet.checkpoint_gb / s3, imports=f["imports"], data_load=f["data_load"],
+        checkpoint_download=DEFAULT_KEEP * fleet.checkpoint_gb / s3, imports=f["imports"], data_load=f["data_load"],
         pg_join=f["pg_join"],
         model_load=f["model_load"], tokenize=f["tokenize"], cache_load=f["cache_load"], restore=shard / write,
         blocking_save=shard / write, snapshot=fleet.shard_gb_per_gpu / fleet.snapshot_gb_per_s.at(end),

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from benchmarks.goodput_sim.figures import Figure
+from hftrain.checkpoint.manager import DEFAULT_KEEP
 
 GB = 1e9
 BYTES_PER_PARAMETER = 12  # fp32 weights + AdamW exp_avg + exp_avg_sq (mixed precision keeps no second weight copy)
@@ -96,7 +97,8 @@ class Fleet:
         rows = [("checkpoint size", f"{self.model}: {self.parameters / 1e9:g}B parameters x {BYTES_PER_PARAMETER} "
                  f"bytes = {self.checkpoint_gb:.1f} GB, sharded over {self.instances} x {self.gpus_per_instance} "
                  f"GPUs: {self.shard_gb_per_instance:.2f} GB per instance, {self.shard_gb_per_gpu:.3f} GB per GPU "
-                 "(computed; 12 bytes per parameter measured on the 334M model)"),
+                 "(computed; 12 bytes per parameter measured on the 334M model); a start downloads the prefix: the "
+                 f"newest {DEFAULT_KEEP} (save_total_limit's default) to every instance"),
                 ("network", f"{self.network_gbps:g} Gbps ({NETWORK})"),
                 ("s3 GB/s per instance", self.s3_gb_per_s.describe()),
                 ("write+hash GB/s per instance", self.write_gb_per_s.describe()),

@@ -23,6 +23,7 @@ from transformers import Seq2SeqTrainingArguments
 
 from contract import intervals, run_history, startup_limit
 from hftrain import hp_rules, smenv
+from hftrain.checkpoint.manager import DEFAULT_KEEP
 from hftrain.data import files as data
 from hftrain.stall.limits import parse_minutes
 
@@ -242,6 +243,16 @@ class SageMakerTrainingArguments(Seq2SeqTrainingArguments):
         default=500, metadata={"help": "Save a checkpoint every N optimizer steps (the spec's interval)."}
     )
     logging_steps: float = field(default=50, metadata={"help": "Log loss and learning rate every N steps."})
+    save_total_limit: int | None = field(
+        default=DEFAULT_KEEP,
+        metadata={
+            "help": f"Verified checkpoints of this run to keep (default {DEFAULT_KEEP}, not the Trainer's "
+            "unlimited): SageMaker copies the whole checkpoint prefix to every instance at every start, so every "
+            "checkpoint kept is downloaded again by every restart. The newest one and the one a run resumed from "
+            "are always kept; two keep a complete older one should the newest have been cut short in S3. A "
+            "number larger than the run's saves keeps every checkpoint."
+        },
+    )
     dataloader_num_workers: int = field(
         default=-1,
         metadata={

@@ -93,7 +93,8 @@ BOUND_REASONS: dict[str, str] = {
     "ddp_timeout": "the process group's timeout: 0 or less times out at once, more overflows torch's millisecond "
                    "clock",
     "ddp_bucket_cap_mb": "torch's DDP reducer takes the bucket size in bytes as a 64-bit integer",
-    "save_total_limit": "transformers reads 0 or less as no limit; leave it unset to keep every checkpoint",
+    "save_total_limit": "transformers reads 0 or less as no limit; a number larger than the run's saves keeps every "
+                        "checkpoint",
     "per_device_train_batch_size": "torch indexes a batch with 32-bit sizes on the GPU; the automatic evaluation "
                                    "batch is twice this one",
     "per_device_eval_batch_size": "torch indexes a batch with 32-bit sizes on the GPU",

@@ -71,6 +71,17 @@ def saved_run(tiny_models, tmp_path_factory):
     return base, hps, load_file(base / "model" / "model.safetensors")
 
 
+def test_a_run_that_sets_no_save_total_limit_keeps_the_newest_two_checkpoints(tiny_models, tmp_path):
+    """Every checkpoint left in the checkpoint dir is downloaded to every instance by every restart (SageMaker copies
+    the whole prefix): unset, save_total_limit keeps 2 (the Trainer's default keeps all), and says so."""
+    base = layout_job(tmp_path, train=synth.cls_examples(40, 3))
+    hps = {k: v for k, v in HPS.items() if k != "save_total_limit"}
+    code, log = train(base, {**hps, "model_name_or_path": tiny_models["bert"]})
+    assert code == 0, log[-3000:]
+    assert sorted(p.name for p in (base / "checkpoints").glob("checkpoint-*")) == ["checkpoint-12", "checkpoint-8"]
+    assert "deleting" in log and "checkpoint-4 (rotation: save_total_limit=2 keeps" in log
+
+
 def interrupted_copy(saved_run, tmp_path: Path, *, reached: int = 10) -> Path:
     """The saved run as it was when interrupted at step `reached`: no checkpoint-12, no model yet."""
     source, _, _ = saved_run

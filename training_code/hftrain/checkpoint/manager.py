@@ -61,6 +61,11 @@ from hftrain.checkpoint.storage import LocalStorage, hash_algorithm
 
 logger = logging.getLogger(__name__)
 
+# Verified checkpoints of a run kept when save_total_limit is not given (the Trainer's default keeps all). SageMaker
+# copies the whole checkpoint prefix to every instance at every start: each one kept is downloaded by every restart.
+# Two, not one: the newest may have been cut short in S3 by the interruption that caused the restart (the sync of
+# its last files lost with the instance); the one before it was complete long before.
+DEFAULT_KEEP = 2
 
 # What a resume needs, by role: any one name of each group (directories hold FSDP's sharded state).
 WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
