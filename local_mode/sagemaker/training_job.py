@@ -204,7 +204,8 @@ class TrainingJob(LocalJob):
             self._start_hosts(hosts)
             tick = checkpoints.maybe_sync if checkpoints else None
             outcome, failed = self.watch_hosts(self._limit_or_interrupt, tick, first=self._interruption_due)
-            if outcome != "interrupted" and self._interruption_due():  # after the last look, before the exit codes
+            # due after the last look, before the exit codes were read (a stop or a limit keeps its own outcome)
+            if outcome in ("failed", "completed") and self._interruption_due():
                 outcome, failed = "interrupted", None
             abrupt = outcome == "interrupted" and self._last_interruption is not None and \
                 self._last_interruption.abrupt
