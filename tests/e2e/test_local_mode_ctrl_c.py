@@ -24,6 +24,14 @@ def env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
 
 
+def _sigint_default() -> None:
+    """SIGINT as a terminal's foreground command has it. A process started in the background by a shell without job
+    control inherits SIGINT ignored (POSIX), and Python then leaves it ignored: when this test ran under such a
+    parent, its Ctrl-C did nothing and the run trained on (seen in CI: /proc/<pid>/status SigIgn 0x...7, SIGINT
+    ignored from the start, not lost by local mode)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_stops_the_run_and_keeps_its_report(dev_outdir: Path, tmp_path: Path) -> None:
     data = tmp_path / "data"
     made = subprocess.run([sys.executable, "-m", "local_mode", "--cdk-out", str(dev_outdir), "data",
@@ -37,7 +45,8 @@ def test_ctrl_c_stops_the_run_and_keeps_its_report(dev_outdir: Path, tmp_path: P
     runs = tmp_path / "runs"
     proc = subprocess.Popen([sys.executable, "-m", "local_mode", "--cdk-out", str(dev_outdir), "--work-dir",
                              str(runs / "one"), "run", str(spec_path), "--data", str(data)], cwd=REPO, env=env(),
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+                            preexec_fn=_sigint_default)
     out: list[str] = []
     deadline = time.time() + 600
     assert proc.stdout is not None
