@@ -65,16 +65,22 @@ def test_an_abrupt_interruption_before_the_first_checkpoint_loses_its_steps_and_
     assert ledger["waiting_seconds"] == pytest.approx(1 + 4 + 1)
 
 
+def _one_interruption_1s_apart(first: list, kill: float, second: list) -> dict:
+    """The ledger of one instance: `first` killed at `kill`, 1 s Interrupted, 1 s Downloading, then `second` to
+    its end, 1 s Uploading."""
+    done = second[-1][0] - T + 1
+    desc = describe([("Downloading", 0, 2), ("Training", 2, kill), ("Interrupted", kill, kill + 1),
+                     ("Downloading", kill + 1, kill + 2), ("Training", kill + 2, done),
+                     ("Uploading", done, done + 1), ("Completed", done + 1, done + 1)], count=1)
+    return goodput.ledger([desc], {JOB: [stream("1", first), stream("2", second)]})
+
+
 def test_a_kill_during_a_save_counts_the_save_and_keeps_what_the_older_checkpoint_holds():
     # attempt 1 saves step 10, is killed while saving step 20; attempt 2 resumes from 10
     first = attempt_lines(t0=2, start_step=0, steps=20, saves=(10,), end=False, killed_in_save=20)
     kill = first[-1][0] - T + 0.7
     second = attempt_lines(t0=kill + 2, start_step=10, steps=20)
-    done = second[-1][0] - T + 1
-    desc = describe([("Downloading", 0, 2), ("Training", 2, kill), ("Interrupted", kill, kill + 1),
-                     ("Downloading", kill + 1, kill + 2), ("Training", kill + 2, done),
-                     ("Uploading", done, done + 1), ("Completed", done + 1, done + 1)], count=1)
-    ledger = goodput.ledger([desc], {JOB: [stream("1", first), stream("2", second)]})
+    ledger = _one_interruption_1s_apart(first, kill, second)
     assert_adds_up(ledger)
     lost = ledger["attempts"][0]
     assert lost["parts"]["checkpointing"] == pytest.approx(2 + 0.7)  # step 10's save and the one killed
@@ -186,11 +192,7 @@ def test_a_background_save_in_flight_is_no_loss_when_the_next_attempt_resumed_fr
                         eval_seconds=0.0, save_seconds=0.1, script_started_at=T + 3, start_step=0, startup=STARTUP))
     kill = at + 3  # step 11, its SIGTERM save and the exit: not in the log
     second = attempt_lines(t0=kill + 2, start_step=11, steps=9)
-    done = second[-1][0] - T + 1
-    desc = describe([("Downloading", 0, 2), ("Training", 2, kill), ("Interrupted", kill, kill + 1),
-                     ("Downloading", kill + 1, kill + 2), ("Training", kill + 2, done),
-                     ("Uploading", done, done + 1), ("Completed", done + 1, done + 1)], count=1)
-    ledger = goodput.ledger([desc], {JOB: [stream("1", first), stream("2", second)]})
+    ledger = _one_interruption_1s_apart(first, kill, second)
     assert_adds_up(ledger)
     (record,) = ledger["interruptions"]
     assert record["step_logged"] == 10 and record["step_reached"] == 11 == record["resumed_from_step"]
