@@ -355,12 +355,7 @@ class TrainingJob(LocalJob):
         return "interrupted" if due else None
 
     def _limit_or_interrupt(self) -> str | None:
-        reason = self._limit_reached()
-        if reason:
-            return reason
-        with self.lock:
-            due, self._interrupt_now = self._interrupt_now, None
-        return "interrupted" if due else None
+        return self._limit_reached() or self._interruption_due()
 
     def _training_seconds_so_far(self) -> float:
         running = time.monotonic() - self._attempt_started if self._attempt_started else 0.0
